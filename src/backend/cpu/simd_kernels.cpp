@@ -1,0 +1,198 @@
+// Highway compiles this file once per x86 target (foreach_target.h re-includes it); the
+// HWY_EXPORT tables at the bottom pick the best compiled target at run time.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "backend/cpu/simd_kernels.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include "backend/cpu/convert.h"
+#include "backend/cpu/simd_kernels.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace infera::cpu {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+using DF = hn::ScalableTag<float>;
+using VF = hn::Vec<DF>;
+
+HWY_INLINE VF LoadWeight(DF d, const float* p) { return hn::LoadU(d, p); }
+HWY_INLINE VF LoadWeight(DF d, const hwy::bfloat16_t* p) {
+  // bf16 is the top half of an f32: widen the bits and shift them into place.
+  const hn::Rebind<uint16_t, DF> du16;
+  const hn::RebindToUnsigned<DF> du32;
+  const auto raw = hn::LoadU(du16, reinterpret_cast<const uint16_t*>(p));
+  return hn::BitCast(d, hn::ShiftLeft<16>(hn::PromoteTo(du32, raw)));
+}
+HWY_INLINE VF LoadWeight(DF d, const hwy::float16_t* p) {
+  const hn::Rebind<hwy::float16_t, DF> df16;
+  return hn::PromoteTo(d, hn::LoadU(df16, p));
+}
+
+HWY_INLINE float WeightScalar(const float* p) { return *p; }
+HWY_INLINE float WeightScalar(const hwy::bfloat16_t* p) {
+  return bf16_to_f32(*reinterpret_cast<const uint16_t*>(p));
+}
+HWY_INLINE float WeightScalar(const hwy::float16_t* p) {
+  return f16_to_f32(*reinterpret_cast<const uint16_t*>(p));
+}
+
+// A register tile: NX rows of x against NW rows of w, full dot products over k.
+// AVX-512 has 32 vector registers (room for 4x4 accumulators); AVX2 has 16 (2x4).
+#if HWY_TARGET <= HWY_AVX3
+constexpr int kTileX = 4;
+#else
+constexpr int kTileX = 2;
+#endif
+constexpr int kTileW = 4;
+
+template <int NX, int NW, typename WT>
+HWY_INLINE void Tile(const float* HWY_RESTRICT x, int64_t k, const WT* HWY_RESTRICT w,
+                     float* HWY_RESTRICT out, int64_t ldo) {
+  const DF d;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  VF acc[NX][NW];
+  for (int a = 0; a < NX; ++a)
+    for (int b = 0; b < NW; ++b) acc[a][b] = hn::Zero(d);
+  int64_t p = 0;
+  for (; p + lanes <= k; p += lanes) {
+    VF wv[NW];
+    for (int b = 0; b < NW; ++b) wv[b] = LoadWeight(d, w + b * k + p);
+    for (int a = 0; a < NX; ++a) {
+      const VF xv = hn::LoadU(d, x + a * k + p);
+      for (int b = 0; b < NW; ++b) acc[a][b] = hn::MulAdd(xv, wv[b], acc[a][b]);
+    }
+  }
+  for (int a = 0; a < NX; ++a) {
+    for (int b = 0; b < NW; ++b) {
+      float s = hn::GetLane(hn::SumOfLanes(d, acc[a][b]));
+      for (int64_t q = p; q < k; ++q) s += x[a * k + q] * WeightScalar(w + b * k + q);
+      out[a * ldo + b] = s;
+    }
+  }
+}
+
+// All x rows against weight rows [0, rows) of `w` (already offset), in register tiles.
+template <typename WT>
+HWY_INLINE void Block(const float* x, int64_t n, int64_t k, const WT* w, int64_t rows, float* out,
+                      int64_t ldo) {
+  int64_t i = 0;
+  for (; i + kTileX <= n; i += kTileX) {
+    int64_t j = 0;
+    for (; j + kTileW <= rows; j += kTileW)
+      Tile<kTileX, kTileW>(x + i * k, k, w + j * k, out + i * ldo + j, ldo);
+    for (; j < rows; ++j) Tile<kTileX, 1>(x + i * k, k, w + j * k, out + i * ldo + j, ldo);
+  }
+  for (; i < n; ++i) {
+    int64_t j = 0;
+    for (; j + kTileW <= rows; j += kTileW)
+      Tile<1, kTileW>(x + i * k, k, w + j * k, out + i * ldo + j, ldo);
+    for (; j < rows; ++j) Tile<1, 1>(x + i * k, k, w + j * k, out + i * ldo + j, ldo);
+  }
+}
+
+template <typename WT>
+void WidenRowT(const WT* src, int64_t n, float* dst) {
+  const DF d;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  int64_t p = 0;
+  for (; p + lanes <= n; p += lanes) hn::StoreU(LoadWeight(d, src + p), d, dst + p);
+  for (; p < n; ++p) dst[p] = WeightScalar(src + p);
+}
+
+template <typename WT>
+void MatmulRowsT(const float* x, int64_t n, int64_t k, const WT* w, int64_t j_begin,
+                 int64_t j_end, float* out, int64_t ldo, float* panel) {
+  // With several x rows, widen each panel of weight rows to f32 once and reuse it for all rows;
+  // with one or two (decode), stream the weights and widen in registers.
+  const bool widen_panels = n > kTileX && !std::is_same_v<WT, float>;
+  for (int64_t j = j_begin; j < j_end; j += kPanelRows) {
+    const int64_t rows = std::min<int64_t>(kPanelRows, j_end - j);
+    if (widen_panels) {
+      WidenRowT(w + j * k, rows * k, panel);
+      Block(x, n, k, panel, rows, out + j, ldo);
+    } else {
+      Block(x, n, k, w + j * k, rows, out + j, ldo);
+    }
+  }
+}
+
+void MatmulRows(const float* x, int64_t n, int64_t k, const void* w, DType wtype, int64_t j_begin,
+                int64_t j_end, float* out, int64_t ldo, float* panel) {
+  switch (wtype) {
+    case DType::F32:
+      return MatmulRowsT(x, n, k, static_cast<const float*>(w), j_begin, j_end, out, ldo, panel);
+    case DType::BF16:
+      return MatmulRowsT(x, n, k, static_cast<const hwy::bfloat16_t*>(w), j_begin, j_end, out,
+                         ldo, panel);
+    case DType::F16:
+      return MatmulRowsT(x, n, k, static_cast<const hwy::float16_t*>(w), j_begin, j_end, out, ldo,
+                         panel);
+    default:
+      return;  // the backend checks supports_weight() before calling
+  }
+}
+
+void WidenRow(const void* src, DType wtype, int64_t n, float* dst) {
+  switch (wtype) {
+    case DType::F32: return WidenRowT(static_cast<const float*>(src), n, dst);
+    case DType::BF16: return WidenRowT(static_cast<const hwy::bfloat16_t*>(src), n, dst);
+    case DType::F16: return WidenRowT(static_cast<const hwy::float16_t*>(src), n, dst);
+    default: return;
+  }
+}
+
+float Dot(const float* a, const float* b, int64_t n) {
+  const DF d;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  VF acc0 = hn::Zero(d), acc1 = hn::Zero(d);
+  int64_t p = 0;
+  for (; p + 2 * lanes <= n; p += 2 * lanes) {
+    acc0 = hn::MulAdd(hn::LoadU(d, a + p), hn::LoadU(d, b + p), acc0);
+    acc1 = hn::MulAdd(hn::LoadU(d, a + p + lanes), hn::LoadU(d, b + p + lanes), acc1);
+  }
+  for (; p + lanes <= n; p += lanes) acc0 = hn::MulAdd(hn::LoadU(d, a + p), hn::LoadU(d, b + p), acc0);
+  float s = hn::GetLane(hn::SumOfLanes(d, hn::Add(acc0, acc1)));
+  for (; p < n; ++p) s += a[p] * b[p];
+  return s;
+}
+
+void Axpy(float alpha, const float* x, float* y, int64_t n) {
+  const DF d;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  const VF va = hn::Set(d, alpha);
+  int64_t p = 0;
+  for (; p + lanes <= n; p += lanes)
+    hn::StoreU(hn::MulAdd(va, hn::LoadU(d, x + p), hn::LoadU(d, y + p)), d, y + p);
+  for (; p < n; ++p) y[p] += alpha * x[p];
+}
+
+const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
+
+}  // namespace HWY_NAMESPACE
+}  // namespace infera::cpu
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace infera::cpu {
+HWY_EXPORT(MatmulRows);
+HWY_EXPORT(WidenRow);
+HWY_EXPORT(Dot);
+HWY_EXPORT(Axpy);
+HWY_EXPORT(TargetName);
+
+void matmul_rows(const float* x, int64_t n, int64_t k, const void* w, DType wtype, int64_t j_begin,
+                 int64_t j_end, float* out, int64_t ldo, float* panel) {
+  HWY_DYNAMIC_DISPATCH(MatmulRows)(x, n, k, w, wtype, j_begin, j_end, out, ldo, panel);
+}
+void widen_row(const void* src, DType wtype, int64_t n, float* dst) {
+  HWY_DYNAMIC_DISPATCH(WidenRow)(src, wtype, n, dst);
+}
+float dot_f32(const float* a, const float* b, int64_t n) {
+  return HWY_DYNAMIC_DISPATCH(Dot)(a, b, n);
+}
+void axpy_f32(float alpha, const float* x, float* y, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(Axpy)(alpha, x, y, n);
+}
+const char* simd_target_name() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }
+}  // namespace infera::cpu
+#endif

@@ -1,0 +1,29 @@
+// SIMD kernels of the CPU backend, compiled for every x86 target Highway knows (SSE4, AVX2,
+// AVX-512, AVX-512 with BF16/VNNI...) and dispatched once per call at run time, so one binary
+// runs on any x86-64 machine and uses the best instructions it has.
+#pragma once
+
+#include <cstdint>
+
+#include "infera/tensor.h"
+
+namespace infera::cpu {
+
+// out[i * ldo + j] = sum_p x[i * k + p] * w[j * k + p], for i in [0, n), j in [j_begin, j_end).
+// w points at the whole weight (rows of k elements of `wtype`: F32, F16 or BF16).
+// `panel` is scratch of at least kPanelRows * k floats (weights widened once per panel when n
+// is large enough to reuse them).
+constexpr int64_t kPanelRows = 16;
+void matmul_rows(const float* x, int64_t n, int64_t k, const void* w, DType wtype, int64_t j_begin,
+                 int64_t j_end, float* out, int64_t ldo, float* panel);
+
+float dot_f32(const float* a, const float* b, int64_t n);
+// y += alpha * x
+void axpy_f32(float alpha, const float* x, float* y, int64_t n);
+// dst[i] = float(src[i]) for a weight row of `wtype`.
+void widen_row(const void* src, DType wtype, int64_t n, float* dst);
+
+// Name of the instruction set chosen at run time ("AVX3", "AVX2", ...).
+const char* simd_target_name();
+
+}  // namespace infera::cpu

@@ -1,0 +1,79 @@
+#include "backend/cpu/thread_pool.h"
+
+#include <algorithm>
+
+namespace infera::cpu {
+
+ThreadPool::ThreadPool(int threads) {
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void ThreadPool::run_chunk(int index) {
+  if (index < job_chunks_) {
+    const int64_t per = (job_n_ + job_chunks_ - 1) / job_chunks_;
+    const int64_t begin = per * index;
+    const int64_t end = std::min(job_n_, begin + per);
+    if (begin < end) {
+      try {
+        (*job_)(begin, end);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mutex_);
+        if (!error_) error_ = std::current_exception();
+      }
+    }
+  }
+}
+
+void ThreadPool::worker_loop(int index) {
+  uint64_t seen = 0;
+  for (;;) {
+    // Spin a little: the next parallel section usually follows within microseconds.
+    for (int spin = 0; spin < 20000 && generation_.load(std::memory_order_acquire) == seen; ++spin)
+      std::this_thread::yield();
+    if (generation_.load(std::memory_order_acquire) == seen) {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [&] { return stop_ || generation_.load() != seen; });
+      if (stop_) return;
+    }
+    seen = generation_.load(std::memory_order_acquire);
+    run_chunk(index);
+    pending_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+}
+
+void ThreadPool::parallel_for(int64_t n, int64_t grain,
+                              const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  grain = std::max<int64_t>(grain, 1);
+  const int chunks = static_cast<int>(std::min<int64_t>(size(), (n + grain - 1) / grain));
+  if (chunks <= 1 || workers_.empty()) {
+    fn(0, n);
+    return;
+  }
+  job_ = &fn;
+  job_n_ = n;
+  job_chunks_ = chunks;
+  error_ = nullptr;
+  pending_.store(static_cast<int>(workers_.size()), std::memory_order_release);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    generation_.fetch_add(1, std::memory_order_acq_rel);
+  }
+  wake_.notify_all();
+  run_chunk(0);
+  while (pending_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+  job_ = nullptr;
+  if (error_) std::rethrow_exception(error_);
+}
+
+}  // namespace infera::cpu

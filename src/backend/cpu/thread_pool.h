@@ -1,0 +1,50 @@
+// One pool of worker threads per backend. parallel_for splits [0, n) into one contiguous chunk per
+// thread (the caller runs the first chunk itself), which suits the row-partitioned kernels here:
+// equal work per row, no stealing needed. Workers spin briefly before sleeping because decode
+// issues hundreds of short parallel sections per token.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace infera::cpu {
+
+class ThreadPool {
+ public:
+  explicit ThreadPool(int threads);  // threads <= 0: hardware concurrency
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return static_cast<int>(workers_.size()) + 1; }
+
+  // Calls fn(begin, end) on disjoint chunks covering [0, n), each at least `grain` long
+  // (except the last). Returns when all chunks are done. Exceptions from fn are rethrown here.
+  void parallel_for(int64_t n, int64_t grain,
+                    const std::function<void(int64_t begin, int64_t end)>& fn);
+
+ private:
+  void worker_loop(int index);
+  void run_chunk(int index);
+
+  std::vector<std::thread> workers_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  bool stop_ = false;
+
+  // The current job, valid while pending_ > 0.
+  const std::function<void(int64_t, int64_t)>* job_ = nullptr;
+  int64_t job_n_ = 0;
+  int job_chunks_ = 0;
+  std::exception_ptr error_;
+  std::mutex error_mutex_;
+};
+
+}  // namespace infera::cpu

@@ -1,0 +1,54 @@
+#include "model/model_registry.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "infera/error.h"
+
+namespace infera {
+namespace {
+const ModelFactory* const kFactories[] = {&kQwen3Factory};
+}  // namespace
+
+std::string format_parameter_count(int64_t parameters) {
+  char buf[32];
+  const double p = static_cast<double>(parameters);
+  if (p >= 1e8) {
+    std::snprintf(buf, sizeof buf, "%.1fB", p / 1e9);
+  } else if (p >= 1e5) {
+    std::snprintf(buf, sizeof buf, "%.1fM", p / 1e6);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.1fK", p / 1e3);
+  }
+  std::string s = buf;
+  const auto dot0 = s.find(".0");
+  if (dot0 != std::string::npos && dot0 + 3 == s.size()) s.erase(dot0, 2);
+  return s;
+}
+
+std::string ModelInfo::summary() const {
+  return name + " (" + std::to_string(layers) + " layers, " + std::to_string(hidden) + " dim, " +
+         std::to_string(q_heads) + " Q heads, " + std::to_string(kv_heads) + " KV heads)";
+}
+
+std::unique_ptr<CausalLM> load_causal_lm(const std::filesystem::path& dir, Backend& backend,
+                                         const LoadOptions& options) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec))
+    throw IoError("model folder " + dir.string() + " does not exist or is not a folder");
+  const auto config_path = dir / "config.json";
+  if (!std::filesystem::exists(config_path, ec))
+    throw FormatError("no config.json in " + dir.string() +
+                      " (expected a Hugging Face model folder)");
+  const io::HfConfig config = io::HfConfig::load(config_path);
+  const std::string type = config.model_type();
+  std::string known;
+  for (const ModelFactory* f : kFactories) {
+    if (type == f->model_type) return f->load(dir, config, backend, options);
+    known += std::string(known.empty() ? "" : ", ") + f->model_type;
+  }
+  throw FormatError(config_path.string() + ": model_type '" + type + "' is not supported (" +
+                    known + ")");
+}
+
+}  // namespace infera

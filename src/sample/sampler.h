@@ -1,0 +1,51 @@
+// Turns one row of logits into a token id. Order and semantics follow Hugging Face
+// transformers' logits processors: repetition penalty -> (presence/frequency penalty) ->
+// temperature -> top-k -> top-p -> min-p -> softmax -> draw. temperature <= 0 means greedy.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <span>
+#include <vector>
+
+namespace infera {
+
+struct SamplingParams {
+  float temperature = 1.0f;         // <= 0: greedy (argmax)
+  int32_t top_k = 0;                // 0: off
+  float top_p = 1.0f;               // 1: off
+  float min_p = 0.0f;               // 0: off
+  float repetition_penalty = 1.0f;  // 1: off; HF semantics (divide positive, multiply negative)
+  float presence_penalty = 0.0f;    // OpenAI semantics, over generated tokens
+  float frequency_penalty = 0.0f;   // OpenAI semantics, over generated tokens
+  uint64_t seed = 0;
+
+  bool greedy() const { return temperature <= 0.0f; }
+  // Throws InvalidArgument naming the field when a value is out of range.
+  void validate() const;
+};
+
+class Sampler {
+ public:
+  explicit Sampler(const SamplingParams& params);
+
+  // `logits` is modified in place (penalties, temperature, filtering). `prompt` and `generated`
+  // are the token ids seen so far: the repetition penalty covers both (as HF does), presence and
+  // frequency penalties only `generated`. Ids outside the vocabulary are ignored. On return
+  // `logits` holds the processed scores (HF's scores_processed): filtered-out tokens are -inf.
+  int32_t sample(std::span<float> logits, std::span<const int32_t> prompt,
+                 std::span<const int32_t> generated);
+
+  const SamplingParams& params() const { return params_; }
+
+ private:
+  SamplingParams params_;
+  std::mt19937_64 rng_;
+  std::vector<int32_t> order_;  // scratch: candidate indices
+  std::vector<float> weights_;  // scratch: weights of order_ / the top-k heap / saved survivors
+};
+
+// Index of the largest value; ties go to the lowest index (as torch.argmax).
+int32_t argmax(std::span<const float> values);
+
+}  // namespace infera

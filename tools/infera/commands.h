@@ -1,0 +1,14 @@
+// Each subcommand lives in its own file and registers itself on the top-level CLI11 app.
+// Handlers throw infera::Error on bad input; main() turns that into one line on stderr + exit 1.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace infera::cli {
+
+void add_run_command(CLI::App& app);
+void add_logits_command(CLI::App& app);
+void add_tokenize_commands(CLI::App& app);  // tokenize, detokenize
+void add_chat_command(CLI::App& app);
+
+}  // namespace infera::cli

@@ -1,0 +1,27 @@
+// Sampling and length options of `run` and `chat`. Unset options fall back to the model's
+// generation_config.json, as transformers' generate() does.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <optional>
+
+#include "engine/generator.h"
+#include "io/hf_config.h"
+
+namespace infera::cli {
+
+struct GenerationOptions {
+  std::optional<int64_t> max_tokens;
+  std::optional<float> temperature, top_p, min_p, repetition_penalty;
+  std::optional<int32_t> top_k;
+  float presence_penalty = 0.0f, frequency_penalty = 0.0f;
+  uint64_t seed = 0;
+  bool greedy = false;
+  bool ignore_eos = false;
+
+  void add_to(CLI::App& cmd);
+  GenerationRequest to_request(const io::GenerationDefaults& defaults) const;
+};
+
+}  // namespace infera::cli

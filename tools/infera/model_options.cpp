@@ -1,0 +1,84 @@
+#include "model_options.h"
+
+#include <chrono>
+#include <cstdio>
+
+#include "infera/error.h"
+
+namespace infera::cli {
+
+void ModelOptions::add_to(CLI::App& cmd) {
+  cmd.add_option("-m,--model", model,
+                 "Model folder: config.json and model.safetensors (or sharded, with "
+                 "model.safetensors.index.json) as Hugging Face publishes it")
+      ->required();
+  cmd.add_option("--tokenizer", tokenizer,
+                 "tokenizer.json, or a folder holding one (default: the model folder)");
+  cmd.add_flag("--dummy-weights", dummy_weights,
+               "Seeded random weights of the config's shapes instead of reading weight files "
+               "(speed measurements only; the output is meaningless)");
+  cmd.add_option("--dummy-seed", dummy_seed, "Seed of --dummy-weights")->capture_default_str();
+  cmd.add_option("-t,--threads", threads, "CPU threads (0: one per core)")
+      ->check(CLI::Range(0, 1024))
+      ->capture_default_str();
+}
+
+LoadedModel load_model(const ModelOptions& options, bool quiet) {
+  namespace fs = std::filesystem;
+  LoadedModel loaded;
+  fs::path dir = options.model;
+  // --dummy-weights accepts a bare config.json as well as its folder.
+  if (options.dummy_weights && fs::is_regular_file(dir) && dir.filename() == "config.json")
+    dir = dir.parent_path().empty() ? fs::path(".") : dir.parent_path();
+  if (!fs::is_directory(dir))
+    throw IoError("model folder '" + options.model + "' does not exist");
+
+  const auto start = std::chrono::steady_clock::now();
+  if (!quiet)
+    std::fprintf(stderr, "Loading %s%s ...\n", dir.string().c_str(),
+                 options.dummy_weights ? " with dummy weights" : "");
+  loaded.backend = make_cpu_backend(options.threads);
+  loaded.model = load_causal_lm(dir, *loaded.backend,
+                                {.dummy_weights = options.dummy_weights,
+                                 .dummy_seed = options.dummy_seed,
+                                 .threads = options.threads});
+  loaded.generation = io::load_generation_defaults(dir);
+  if (loaded.generation.eos_token_ids.empty()) {
+    // Older folders carry eos_token_id only in config.json.
+    const auto config = io::HfConfig::load(dir / "config.json");
+    if (config.has("eos_token_id") && config.json()["eos_token_id"].is_number_integer())
+      loaded.generation.eos_token_ids.push_back(config.json()["eos_token_id"].get<int32_t>());
+  }
+  const fs::path tok = options.tokenizer.empty() ? dir : fs::path(options.tokenizer);
+  if (!options.tokenizer.empty() || fs::exists(dir / "tokenizer.json"))
+    loaded.tokenizer = Tokenizer::load(tok);
+  loaded.load_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!quiet) std::fprintf(stderr, "Loaded in %.2f s\n", loaded.load_seconds);
+  return loaded;
+}
+
+std::vector<int32_t> parse_id_list(const std::string& text, const std::string& option) {
+  std::vector<int32_t> ids;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    const size_t comma = std::min(text.find(',', pos), text.size());
+    std::string item = text.substr(pos, comma - pos);
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    size_t used = 0;
+    long long value = -1;
+    try {
+      value = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size() || value < 0 || value > INT32_MAX)
+      throw InvalidArgument(option + ": '" + item + "' is not a token id (expected e.g. 785,6722,315)");
+    ids.push_back(static_cast<int32_t>(value));
+    pos = comma + 1;
+  }
+  return ids;
+}
+
+}  // namespace infera::cli

@@ -1,0 +1,44 @@
+// Options shared by the subcommands that load a model: where it is, how to get its weights, which
+// tokenizer, how many threads; and the loaded bundle they produce.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "infera/tokenizer.h"
+#include "io/hf_config.h"
+#include "model/causal_lm.h"
+#include "ops/backend.h"
+
+namespace infera::cli {
+
+struct ModelOptions {
+  std::string model;      // folder with config.json (+ weights unless dummy)
+  std::string tokenizer;  // tokenizer.json or a folder holding one; default: the model folder
+  bool dummy_weights = false;
+  uint64_t dummy_seed = 0;
+  int threads = 0;
+
+  void add_to(CLI::App& cmd);
+};
+
+struct LoadedModel {
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<CausalLM> model;
+  std::optional<Tokenizer> tokenizer;  // absent when the folder has none and none was given
+  io::GenerationDefaults generation;
+  double load_seconds = 0.0;
+};
+
+// Loads the model, printing progress to stderr ("Loading ... done in 0.4 s") unless quiet.
+LoadedModel load_model(const ModelOptions& options, bool quiet);
+
+// "785,6722,315" -> ids; errors name the bad item.
+std::vector<int32_t> parse_id_list(const std::string& text, const std::string& option);
+
+}  // namespace infera::cli
