@@ -3,6 +3,7 @@
 //   embed -> N x [rmsnorm, attention (q/k/v proj, per-head q/k rmsnorm, rope, causal GQA, o proj),
 //   residual, rmsnorm, swiglu mlp, residual] -> rmsnorm -> lm head (tied to embed or not)
 #include <cmath>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -93,6 +94,7 @@ class Qwen3 final : public CausalLM {
  public:
   Qwen3(ModelInfo info, Qwen3Params p, io::WeightStore store, Backend& backend)
       : info_(std::move(info)), p_(p), store_(std::move(store)), backend_(backend) {
+    reject_unknown_tensors();
     auto w = [&](const std::string& name, Shape shape) {
       return backend_.prepare_weight(store_.require(name, shape));
     };
@@ -210,6 +212,20 @@ class Qwen3 final : public CausalLM {
     backend_.matmul(gate, w.down_proj, proj);
     backend_.add(x, proj, x);
     emit(x, "layer_out", il);
+  }
+
+  // A tensor the config does not account for means the config and the weights disagree (e.g.
+  // more layers in the file than num_hidden_layers): fail rather than run a different model.
+  void reject_unknown_tensors() const {
+    std::set<std::string> expected;
+    for (const WeightSpec& spec : qwen3_weight_specs(p_)) expected.insert(spec.name);
+    for (const std::string& name : store_.names()) {
+      if (expected.count(name) || (p_.tied && name == "lm_head.weight")) continue;
+      throw FormatError("unexpected tensor " + name +
+                        ": not part of a Qwen3 model with this config.json (num_hidden_layers=" +
+                        std::to_string(p_.layers) + ", tie_word_embeddings=" +
+                        (p_.tied ? "true" : "false") + ")");
+    }
   }
 
   void ensure_scratch(int64_t n) {

@@ -9,9 +9,11 @@
 #include <cstdio>
 #include <fstream>
 
+#include "../io/safetensors_writer.h"
 #include "fixture_cases.h"
 #include "infera/error.h"
 #include "io/hf_config.h"
+#include "io/weight_store.h"
 #include "model/causal_lm.h"
 #include "ops/backend.h"
 #include "sample/sampler.h"
@@ -170,6 +172,63 @@ TEST(Qwen3Config, SummaryLineOfTheReleasedConfig) {
   EXPECT_EQ(model->info().summary(), "Qwen3-0.6B (28 layers, 1024 dim, 16 Q heads, 8 KV heads)");
   EXPECT_EQ(model->info().vocab, 151936);
   EXPECT_TRUE(model->info().tied_embeddings);
+}
+
+// The fixture's weights plus `extra`, minus `drop`, in a temporary model folder.
+void write_altered_fixture(const std::filesystem::path& dir, const std::string& drop,
+                           const std::vector<std::pair<std::string, Shape>>& extra) {
+  const auto src = test::fixture("qwen3-micro");
+  std::filesystem::copy_file(src / "config.json", dir / "config.json");
+  const io::WeightStore store = io::WeightStore::open_folder(src);
+  test::SafetensorsWriter writer;
+  for (const std::string& name : store.names())
+    if (name != drop) writer.add(store.get(name));
+  for (const auto& [name, shape] : extra) {
+    std::vector<int64_t> dims(shape.dims.begin(), shape.dims.begin() + shape.rank);
+    writer.add(name, "BF16", dims, test::Bytes(static_cast<size_t>(shape.numel() * 2), 0));
+  }
+  writer.write(dir / "model.safetensors");
+}
+
+TEST(Qwen3Weights, ExtraLayerTensorIsRejected) {
+  test::TempDir dir;
+  write_altered_fixture(dir.path(), "", {{"model.layers.2.mlp.up_proj.weight", {64, 32}}});
+  auto backend = make_cpu_backend(1);
+  try {
+    load_causal_lm(dir.path(), *backend, {});
+    FAIL() << "expected an error";
+  } catch (const FormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("unexpected tensor model.layers.2.mlp.up_proj.weight"),
+              std::string::npos) << e.what();
+  }
+}
+
+TEST(Qwen3Weights, MissingAndMisshapenTensorsNameTheTensor) {
+  auto backend = make_cpu_backend(1);
+  {
+    test::TempDir dir;
+    write_altered_fixture(dir.path(), "model.layers.1.self_attn.k_norm.weight", {});
+    try {
+      load_causal_lm(dir.path(), *backend, {});
+      FAIL() << "expected an error";
+    } catch (const FormatError& e) {
+      EXPECT_NE(std::string(e.what()).find("missing tensor model.layers.1.self_attn.k_norm.weight"),
+                std::string::npos) << e.what();
+    }
+  }
+  {
+    test::TempDir dir;
+    write_altered_fixture(dir.path(), "model.layers.0.mlp.down_proj.weight",
+                          {{"model.layers.0.mlp.down_proj.weight", {32, 63}}});
+    try {
+      load_causal_lm(dir.path(), *backend, {});
+      FAIL() << "expected an error";
+    } catch (const FormatError& e) {
+      EXPECT_NE(std::string(e.what()).find(
+                    "tensor model.layers.0.mlp.down_proj.weight: shape [32, 63], expected [32, 64]"),
+                std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(Qwen3Config, UnsupportedModelTypeIsAClearError) {
