@@ -2,6 +2,7 @@
 // tokens (normalized) -> pre-tokenizer -> BPE, and decoder for the way back.
 #include "infera/tokenizer.h"
 
+#include <algorithm>
 #include <deque>
 #include <fstream>
 #include <sstream>
@@ -222,6 +223,8 @@ std::string StreamDecoder::push(int32_t id) {
   if (skip_special_tokens_ && impl.special[id]) return {};
   impl.decoder->append_token(t, first_, pending_);
   first_ = false;
+  // Every decoder's finish() is a lossy UTF-8 conversion of the collected bytes, so emitting the
+  // settled prefix now and the rest later concatenates to exactly what decode() returns.
   std::string out;
   const std::size_t used = tok::append_utf8_lossy_prefix(pending_, out);
   pending_.erase(0, used);
