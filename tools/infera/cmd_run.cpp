@@ -114,12 +114,13 @@ void run(const RunOptions& o) {
     const std::string rest = stream->flush();
     std::fwrite(rest.data(), 1, rest.size(), stdout);
   }
-  std::printf("\n\nTime: load %.2f s | prompt %lld tokens in %.3f s (%.1f tok/s) | generated %lld "
-              "tokens in %.3f s (%.2f tok/s) | finish: %s\n",
+  // The first generated token comes out of the prefill; decode speed counts the steps after it.
+  std::printf("\n\nTime: load %.2f s | prefill %lld tokens in %.3f s (%.1f tok/s) | decode %lld "
+              "tokens in %.3f s (%.2f tok/s) | generated %lld, finish: %s\n",
               m.load_seconds, static_cast<long long>(s.prompt_tokens), s.prefill_seconds,
-              s.prefill_tokens_per_second(), static_cast<long long>(s.generated_tokens),
-              s.prefill_seconds + s.decode_seconds, s.decode_tokens_per_second(),
-              result.finish_reason.c_str());
+              s.prefill_tokens_per_second(), static_cast<long long>(s.decode_steps),
+              s.decode_seconds, s.decode_tokens_per_second(),
+              static_cast<long long>(s.generated_tokens), result.finish_reason.c_str());
 }
 
 }  // namespace
