@@ -61,26 +61,46 @@ struct LayerWeights {
   Tensor mlp_norm, gate_proj, up_proj, down_proj;
 };
 
-// The tensor-name table: every weight with its expected shape, in Hugging Face naming.
+// The tensor-name table, the one place that names and shapes the weights: the loader, the
+// dummy-weight maker and the unknown-tensor check all read it.
+struct LayerTensor {
+  const char* suffix;  // after "model.layers.<i>."
+  Tensor LayerWeights::*slot;
+  Shape (*shape)(const Qwen3Params&);
+  bool norm;  // norm weights are initialised around 1 in dummy mode
+};
+using P = const Qwen3Params&;
+const LayerTensor kLayerTensors[] = {
+    {"input_layernorm.weight", &LayerWeights::attn_norm, [](P p) { return Shape{p.hidden}; }, true},
+    {"self_attn.q_proj.weight", &LayerWeights::q_proj,
+     [](P p) { return Shape{p.q_heads * p.head_dim, p.hidden}; }, false},
+    {"self_attn.k_proj.weight", &LayerWeights::k_proj,
+     [](P p) { return Shape{p.kv_heads * p.head_dim, p.hidden}; }, false},
+    {"self_attn.v_proj.weight", &LayerWeights::v_proj,
+     [](P p) { return Shape{p.kv_heads * p.head_dim, p.hidden}; }, false},
+    {"self_attn.o_proj.weight", &LayerWeights::o_proj,
+     [](P p) { return Shape{p.hidden, p.q_heads * p.head_dim}; }, false},
+    {"self_attn.q_norm.weight", &LayerWeights::q_norm, [](P p) { return Shape{p.head_dim}; }, true},
+    {"self_attn.k_norm.weight", &LayerWeights::k_norm, [](P p) { return Shape{p.head_dim}; }, true},
+    {"post_attention_layernorm.weight", &LayerWeights::mlp_norm,
+     [](P p) { return Shape{p.hidden}; }, true},
+    {"mlp.gate_proj.weight", &LayerWeights::gate_proj,
+     [](P p) { return Shape{p.intermediate, p.hidden}; }, false},
+    {"mlp.up_proj.weight", &LayerWeights::up_proj,
+     [](P p) { return Shape{p.intermediate, p.hidden}; }, false},
+    {"mlp.down_proj.weight", &LayerWeights::down_proj,
+     [](P p) { return Shape{p.hidden, p.intermediate}; }, false},
+};
+
+std::string layer_prefix(int64_t layer) { return "model.layers." + std::to_string(layer) + "."; }
+
 std::vector<WeightSpec> qwen3_weight_specs(const Qwen3Params& p) {
-  const int64_t q = p.q_heads * p.head_dim, kv = p.kv_heads * p.head_dim;
   std::vector<WeightSpec> specs = {{"model.embed_tokens.weight", {p.vocab, p.hidden}, 0.02f},
                                    {"model.norm.weight", {p.hidden}, -1.0f}};
   if (!p.tied) specs.push_back({"lm_head.weight", {p.vocab, p.hidden}, 0.02f});
-  for (int64_t i = 0; i < p.layers; ++i) {
-    const std::string l = "model.layers." + std::to_string(i) + ".";
-    specs.insert(specs.end(), {{l + "input_layernorm.weight", {p.hidden}, -1.0f},
-                               {l + "self_attn.q_proj.weight", {q, p.hidden}, 0.02f},
-                               {l + "self_attn.k_proj.weight", {kv, p.hidden}, 0.02f},
-                               {l + "self_attn.v_proj.weight", {kv, p.hidden}, 0.02f},
-                               {l + "self_attn.o_proj.weight", {p.hidden, q}, 0.02f},
-                               {l + "self_attn.q_norm.weight", {p.head_dim}, -1.0f},
-                               {l + "self_attn.k_norm.weight", {p.head_dim}, -1.0f},
-                               {l + "post_attention_layernorm.weight", {p.hidden}, -1.0f},
-                               {l + "mlp.gate_proj.weight", {p.intermediate, p.hidden}, 0.02f},
-                               {l + "mlp.up_proj.weight", {p.intermediate, p.hidden}, 0.02f},
-                               {l + "mlp.down_proj.weight", {p.hidden, p.intermediate}, 0.02f}});
-  }
+  for (int64_t i = 0; i < p.layers; ++i)
+    for (const LayerTensor& t : kLayerTensors)
+      specs.push_back({layer_prefix(i) + t.suffix, t.shape(p), t.norm ? -1.0f : 0.02f});
   return specs;
 }
 
@@ -98,24 +118,13 @@ class Qwen3 final : public CausalLM {
     auto w = [&](const std::string& name, Shape shape) {
       return backend_.prepare_weight(store_.require(name, shape));
     };
-    const int64_t q = p.q_heads * p.head_dim, kv = p.kv_heads * p.head_dim;
     embed_ = w("model.embed_tokens.weight", {p.vocab, p.hidden});
     final_norm_ = w("model.norm.weight", {p.hidden});
     lm_head_ = p.tied ? embed_ : w("lm_head.weight", {p.vocab, p.hidden});
-    for (int64_t i = 0; i < p.layers; ++i) {
-      const std::string l = "model.layers." + std::to_string(i) + ".";
-      layers_.push_back({w(l + "input_layernorm.weight", {p.hidden}),
-                         w(l + "self_attn.q_proj.weight", {q, p.hidden}),
-                         w(l + "self_attn.k_proj.weight", {kv, p.hidden}),
-                         w(l + "self_attn.v_proj.weight", {kv, p.hidden}),
-                         w(l + "self_attn.o_proj.weight", {p.hidden, q}),
-                         w(l + "self_attn.q_norm.weight", {p.head_dim}),
-                         w(l + "self_attn.k_norm.weight", {p.head_dim}),
-                         w(l + "post_attention_layernorm.weight", {p.hidden}),
-                         w(l + "mlp.gate_proj.weight", {p.intermediate, p.hidden}),
-                         w(l + "mlp.up_proj.weight", {p.intermediate, p.hidden}),
-                         w(l + "mlp.down_proj.weight", {p.hidden, p.intermediate})});
-    }
+    layers_.resize(static_cast<size_t>(p.layers));
+    for (int64_t i = 0; i < p.layers; ++i)
+      for (const LayerTensor& t : kLayerTensors)
+        layers_[static_cast<size_t>(i)].*(t.slot) = w(layer_prefix(i) + t.suffix, t.shape(p));
   }
 
   const ModelInfo& info() const override { return info_; }
