@@ -61,7 +61,6 @@ class CausalLM {
 struct LoadOptions {
   bool dummy_weights = false;  // seeded random weights of the right shapes; no weight file read
   uint64_t dummy_seed = 0;
-  int threads = 0;  // CPU threads (0: all cores)
 };
 
 // Loads the model in `dir` (config.json + safetensors) for its `model_type`, on `backend`.

@@ -40,8 +40,7 @@ LoadedModel load_model(const ModelOptions& options, bool quiet) {
   loaded.backend = make_cpu_backend(options.threads);
   loaded.model = load_causal_lm(dir, *loaded.backend,
                                 {.dummy_weights = options.dummy_weights,
-                                 .dummy_seed = options.dummy_seed,
-                                 .threads = options.threads});
+                                 .dummy_seed = options.dummy_seed});
   loaded.generation = io::load_generation_defaults(dir);
   if (loaded.generation.eos_token_ids.empty()) {
     // Older folders carry eos_token_id only in config.json.
