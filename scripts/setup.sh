@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build pkg-config
+  build-essential cmake ninja-build pkg-config python3
   nlohmann-json3-dev libpcre2-dev libutf8proc-dev libcli11-dev libhwy-dev
   libgtest-dev libgmock-dev libbenchmark-dev
 )
