@@ -56,6 +56,11 @@ class Errors(unittest.TestCase):
             (Path(d) / "model.safetensors").write_bytes(data[: len(data) // 2])
             self.assert_one_line_error(infera("run", "--model", d, "--prompt-ids", "1"), "model.safetensors")
 
+    def test_bad_sampling_option_prints_nothing_else(self):
+        r = infera("run", "--model", MICRO, "--prompt-ids", "1", "--top-p", "1.5")
+        self.assert_one_line_error(r, "top_p", "1.5")
+        self.assertEqual(r.stdout, "")
+
     def test_prompt_text_without_tokenizer(self):
         self.assert_one_line_error(infera("run", "--model", MICRO, "--prompt", "hi"), "tokenizer")
 

@@ -44,6 +44,7 @@ void run(const RunOptions& o) {
   const ModelInfo& info = m.model->info();
 
   GenerationRequest request = o.generation.to_request(m.generation);
+  request.sampling.validate();  // before any output, so a bad option is the only line printed
   std::string shown_prompt;
   if (!o.prompt.empty()) {
     if (!m.tokenizer)
