@@ -34,7 +34,7 @@ def main():
         print(f"run {i + 1}: prefill {s['prefill_tokens_per_second']:.1f} tok/s, "
               f"decode {s['decode_tokens_per_second']:.2f} tok/s", file=sys.stderr)
     summary = {}
-    for key in ("prefill_tokens_per_second", "decode_tokens_per_second", "load_seconds"):
+    for key in ("prefill_tokens_per_second", "decode_tokens_per_second", "load_seconds", "peak_rss_mb"):
         values = [s[key] for s in samples]
         summary[key] = {"min": min(values), "median": statistics.median(values), "max": max(values)}
     os.makedirs("bench/results", exist_ok=True)

@@ -1,4 +1,6 @@
 // `infera run`: generate from a prompt, streaming the text, then report time and tokens/s.
+#include <sys/resource.h>
+
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -34,6 +36,12 @@ std::string one_line(std::string s, size_t limit = 200) {
     if (c == '\n') c = ' ';
   if (s.size() > limit) s = s.substr(0, limit) + "...";
   return s;
+}
+
+double peak_rss_mb() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;  // Linux reports KiB
 }
 
 void run(const RunOptions& o) {
@@ -106,7 +114,8 @@ void run(const RunOptions& o) {
                         {"prefill_seconds", s.prefill_seconds},
                         {"decode_seconds", s.decode_seconds},
                         {"prefill_tokens_per_second", s.prefill_tokens_per_second()},
-                        {"decode_tokens_per_second", s.decode_tokens_per_second()}};
+                        {"decode_tokens_per_second", s.decode_tokens_per_second()},
+                        {"peak_rss_mb", peak_rss_mb()}};
     if (m.tokenizer) j["text"] = m.tokenizer->decode(result.tokens);
     std::cout << j.dump() << std::endl;
     return;
