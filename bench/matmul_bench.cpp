@@ -27,8 +27,8 @@ void BM_Matmul(benchmark::State& state) {
     backend->matmul(x, w, out);
     benchmark::DoNotOptimize(out.data());
   }
-  state.counters["weight_GB/s"] = benchmark::Counter(
-      static_cast<double>(m * k * 2), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["weight_GB/s"] = benchmark::Counter(static_cast<double>(m * k * 2),
+                                                     benchmark::Counter::kIsIterationInvariantRate);
   state.counters["GFLOP/s"] = benchmark::Counter(static_cast<double>(2 * n * m * k) / 1e9,
                                                  benchmark::Counter::kIsIterationInvariantRate);
 }

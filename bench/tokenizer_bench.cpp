@@ -28,7 +28,9 @@ struct Stats {
 
 Stats summarize(std::vector<double> v) {
   std::sort(v.begin(), v.end());
-  const auto at = [&](double q) { return v[std::min(v.size() - 1, static_cast<std::size_t>(q * (v.size() - 1) + 0.5))]; };
+  const auto at = [&](double q) {
+    return v[std::min(v.size() - 1, static_cast<std::size_t>(q * (v.size() - 1) + 0.5))];
+  };
   return {v.front(), at(0.5), at(0.95)};
 }
 
@@ -44,12 +46,17 @@ int main(int argc, char** argv) {
   double mb = 8;
   int repeats = 7;
   for (int k = 1; k + 1 < argc; k += 2) {
-    if (!std::strcmp(argv[k], "--model")) model = argv[k + 1];
-    else if (!std::strcmp(argv[k], "--corpus")) corpus = argv[k + 1];
-    else if (!std::strcmp(argv[k], "--mb")) mb = std::atof(argv[k + 1]);
-    else if (!std::strcmp(argv[k], "--repeats")) repeats = std::max(1, std::atoi(argv[k + 1]));
+    if (!std::strcmp(argv[k], "--model"))
+      model = argv[k + 1];
+    else if (!std::strcmp(argv[k], "--corpus"))
+      corpus = argv[k + 1];
+    else if (!std::strcmp(argv[k], "--mb"))
+      mb = std::atof(argv[k + 1]);
+    else if (!std::strcmp(argv[k], "--repeats"))
+      repeats = std::max(1, std::atoi(argv[k + 1]));
     else {
-      std::fprintf(stderr, "usage: %s [--model DIR] [--corpus FILE] [--mb N] [--repeats N]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--model DIR] [--corpus FILE] [--mb N] [--repeats N]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -101,9 +108,10 @@ int main(int argc, char** argv) {
     std::printf("text: %.2f MB, %zu ids (%.2f bytes/token), %d repeats\n", text_mb, n_ids,
                 text.size() / static_cast<double>(n_ids), repeats);
     std::printf("infera encode, whole text, first run (cold cache): %.2f MB/s\n", cold);
-    std::printf("infera encode, whole text   MB/s: min %.2f  median %.2f  p95 %.2f\n", w.min, w.median, w.p95);
-    std::printf("infera encode, %zu-line calls MB/s: min %.2f  median %.2f  p95 %.2f\n", lines.size(),
-                p.min, p.median, p.p95);
+    std::printf("infera encode, whole text   MB/s: min %.2f  median %.2f  p95 %.2f\n", w.min,
+                w.median, w.p95);
+    std::printf("infera encode, %zu-line calls MB/s: min %.2f  median %.2f  p95 %.2f\n",
+                lines.size(), p.min, p.median, p.p95);
     std::printf("peak RSS: %.1f MB\n", ru.ru_maxrss / 1024.0);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tokenizer_bench: %s\n", e.what());

@@ -63,7 +63,9 @@ class Tensor {
   // Raw pointer; only backends of the tensor's device dereference it.
   void* data() const { return data_; }
   template <typename T>
-  T* data_as() const { return static_cast<T*>(data_); }
+  T* data_as() const {
+    return static_cast<T*>(data_);
+  }
 
   // Same memory, new shape with the same element count (row-major reinterpretation).
   Tensor reshaped(Shape shape) const;

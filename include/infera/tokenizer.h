@@ -29,7 +29,8 @@ class Tokenizer {
   // component type this implementation does not support.
   static Tokenizer load(const std::filesystem::path& tokenizer_json_or_model_dir);
   // Same, from the JSON text itself; `source` names it in error messages.
-  static Tokenizer from_json_text(std::string_view json_text, std::string_view source = "tokenizer.json");
+  static Tokenizer from_json_text(std::string_view json_text,
+                                  std::string_view source = "tokenizer.json");
 
   // Token ids for `text`; added/special tokens written in the text are recognised. No BOS/EOS or
   // post-processor tokens are added. Thread-safe.

@@ -8,24 +8,28 @@ namespace infera {
 
 std::string_view dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::F32: return "F32";
-    case DType::F16: return "F16";
-    case DType::BF16: return "BF16";
-    case DType::I32: return "I32";
+    case DType::F32:
+      return "F32";
+    case DType::F16:
+      return "F16";
+    case DType::BF16:
+      return "BF16";
+    case DType::I32:
+      return "I32";
   }
   return "?";
 }
 
-std::string_view device_name(Device device) {
-  return device == Device::CPU ? "cpu" : "cuda";
-}
+std::string_view device_name(Device device) { return device == Device::CPU ? "cpu" : "cuda"; }
 
 size_t dtype_bytes(DType dtype, size_t count) {
   switch (dtype) {
     case DType::F32:
-    case DType::I32: return count * 4;
+    case DType::I32:
+      return count * 4;
     case DType::F16:
-    case DType::BF16: return count * 2;
+    case DType::BF16:
+      return count * 2;
   }
   throw Error("dtype_bytes: unknown dtype");
 }
@@ -58,7 +62,11 @@ std::string Shape::str() const {
 
 Tensor::Tensor(std::string name, DType dtype, Shape shape, Device device, void* data,
                std::shared_ptr<void> owner)
-    : name_(std::move(name)), dtype_(dtype), shape_(shape), device_(device), data_(data),
+    : name_(std::move(name)),
+      dtype_(dtype),
+      shape_(shape),
+      device_(device),
+      data_(data),
       owner_(std::move(owner)) {}
 
 Tensor Tensor::reshaped(Shape shape) const {
@@ -76,7 +84,8 @@ Tensor Tensor::rows(int64_t begin, int64_t count) const {
                           std::to_string(begin + count) + ") out of " + shape_.str());
   Tensor t = *this;
   t.shape_.dims[0] = count;
-  const size_t row_bytes = dtype_bytes(dtype_, static_cast<size_t>(numel() / std::max<int64_t>(dim(0), 1)));
+  const size_t row_bytes =
+      dtype_bytes(dtype_, static_cast<size_t>(numel() / std::max<int64_t>(dim(0), 1)));
   t.data_ = static_cast<char*>(data_) + static_cast<size_t>(begin) * row_bytes;
   return t;
 }

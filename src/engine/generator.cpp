@@ -27,14 +27,15 @@ GenerationResult Generator::generate(const GenerationRequest& request,
   if (request.max_new_tokens < 0) throw InvalidArgument("max tokens must not be negative");
   for (int32_t id : request.prompt)
     if (id < 0 || id >= info.vocab)
-      throw InvalidArgument("prompt token id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                            std::to_string(info.vocab) + ")");
+      throw InvalidArgument("prompt token id " + std::to_string(id) +
+                            " is outside the vocabulary [0, " + std::to_string(info.vocab) + ")");
   if (prompt_len >= info.max_positions)
     throw InvalidArgument("the prompt has " + std::to_string(prompt_len) +
                           " tokens; the model's context is " + std::to_string(info.max_positions));
   request.sampling.validate();
 
-  const int64_t capacity = std::min(info.max_positions, prompt_len + std::max<int64_t>(request.max_new_tokens, 1));
+  const int64_t capacity =
+      std::min(info.max_positions, prompt_len + std::max<int64_t>(request.max_new_tokens, 1));
   KvCache cache = model_.new_cache(capacity);
   Sampler sampler(request.sampling);
   GenerationResult result;
@@ -47,8 +48,10 @@ GenerationResult Generator::generate(const GenerationRequest& request,
     const int64_t n = std::min(chunk, prompt_len - begin);
     const bool last = begin + n == prompt_len;
     const int64_t last_row = n - 1;
-    model_.forward(std::span<const int32_t>(request.prompt).subspan(static_cast<size_t>(begin), static_cast<size_t>(n)),
-                   cache, last ? std::span<const int64_t>(&last_row, 1) : std::span<const int64_t>(),
+    model_.forward(std::span<const int32_t>(request.prompt)
+                       .subspan(static_cast<size_t>(begin), static_cast<size_t>(n)),
+                   cache,
+                   last ? std::span<const int64_t>(&last_row, 1) : std::span<const int64_t>(),
                    last ? std::span<float>(logits) : std::span<float>());
   }
   result.finish_reason = "length";
@@ -70,14 +73,17 @@ GenerationResult Generator::generate(const GenerationRequest& request,
       result.finish_reason = "cancelled";
       break;
     }
-    if (std::find(request.stop_ids.begin(), request.stop_ids.end(), next) != request.stop_ids.end()) {
+    if (std::find(request.stop_ids.begin(), request.stop_ids.end(), next) !=
+        request.stop_ids.end()) {
       result.finish_reason = "stop";
       break;
     }
     if (cache.length >= cache.capacity) break;  // context full: "length"
   }
-  if (result.tokens.empty()) result.stats.prefill_seconds = seconds_since(start);
-  else result.stats.decode_seconds = seconds_since(start);
+  if (result.tokens.empty())
+    result.stats.prefill_seconds = seconds_since(start);
+  else
+    result.stats.decode_seconds = seconds_since(start);
   result.stats.generated_tokens = static_cast<int64_t>(result.tokens.size());
   return result;
 }

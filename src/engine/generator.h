@@ -23,9 +23,9 @@ struct GenerationRequest {
 struct GenerationStats {
   int64_t prompt_tokens = 0;
   int64_t generated_tokens = 0;
-  int64_t decode_steps = 0;       // forward passes after the prefill
-  double prefill_seconds = 0.0;   // prompt forward passes + first sample
-  double decode_seconds = 0.0;    // everything after the first token
+  int64_t decode_steps = 0;      // forward passes after the prefill
+  double prefill_seconds = 0.0;  // prompt forward passes + first sample
+  double decode_seconds = 0.0;   // everything after the first token
   double prefill_tokens_per_second() const;
   double decode_tokens_per_second() const;
 };

@@ -73,23 +73,44 @@ using P = const Qwen3Params&;
 const LayerTensor kLayerTensors[] = {
     {"input_layernorm.weight", &LayerWeights::attn_norm, [](P p) { return Shape{p.hidden}; }, true},
     {"self_attn.q_proj.weight", &LayerWeights::q_proj,
-     [](P p) { return Shape{p.q_heads * p.head_dim, p.hidden}; }, false},
+     [](P p) {
+       return Shape{p.q_heads * p.head_dim, p.hidden};
+     },
+     false},
     {"self_attn.k_proj.weight", &LayerWeights::k_proj,
-     [](P p) { return Shape{p.kv_heads * p.head_dim, p.hidden}; }, false},
+     [](P p) {
+       return Shape{p.kv_heads * p.head_dim, p.hidden};
+     },
+     false},
     {"self_attn.v_proj.weight", &LayerWeights::v_proj,
-     [](P p) { return Shape{p.kv_heads * p.head_dim, p.hidden}; }, false},
+     [](P p) {
+       return Shape{p.kv_heads * p.head_dim, p.hidden};
+     },
+     false},
     {"self_attn.o_proj.weight", &LayerWeights::o_proj,
-     [](P p) { return Shape{p.hidden, p.q_heads * p.head_dim}; }, false},
+     [](P p) {
+       return Shape{p.hidden, p.q_heads * p.head_dim};
+     },
+     false},
     {"self_attn.q_norm.weight", &LayerWeights::q_norm, [](P p) { return Shape{p.head_dim}; }, true},
     {"self_attn.k_norm.weight", &LayerWeights::k_norm, [](P p) { return Shape{p.head_dim}; }, true},
     {"post_attention_layernorm.weight", &LayerWeights::mlp_norm,
      [](P p) { return Shape{p.hidden}; }, true},
     {"mlp.gate_proj.weight", &LayerWeights::gate_proj,
-     [](P p) { return Shape{p.intermediate, p.hidden}; }, false},
+     [](P p) {
+       return Shape{p.intermediate, p.hidden};
+     },
+     false},
     {"mlp.up_proj.weight", &LayerWeights::up_proj,
-     [](P p) { return Shape{p.intermediate, p.hidden}; }, false},
+     [](P p) {
+       return Shape{p.intermediate, p.hidden};
+     },
+     false},
     {"mlp.down_proj.weight", &LayerWeights::down_proj,
-     [](P p) { return Shape{p.hidden, p.intermediate}; }, false},
+     [](P p) {
+       return Shape{p.hidden, p.intermediate};
+     },
+     false},
 };
 
 std::string layer_prefix(int64_t layer) { return "model.layers." + std::to_string(layer) + "."; }
@@ -147,8 +168,8 @@ class Qwen3 final : public CausalLM {
     return cache;
   }
 
-  void forward(std::span<const int32_t> tokens, KvCache& cache,
-               std::span<const int64_t> logit_rows, std::span<float> logits) override {
+  void forward(std::span<const int32_t> tokens, KvCache& cache, std::span<const int64_t> logit_rows,
+               std::span<float> logits) override {
     const auto n = static_cast<int64_t>(tokens.size());
     if (n == 0) throw InvalidArgument("forward: no tokens");
     if (cache.keys.size() != static_cast<size_t>(p_.layers) || cache.length + n > cache.capacity)
@@ -162,7 +183,8 @@ class Qwen3 final : public CausalLM {
 
     ensure_scratch(n);
     std::vector<int32_t> positions(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) positions[static_cast<size_t>(i)] = static_cast<int32_t>(cache.length + i);
+    for (int64_t i = 0; i < n; ++i)
+      positions[static_cast<size_t>(i)] = static_cast<int32_t>(cache.length + i);
 
     Tensor x = s_.x.rows(0, n);
     backend_.embedding(embed_, tokens, x);
@@ -174,7 +196,8 @@ class Qwen3 final : public CausalLM {
     // Only the requested rows go through the final norm and the (large) LM head.
     const auto r = static_cast<int64_t>(logit_rows.size());
     Tensor head_in = s_.head_in.rows(0, r);
-    for (int64_t i = 0; i < r; ++i) backend_.copy_rows(x.rows(logit_rows[static_cast<size_t>(i)], 1), head_in, i);
+    for (int64_t i = 0; i < r; ++i)
+      backend_.copy_rows(x.rows(logit_rows[static_cast<size_t>(i)], 1), head_in, i);
     backend_.rmsnorm(head_in, final_norm_, p_.eps, head_in);
     emit(head_in, "final_norm", -1);
     Tensor out = backend_.alloc("logits", DType::F32, {r, p_.vocab});
@@ -232,8 +255,8 @@ class Qwen3 final : public CausalLM {
       if (expected.count(name) || (p_.tied && name == "lm_head.weight")) continue;
       throw FormatError("unexpected tensor " + name +
                         ": not part of a Qwen3 model with this config.json (num_hidden_layers=" +
-                        std::to_string(p_.layers) + ", tie_word_embeddings=" +
-                        (p_.tied ? "true" : "false") + ")");
+                        std::to_string(p_.layers) +
+                        ", tie_word_embeddings=" + (p_.tied ? "true" : "false") + ")");
     }
   }
 
@@ -243,9 +266,17 @@ class Qwen3 final : public CausalLM {
     auto a = [&](const char* name, int64_t cols) {
       return backend_.alloc(name, DType::F32, {n, cols});
     };
-    s_ = {n,          a("x", p_.hidden),  a("xn", p_.hidden),           a("q", q),
-          a("k", kv), a("v", kv),         a("attn", q),                 a("proj", p_.hidden),
-          a("gate", p_.intermediate), a("up", p_.intermediate), a("head_in", p_.hidden)};
+    s_ = {n,
+          a("x", p_.hidden),
+          a("xn", p_.hidden),
+          a("q", q),
+          a("k", kv),
+          a("v", kv),
+          a("attn", q),
+          a("proj", p_.hidden),
+          a("gate", p_.intermediate),
+          a("up", p_.intermediate),
+          a("head_in", p_.hidden)};
   }
 
   void emit(const Tensor& t, std::string_view name, int layer) const {
@@ -264,9 +295,9 @@ class Qwen3 final : public CausalLM {
 std::unique_ptr<CausalLM> load_qwen3(const std::filesystem::path& dir, const io::HfConfig& config,
                                      Backend& backend, const LoadOptions& options) {
   const Qwen3Params p = Qwen3Params::from(config);
-  io::WeightStore store = options.dummy_weights
-                              ? make_dummy_weights(qwen3_weight_specs(p), p.dtype, options.dummy_seed)
-                              : io::WeightStore::open_folder(dir);
+  io::WeightStore store =
+      options.dummy_weights ? make_dummy_weights(qwen3_weight_specs(p), p.dtype, options.dummy_seed)
+                            : io::WeightStore::open_folder(dir);
   ModelInfo info;
   info.architecture = "Qwen3";
   info.layers = p.layers;

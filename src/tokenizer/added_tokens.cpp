@@ -128,7 +128,8 @@ void AddedTokenMatcher::split(std::string_view text, std::vector<Segment>& out) 
     if (start < start_offset) continue;  // inside whitespace an rstrip token already absorbed
     if (t.single_word) {
       const bool word_before = start > 0 && is_word_char(last_code_point(text.substr(0, start)));
-      const bool word_after = stop < text.size() && is_word_char(next_utf8(text.substr(stop)).code_point);
+      const bool word_after =
+          stop < text.size() && is_word_char(next_utf8(text.substr(stop)).code_point);
       if (word_before || word_after) continue;
     }
     if (t.lstrip) start = std::max(trailing_space_start(text.substr(0, start)), start_offset);

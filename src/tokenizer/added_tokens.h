@@ -46,7 +46,7 @@ class AddedTokenMatcher {
  private:
   struct Node {
     std::vector<std::pair<unsigned char, int32_t>> children;  // byte -> node index
-    int32_t token = -1;                                        // index into tokens_
+    int32_t token = -1;                                       // index into tokens_
   };
   // Longest token starting at `pos`, as an index into tokens_, or -1.
   int32_t longest_at(std::string_view text, std::size_t pos, std::size_t& length) const;

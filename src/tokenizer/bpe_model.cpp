@@ -61,13 +61,13 @@ const BpeModel::Merge* BpeModel::MergeMap::find(int32_t a, int32_t b) const {
 
 BpeModel::BpeModel(const json& j) {
   const char* where = "model BPE";
-  if (auto it = j.find("dropout"); it != j.end() && !it->is_null() &&
-                                   !(it->is_number() && it->get<double>() == 0.0)) {
+  if (auto it = j.find("dropout");
+      it != j.end() && !it->is_null() && !(it->is_number() && it->get<double>() == 0.0)) {
     throw FormatError("model BPE: dropout is not supported (encoding must be deterministic)");
   }
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
-    if (auto it = j.find(key); it != j.end() && !it->is_null() &&
-                               !(it->is_string() && it->get<std::string>().empty())) {
+    if (auto it = j.find(key);
+        it != j.end() && !it->is_null() && !(it->is_string() && it->get<std::string>().empty())) {
       throw FormatError(std::string("model BPE: '") + key + "' is not supported yet");
     }
   }
@@ -106,7 +106,8 @@ BpeModel::BpeModel(const json& j) {
     if (m.is_string()) {
       const std::string& s = m.get_ref<const std::string&>();
       const std::size_t space = s.find(' ');
-      if (space == std::string::npos) throw FormatError(at + " '" + s + "' is not of the form 'a b'");
+      if (space == std::string::npos)
+        throw FormatError(at + " '" + s + "' is not of the form 'a b'");
       a = s.substr(0, space);
       b = s.substr(space + 1);
     } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
@@ -118,7 +119,8 @@ BpeModel::BpeModel(const json& j) {
     auto ia = vocab_.find(a), ib = vocab_.find(b), iab = vocab_.find(a + b);
     if (ia == vocab_.end()) throw FormatError(at + ": token '" + a + "' is not in the vocab");
     if (ib == vocab_.end()) throw FormatError(at + ": token '" + b + "' is not in the vocab");
-    if (iab == vocab_.end()) throw FormatError(at + ": merged token '" + a + b + "' is not in the vocab");
+    if (iab == vocab_.end())
+      throw FormatError(at + ": merged token '" + a + b + "' is not in the vocab");
     merges_.insert_or_assign(ia->second, ib->second, {static_cast<int32_t>(rank), iab->second});
   }
 
@@ -126,7 +128,8 @@ BpeModel::BpeModel(const json& j) {
     if (!it->is_string()) throw FormatError("model BPE: 'unk_token' must be a string or null");
     auto u = vocab_.find(it->get<std::string>());
     if (u == vocab_.end()) {
-      throw FormatError("model BPE: unk_token '" + it->get<std::string>() + "' is not in the vocab");
+      throw FormatError("model BPE: unk_token '" + it->get<std::string>() +
+                        "' is not in the vocab");
     }
     unk_id_ = u->second;
   }

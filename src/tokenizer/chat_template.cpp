@@ -1,10 +1,10 @@
-// A hand-written rendering of Qwen3's Jinja chat template. Each block below mirrors one block of the
-// template, in the same order, so the two can be compared side by side when the template changes.
+// A hand-written rendering of Qwen3's Jinja chat template. Each block below mirrors one block of
+// the template, in the same order, so the two can be compared side by side when the template
+// changes.
 #include "infera/chat_template.h"
 
-#include <nlohmann/json.hpp>
-
 #include <cstdio>
+#include <nlohmann/json.hpp>
 
 #include "infera/error.h"
 
@@ -40,13 +40,27 @@ void dump_python_string(const std::string& s, std::string& out) {
   out.push_back('"');
   for (unsigned char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
       default:
         if (c < 0x20) {
           char buf[8];
@@ -139,8 +153,8 @@ std::string apply_chat_template(std::span<const ChatMessage> messages,
   std::size_t last_query = n == 0 ? 0 : n - 1;
   for (std::size_t k = n; k-- > 0;) {
     const ChatMessage& m = messages[k];
-    if (m.role == "user" && !(starts_with(m.content, "<tool_response>") &&
-                              ends_with(m.content, "</tool_response>"))) {
+    if (m.role == "user" &&
+        !(starts_with(m.content, "<tool_response>") && ends_with(m.content, "</tool_response>"))) {
       last_query = k;
       break;
     }
@@ -158,7 +172,8 @@ std::string apply_chat_template(std::span<const ChatMessage> messages,
         reasoning = m.reasoning_content;
       } else if (content.find("</think>") != std::string_view::npos) {
         content = lstrip_nl(after_last(m.content, "</think>"));
-        reasoning = lstrip_nl(after_last(rstrip_nl(before_first(m.content, "</think>")), "<think>"));
+        reasoning =
+            lstrip_nl(after_last(rstrip_nl(before_first(m.content, "</think>")), "<think>"));
       }
       out += "<|im_start|>assistant\n";
       if (i > last_query && (last || !reasoning.empty())) {
@@ -187,8 +202,9 @@ std::string apply_chat_template(std::span<const ChatMessage> messages,
       if (last || messages[i + 1].role != "tool") out += "<|im_end|>\n";
     } else if (m.role != "system") {
       // The Jinja template silently drops other roles; a caller mistake is better reported.
-      throw InvalidArgument("chat template: messages[" + std::to_string(i) + "] has unknown role '" +
-                            m.role + "' (expected system, user, assistant or tool)");
+      throw InvalidArgument("chat template: messages[" + std::to_string(i) +
+                            "] has unknown role '" + m.role +
+                            "' (expected system, user, assistant or tool)");
     }
   }
 

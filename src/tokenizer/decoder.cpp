@@ -16,9 +16,10 @@ class ByteLevelDecoder final : public Decoder {
     std::size_t i = 0;
     while (i < token.size()) {
       const Utf8Seq seq = next_utf8(token.substr(i));
-      const int16_t b = seq.kind == Utf8Seq::Kind::kValid && seq.code_point < alphabet.cp_to_byte.size()
-                            ? alphabet.cp_to_byte[seq.code_point]
-                            : int16_t{-1};
+      const int16_t b =
+          seq.kind == Utf8Seq::Kind::kValid && seq.code_point < alphabet.cp_to_byte.size()
+              ? alphabet.cp_to_byte[seq.code_point]
+              : int16_t{-1};
       if (b < 0) {
         bytes.resize(mark);
         bytes.append(token);

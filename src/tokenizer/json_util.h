@@ -1,5 +1,5 @@
-// Small accessors for tokenizer.json that turn a missing or mistyped field into a FormatError naming
-// the component and the field, instead of nlohmann's generic type_error.
+// Small accessors for tokenizer.json that turn a missing or mistyped field into a FormatError
+// naming the component and the field, instead of nlohmann's generic type_error.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -21,7 +21,8 @@ inline const json& require_field(const json& j, const char* key, std::string_vie
 
 inline std::string require_string(const json& j, const char* key, std::string_view where) {
   const json& v = require_field(j, key, where);
-  if (!v.is_string()) throw FormatError(std::string(where) + ": field '" + key + "' must be a string");
+  if (!v.is_string())
+    throw FormatError(std::string(where) + ": field '" + key + "' must be a string");
   return v.get<std::string>();
 }
 
@@ -29,7 +30,8 @@ inline std::string require_string(const json& j, const char* key, std::string_vi
 inline bool optional_bool(const json& j, const char* key, bool fallback, std::string_view where) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return fallback;
-  if (!it->is_boolean()) throw FormatError(std::string(where) + ": field '" + key + "' must be a boolean");
+  if (!it->is_boolean())
+    throw FormatError(std::string(where) + ": field '" + key + "' must be a boolean");
   return it->get<bool>();
 }
 

@@ -47,10 +47,18 @@ class UnicodeNormalizer final : public Normalizer {
   void map_chunk(std::string_view chunk, std::string& out) const {
     int options = UTF8PROC_STABLE;
     switch (form_) {
-      case Form::kNFC: options |= UTF8PROC_COMPOSE; break;
-      case Form::kNFD: options |= UTF8PROC_DECOMPOSE; break;
-      case Form::kNFKC: options |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT; break;
-      case Form::kNFKD: options |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT; break;
+      case Form::kNFC:
+        options |= UTF8PROC_COMPOSE;
+        break;
+      case Form::kNFD:
+        options |= UTF8PROC_DECOMPOSE;
+        break;
+      case Form::kNFKC:
+        options |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT;
+        break;
+      case Form::kNFKD:
+        options |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT;
+        break;
     }
     utf8proc_uint8_t* mapped = nullptr;
     const auto n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(chunk.data()),
@@ -74,8 +82,9 @@ class LowercaseNormalizer final : public Normalizer {
     std::size_t i = 0;
     while (i < text.size()) {
       const Utf8Seq seq = next_utf8(text.substr(i));
-      append_utf8(static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(seq.code_point))),
-                  out);
+      append_utf8(
+          static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(seq.code_point))),
+          out);
       i += seq.length;
     }
     return out;

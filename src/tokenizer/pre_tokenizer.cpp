@@ -27,7 +27,8 @@ struct Part {
 };
 
 // Mirrors tokenizers' NormalizedString::split: turn matches into a cover of the text, then group
-// the parts according to the behavior. Empty parts are dropped afterwards, as PreTokenizedString does.
+// the parts according to the behavior. Empty parts are dropped afterwards, as PreTokenizedString
+// does.
 void apply_behavior(std::string_view piece, const std::vector<Span>& matches, bool invert,
                     Behavior behavior, std::vector<std::string_view>& out) {
   std::vector<Part> parts;
@@ -98,7 +99,8 @@ class SplitStep final : public PreTokenizerStep {
     } else if (pattern.contains("String") && pattern["String"].is_string()) {
       literal_ = pattern["String"].get<std::string>();
     } else {
-      throw FormatError("pre_tokenizer Split: 'pattern' must be {\"Regex\": ...} or {\"String\": ...}");
+      throw FormatError(
+          "pre_tokenizer Split: 'pattern' must be {\"Regex\": ...} or {\"String\": ...}");
     }
     behavior_ = parse_behavior(require_string(j, "behavior", "pre_tokenizer Split"));
     invert_ = optional_bool(j, "invert", false, "pre_tokenizer Split");
@@ -184,7 +186,8 @@ void PreTokenizer::add(const json& j) {
   }
   if (type == "Sequence") {
     const json& list = require_field(j, "pretokenizers", "pre_tokenizer Sequence");
-    if (!list.is_array()) throw FormatError("pre_tokenizer Sequence: 'pretokenizers' must be an array");
+    if (!list.is_array())
+      throw FormatError("pre_tokenizer Sequence: 'pretokenizers' must be an array");
     for (const json& item : list) add(item);
   } else if (type == "Split") {
     steps_.push_back(std::make_unique<SplitStep>(j));

@@ -78,8 +78,8 @@ Regex::Regex(const std::string& pattern, std::string_view where)
   code_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(compiled.data()), compiled.size(),
                               PCRE2_UTF | PCRE2_UCP, &err, &err_offset, nullptr);
   if (!code_->code) {
-    throw FormatError(std::string(where) + ": regex /" + pattern + "/ does not compile: " +
-                      pcre2_message(err));
+    throw FormatError(std::string(where) + ": regex /" + pattern +
+                      "/ does not compile: " + pcre2_message(err));
   }
   // JIT is an optimization only: without it pcre2_match gives the same results.
   jit_ = pcre2_jit_compile(code_->code, PCRE2_JIT_COMPLETE) == 0;

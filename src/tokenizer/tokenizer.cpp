@@ -49,7 +49,8 @@ void check_post_processor(const json& j) {
   }
   if (type == "Sequence") {
     const json& list = tok::require_field(j, "processors", "post_processor Sequence");
-    if (!list.is_array()) throw FormatError("post_processor Sequence: 'processors' must be an array");
+    if (!list.is_array())
+      throw FormatError("post_processor Sequence: 'processors' must be an array");
     for (const json& p : list) check_post_processor(p);
     return;
   }
@@ -72,9 +73,11 @@ std::shared_ptr<Tokenizer::Impl> build(const json& root) {
   const json& model = tok::require_field(root, "model", "tokenizer.json");
   if (!model.is_object()) throw FormatError("model: must be an object");
   // Old files omit the type; tokenizers then recognises BPE by its merges.
-  const std::string type = model.contains("type") ? tok::component_type(model, "model")
-                           : model.contains("merges") ? "BPE" : "";
-  if (type != "BPE") throw FormatError("model: unsupported type '" + type + "' (only BPE is implemented)");
+  const std::string type = model.contains("type")     ? tok::component_type(model, "model")
+                           : model.contains("merges") ? "BPE"
+                                                      : "";
+  if (type != "BPE")
+    throw FormatError("model: unsupported type '" + type + "' (only BPE is implemented)");
   impl->model = std::make_unique<tok::BpeModel>(model);
 
   impl->added = tok::parse_added_tokens(field("added_tokens"));
@@ -85,7 +88,8 @@ std::shared_ptr<Tokenizer::Impl> build(const json& root) {
   for (const auto& t : impl->added) bound = std::max(bound, t.id + 1);
   impl->tokens.assign(bound, nullptr);
   impl->special.assign(bound, false);
-  for (int32_t id = 0; id < impl->model->id_bound(); ++id) impl->tokens[id] = impl->model->id_to_token(id);
+  for (int32_t id = 0; id < impl->model->id_bound(); ++id)
+    impl->tokens[id] = impl->model->id_to_token(id);
   for (const auto& t : impl->added) {
     impl->tokens[t.id] = &t.content;
     impl->special[t.id] = t.special;
@@ -181,7 +185,8 @@ const std::string& Tokenizer::Impl::token(int32_t id) const {
     throw InvalidArgument("token id " + std::to_string(id) + " is out of range [0, " +
                           std::to_string(tokens.size()) + ")");
   }
-  if (!tokens[id]) throw InvalidArgument("token id " + std::to_string(id) + " has no token in the vocab");
+  if (!tokens[id])
+    throw InvalidArgument("token id " + std::to_string(id) + " has no token in the vocab");
   return *tokens[id];
 }
 

@@ -1,5 +1,5 @@
-// UTF-8 helpers shared by the tokenizer stages. Validation follows Unicode Table 3-7 exactly, and the
-// lossy conversion reproduces Rust's String::from_utf8_lossy (one U+FFFD per maximal invalid
+// UTF-8 helpers shared by the tokenizer stages. Validation follows Unicode Table 3-7 exactly, and
+// the lossy conversion reproduces Rust's String::from_utf8_lossy (one U+FFFD per maximal invalid
 // subpart), because Hugging Face `tokenizers` decodes byte-level tokens with it and we want parity.
 #pragma once
 
@@ -15,7 +15,7 @@ namespace infera::tok {
 // Result of examining one sequence at the start of `s`.
 struct Utf8Seq {
   enum class Kind { kValid, kInvalid, kTruncated } kind;
-  std::size_t length;  // kValid: bytes of the code point; otherwise: the maximal subpart (>= 1)
+  std::size_t length;   // kValid: bytes of the code point; otherwise: the maximal subpart (>= 1)
   char32_t code_point;  // only for kValid
 };
 

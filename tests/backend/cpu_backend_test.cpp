@@ -3,12 +3,11 @@
 // one and two threads. Tolerances: f32 sums of <= 1000 terms of magnitude ~1 in a different order
 // differ by ~1e-5 relative; 1e-4 relative catches any indexing or tiling bug.
 #include <gtest/gtest.h>
+#include <hwy/targets.h>
 
 #include <cmath>
 #include <random>
 #include <vector>
-
-#include <hwy/targets.h>
 
 #include "backend/cpu/convert.h"
 #include "backend/cpu/simd_kernels.h"
@@ -26,7 +25,8 @@ std::vector<float> random_values(size_t n, uint32_t seed, float scale = 1.0f) {
   return v;
 }
 
-Tensor host_f32(Backend& b, const std::string& name, Shape shape, const std::vector<float>& values) {
+Tensor host_f32(Backend& b, const std::string& name, Shape shape,
+                const std::vector<float>& values) {
   Tensor t = b.alloc(name, DType::F32, shape);
   std::copy(values.begin(), values.end(), t.data_as<float>());
   return t;
@@ -48,8 +48,9 @@ Tensor host_weight(Backend& b, DType dtype, Shape shape, std::vector<float>& val
       std::memcpy(&bits, &v, 4);
       const uint32_t sign = (bits >> 16) & 0x8000u;
       const int exp = static_cast<int>((bits >> 23) & 0xff) - 127 + 15;
-      const uint16_t h = v == 0.0f ? static_cast<uint16_t>(sign)
-                                   : static_cast<uint16_t>(sign | (exp << 10) | ((bits >> 13) & 0x3ffu));
+      const uint16_t h = v == 0.0f
+                             ? static_cast<uint16_t>(sign)
+                             : static_cast<uint16_t>(sign | (exp << 10) | ((bits >> 13) & 0x3ffu));
       t.data_as<uint16_t>()[i] = h;
       values[i] = cpu::f16_to_f32(h);
     }
@@ -89,24 +90,26 @@ TEST_P(CpuMatmul, MatchesScalarReference) {
   const auto [dtype, threads] = GetParam();
   auto backend = make_cpu_backend(threads);
   for_each_simd_target([&, dtype = dtype] {
-  for (const MatmulCase c : {MatmulCase{1, 7, 3}, MatmulCase{1, 64, 37}, MatmulCase{2, 40, 9}, MatmulCase{3, 33, 21},
-                             MatmulCase{5, 100, 17}, MatmulCase{9, 128, 70}, MatmulCase{17, 31, 5}}) {
-    SCOPED_TRACE(testing::Message() << "n=" << c.n << " k=" << c.k << " m=" << c.m);
-    auto xv = random_values(static_cast<size_t>(c.n * c.k), 1);
-    auto wv = random_values(static_cast<size_t>(c.m * c.k), 2);
-    Tensor x = host_f32(*backend, "x", {c.n, c.k}, xv);
-    Tensor w = host_weight(*backend, dtype, {c.m, c.k}, wv);
-    Tensor out = backend->alloc("out", DType::F32, {c.n, c.m});
-    backend->matmul(x, w, out);
-    std::vector<float> want(static_cast<size_t>(c.n * c.m));
-    for (int64_t i = 0; i < c.n; ++i)
-      for (int64_t j = 0; j < c.m; ++j) {
-        double s = 0;
-        for (int64_t p = 0; p < c.k; ++p) s += double(xv[size_t(i * c.k + p)]) * wv[size_t(j * c.k + p)];
-        want[size_t(i * c.m + j)] = static_cast<float>(s);
-      }
-    expect_close(out.data_as<float>(), want, 1e-4f);
-  }
+    for (const MatmulCase c :
+         {MatmulCase{1, 7, 3}, MatmulCase{1, 64, 37}, MatmulCase{2, 40, 9}, MatmulCase{3, 33, 21},
+          MatmulCase{5, 100, 17}, MatmulCase{9, 128, 70}, MatmulCase{17, 31, 5}}) {
+      SCOPED_TRACE(testing::Message() << "n=" << c.n << " k=" << c.k << " m=" << c.m);
+      auto xv = random_values(static_cast<size_t>(c.n * c.k), 1);
+      auto wv = random_values(static_cast<size_t>(c.m * c.k), 2);
+      Tensor x = host_f32(*backend, "x", {c.n, c.k}, xv);
+      Tensor w = host_weight(*backend, dtype, {c.m, c.k}, wv);
+      Tensor out = backend->alloc("out", DType::F32, {c.n, c.m});
+      backend->matmul(x, w, out);
+      std::vector<float> want(static_cast<size_t>(c.n * c.m));
+      for (int64_t i = 0; i < c.n; ++i)
+        for (int64_t j = 0; j < c.m; ++j) {
+          double s = 0;
+          for (int64_t p = 0; p < c.k; ++p)
+            s += double(xv[size_t(i * c.k + p)]) * wv[size_t(j * c.k + p)];
+          want[size_t(i * c.m + j)] = static_cast<float>(s);
+        }
+      expect_close(out.data_as<float>(), want, 1e-4f);
+    }
   });
 }
 
@@ -133,9 +136,11 @@ TEST(CpuOps, RmsNormMatchesReference) {
   std::vector<float> want(xv.size());
   for (int64_t r = 0; r < rows; ++r) {
     double ss = 0;
-    for (int64_t i = 0; i < dim; ++i) ss += double(xv[size_t(r * dim + i)]) * xv[size_t(r * dim + i)];
+    for (int64_t i = 0; i < dim; ++i)
+      ss += double(xv[size_t(r * dim + i)]) * xv[size_t(r * dim + i)];
     const double inv = 1.0 / std::sqrt(ss / dim + 1e-6);
-    for (int64_t i = 0; i < dim; ++i) want[size_t(r * dim + i)] = float(wv[size_t(i)] * xv[size_t(r * dim + i)] * inv);
+    for (int64_t i = 0; i < dim; ++i)
+      want[size_t(r * dim + i)] = float(wv[size_t(i)] * xv[size_t(r * dim + i)] * inv);
   }
   expect_close(out.data_as<float>(), want, 1e-5f);
 }
@@ -153,8 +158,10 @@ TEST(CpuOps, RopeRotatesHalvesByPositionAngle) {
         const double ang = pos[size_t(i)] / std::pow(10000.0, 2.0 * j / d);
         const size_t base = size_t((i * heads + h) * d);
         const double a = xv[base + size_t(j)], c = xv[base + size_t(j + d / 2)];
-        EXPECT_NEAR(x.data_as<float>()[base + size_t(j)], a * std::cos(ang) - c * std::sin(ang), 1e-4);
-        EXPECT_NEAR(x.data_as<float>()[base + size_t(j + d / 2)], c * std::cos(ang) + a * std::sin(ang), 1e-4);
+        EXPECT_NEAR(x.data_as<float>()[base + size_t(j)], a * std::cos(ang) - c * std::sin(ang),
+                    1e-4);
+        EXPECT_NEAR(x.data_as<float>()[base + size_t(j + d / 2)],
+                    c * std::cos(ang) + a * std::sin(ang), 1e-4);
       }
 }
 
@@ -178,14 +185,16 @@ TEST(CpuOps, CausalGqaAttentionMatchesReference) {
       double mx = -1e300, sum = 0;
       for (int64_t t = 0; t < visible; ++t) {
         double dot = 0;
-        for (int64_t e = 0; e < d; ++e) dot += double(qv[size_t((i * hq + h) * d + e)]) * kv[size_t((t * hkv + g) * d + e)];
+        for (int64_t e = 0; e < d; ++e)
+          dot += double(qv[size_t((i * hq + h) * d + e)]) * kv[size_t((t * hkv + g) * d + e)];
         s[size_t(t)] = dot * scale;
         mx = std::max(mx, s[size_t(t)]);
       }
       for (auto& x : s) sum += (x = std::exp(x - mx));
       for (int64_t e = 0; e < d; ++e) {
         double o = 0;
-        for (int64_t t = 0; t < visible; ++t) o += s[size_t(t)] / sum * vv[size_t((t * hkv + g) * d + e)];
+        for (int64_t t = 0; t < visible; ++t)
+          o += s[size_t(t)] / sum * vv[size_t((t * hkv + g) * d + e)];
         want[size_t((i * hq + h) * d + e)] = float(o);
       }
     }

@@ -1,9 +1,10 @@
 // The generation loop end to end on the qwen3-micro fixture: greedy output equal to the
 // transformers reference, chunked prefill equal to one-shot prefill, stop ids, limits, seeds.
+#include "engine/generator.h"
+
 #include <gtest/gtest.h>
 
 #include "../model/fixture_cases.h"
-#include "engine/generator.h"
 #include "infera/error.h"
 #include "model/causal_lm.h"
 

@@ -3,11 +3,10 @@
 
 #include <cstdint>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "test_paths.h"
 

@@ -97,7 +97,8 @@ TEST_P(Qwen3Fixture, DecodeOverCacheEqualsFullRecompute) {
   std::span<const int32_t> ids(c.input_ids);
   model_->forward(ids.first(static_cast<size_t>(n / 2)), b, {}, {});
   for (int64_t i = n / 2; i < n; ++i)
-    model_->forward(ids.subspan(static_cast<size_t>(i), 1), b, std::span<const int64_t>(&zero, 1), step);
+    model_->forward(ids.subspan(static_cast<size_t>(i), 1), b, std::span<const int64_t>(&zero, 1),
+                    step);
   EXPECT_LE(max_abs_diff(full, step), 1e-4f);
   EXPECT_EQ(b.length, n);
 }
@@ -115,8 +116,9 @@ TEST_P(Qwen3Fixture, ActivationHookNamesEveryStage) {
   EXPECT_EQ(seen.front(), "embed@-1");
   EXPECT_EQ(seen.back(), "final_norm@-1");
   EXPECT_NE(std::find(seen.begin(), seen.end(), "attn_norm@0"), seen.end());
-  EXPECT_NE(std::find(seen.begin(), seen.end(), "layer_out@" + std::to_string(model_->info().layers - 1)),
-            seen.end());
+  EXPECT_NE(
+      std::find(seen.begin(), seen.end(), "layer_out@" + std::to_string(model_->info().layers - 1)),
+      seen.end());
 }
 
 TEST_P(Qwen3Fixture, RejectsOutOfRangeTokensAndOverfullCache) {
@@ -139,7 +141,8 @@ TEST(Qwen3Config, TransformersV4AndV5StylesLoadTheSameModel) {
   // Rewrite the fixture's v5 config (rope_parameters, dtype) in the v4 style (rope_theta,
   // torch_dtype) beside a link to the same weights: the logits must be identical.
   const auto src = test::fixture("qwen3-micro");
-  const auto dir = std::filesystem::temp_directory_path() / ("infera_v4_" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("infera_v4_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   std::ifstream in(src / "config.json");
   auto j = nlohmann::json::parse(in);
@@ -207,7 +210,8 @@ TEST(Qwen3Weights, Float32CheckpointGivesTheSameLogits) {
       const uint32_t bits = static_cast<uint32_t>(t.data_as<const uint16_t>()[i]) << 16;
       std::memcpy(&values[i], &bits, 4);
     }
-    writer.add_f32(name, std::vector<int64_t>(t.shape().dims.begin(), t.shape().dims.begin() + t.rank()),
+    writer.add_f32(name,
+                   std::vector<int64_t>(t.shape().dims.begin(), t.shape().dims.begin() + t.rank()),
                    values);
   }
   writer.write(dir / "model.safetensors");
@@ -231,7 +235,8 @@ TEST(Qwen3Weights, ExtraLayerTensorIsRejected) {
     FAIL() << "expected an error";
   } catch (const FormatError& e) {
     EXPECT_NE(std::string(e.what()).find("unexpected tensor model.layers.2.mlp.up_proj.weight"),
-              std::string::npos) << e.what();
+              std::string::npos)
+        << e.what();
   }
 }
 
@@ -245,7 +250,8 @@ TEST(Qwen3Weights, MissingAndMisshapenTensorsNameTheTensor) {
       FAIL() << "expected an error";
     } catch (const FormatError& e) {
       EXPECT_NE(std::string(e.what()).find("missing tensor model.layers.1.self_attn.k_norm.weight"),
-                std::string::npos) << e.what();
+                std::string::npos)
+          << e.what();
     }
   }
   {
@@ -256,15 +262,18 @@ TEST(Qwen3Weights, MissingAndMisshapenTensorsNameTheTensor) {
       load_causal_lm(dir.path(), *backend, {});
       FAIL() << "expected an error";
     } catch (const FormatError& e) {
-      EXPECT_NE(std::string(e.what()).find(
-                    "tensor model.layers.0.mlp.down_proj.weight: shape [32, 63], expected [32, 64]"),
-                std::string::npos) << e.what();
+      EXPECT_NE(
+          std::string(e.what()).find(
+              "tensor model.layers.0.mlp.down_proj.weight: shape [32, 63], expected [32, 64]"),
+          std::string::npos)
+          << e.what();
     }
   }
 }
 
 TEST(Qwen3Config, UnsupportedModelTypeIsAClearError) {
-  const auto dir = std::filesystem::temp_directory_path() / ("infera_mt_" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("infera_mt_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "config.json") << R"({"model_type": "llama", "vocab_size": 10})";
   auto backend = make_cpu_backend(1);

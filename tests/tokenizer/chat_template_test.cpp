@@ -1,11 +1,12 @@
 // The C++ Qwen3 chat template against strings rendered from the model's real Jinja template by
 // tests/data/make_chat_cases.py (regenerate the JSON with that script when adding cases).
+#include "infera/chat_template.h"
+
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "infera/chat_template.h"
 #include "infera/error.h"
 #include "infera/tokenizer.h"
 #include "test_paths.h"
@@ -16,7 +17,8 @@ namespace {
 using ojson = nlohmann::ordered_json;
 
 ojson load_cases() {
-  const auto path = std::filesystem::path(INFERA_SOURCE_DIR) / "tests" / "data" / "chat_template_cases.json";
+  const auto path =
+      std::filesystem::path(INFERA_SOURCE_DIR) / "tests" / "data" / "chat_template_cases.json";
   std::ifstream in(path);
   if (!in) {
     ADD_FAILURE() << "missing " << path << " (run tests/data/make_chat_cases.py)";

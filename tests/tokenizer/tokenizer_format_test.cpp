@@ -52,7 +52,9 @@ std::string format_error(const json& j) {
   return "(no FormatError)";
 }
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
 TEST(TokenizerFormat, TinyTokenizerEncodes) {
   const Tokenizer tok = make(tiny());
@@ -88,7 +90,8 @@ TEST(TokenizerFormat, LoadsFromFileAndFolderAndReportsMissingFile) {
 TEST(TokenizerFormat, UnknownComponentTypesAreNamed) {
   json j = tiny();
   j["normalizer"] = {{"type", "Precompiled"}};
-  EXPECT_TRUE(contains(format_error(j), "normalizer: unsupported type 'Precompiled'")) << format_error(j);
+  EXPECT_TRUE(contains(format_error(j), "normalizer: unsupported type 'Precompiled'"))
+      << format_error(j);
 
   j = tiny();
   j["normalizer"]["normalizers"].push_back({{"type", "StripAccents"}});
@@ -137,7 +140,8 @@ TEST(TokenizerFormat, MissingOrBrokenModel) {
 TEST(TokenizerFormat, BadMerges) {
   json j = tiny();
   j["model"]["merges"].push_back("a z");
-  EXPECT_TRUE(contains(format_error(j), "merge #3: token 'z' is not in the vocab")) << format_error(j);
+  EXPECT_TRUE(contains(format_error(j), "merge #3: token 'z' is not in the vocab"))
+      << format_error(j);
 
   j = tiny();
   j["model"]["merges"].push_back("b c");  // "bc" is not in the vocab
@@ -186,7 +190,9 @@ TEST(TokenizerFormat, SplitBehaviorsAndLiteralPattern) {
   // Without ByteLevel the model sees characters; the vocab covers them directly.
   json j = tiny();
   j["decoder"] = nullptr;
-  j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"String", "-"}}}, {"behavior", "Removed"},
+  j["pre_tokenizer"] = {{"type", "Split"},
+                        {"pattern", {{"String", "-"}}},
+                        {"behavior", "Removed"},
                         {"invert", false}};
   j["model"]["vocab"]["-"] = 17;
   EXPECT_EQ(make(j).encode("ab-c"), (std::vector<int32_t>{4, 2}));
@@ -203,7 +209,9 @@ TEST(TokenizerFormat, ByteLevelWithRegexAndPrefixSpace) {
   j["model"]["merges"] = {"a b", "ab c", "Ġ Ġ", "Ġ a", "Ġa b"};
   j["model"]["vocab"]["Ġa"] = 17;
   j["model"]["vocab"]["Ġab"] = 18;
-  j["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true},
+  j["pre_tokenizer"] = {{"type", "ByteLevel"},
+                        {"add_prefix_space", true},
+                        {"trim_offsets", true},
                         {"use_regex", true}};
   const Tokenizer tok = make(j);
   EXPECT_EQ(tok.encode("ab abc  a"), (std::vector<int32_t>{3, 4, 3, 5, 3, 17}));
@@ -215,13 +223,19 @@ TEST(TokenizerFormat, ByteLevelWithRegexAndPrefixSpace) {
 TEST(TokenizerFormat, NormalizationFormsOnlyTouchWhatChanges) {
   // Expected strings from Python's unicodedata.normalize; the input mixes ASCII runs (copied as is)
   // with decomposed, out-of-order, Hangul-jamo and compatibility characters.
-  const std::string in = "e\u0301 caf\u00e9 A\u030a\u0327 \u1100\u1161\u11a8 x\u0323\u0307y \u212b \u00bd\u00a0q\u0301\u0300";
+  const std::string in =
+      "e\u0301 caf\u00e9 A\u030a\u0327 \u1100\u1161\u11a8 x\u0323\u0307y \u212b "
+      "\u00bd\u00a0q\u0301\u0300";
   const auto norm = [&](const char* form) {
     return tok::make_normalizer(json{{"type", form}})->normalize(in);
   };
-  EXPECT_EQ(norm("NFC"), "\u00e9 caf\u00e9 \u00c5\u0327 \uac01 \u1e8b\u0323y \u00c5 \u00bd\u00a0q\u0301\u0300");
-  EXPECT_EQ(norm("NFKC"), "\u00e9 caf\u00e9 \u00c5\u0327 \uac01 \u1e8b\u0323y \u00c5 1\u20442 q\u0301\u0300");
-  EXPECT_EQ(norm("NFD"), "e\u0301 cafe\u0301 A\u0327\u030a \u1100\u1161\u11a8 x\u0323\u0307y A\u030a \u00bd\u00a0q\u0301\u0300");
+  EXPECT_EQ(norm("NFC"),
+            "\u00e9 caf\u00e9 \u00c5\u0327 \uac01 \u1e8b\u0323y \u00c5 \u00bd\u00a0q\u0301\u0300");
+  EXPECT_EQ(norm("NFKC"),
+            "\u00e9 caf\u00e9 \u00c5\u0327 \uac01 \u1e8b\u0323y \u00c5 1\u20442 q\u0301\u0300");
+  EXPECT_EQ(norm("NFD"),
+            "e\u0301 cafe\u0301 A\u0327\u030a \u1100\u1161\u11a8 x\u0323\u0307y A\u030a "
+            "\u00bd\u00a0q\u0301\u0300");
   EXPECT_EQ(tok::make_normalizer(json{{"type", "NFC"}})->normalize("plain ascii"), "plain ascii");
 }
 

@@ -1,12 +1,12 @@
-// Parity with Hugging Face `tokenizers` on the Qwen3 tokenizer: the recorded corpus (ids and decoded
-// text produced by tokenizers itself), plus streaming decode and invalid-input behaviour.
+// Parity with Hugging Face `tokenizers` on the Qwen3 tokenizer: the recorded corpus (ids and
+// decoded text produced by tokenizers itself), plus streaming decode and invalid-input behaviour.
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <random>
-#include <nlohmann/json.hpp>
-#include <string>
 #include <atomic>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -76,10 +76,11 @@ TEST(TokenizerQwen3, CorpusEncodeAndDecodeExactly) {
 }
 
 // Random strings of characters where regex engines and Unicode tables disagree (U+180E is \s for
-// PCRE2 but not for Oniguruma, which tokenizers uses), from tests/data/make_tokenizer_edge_cases.py.
+// PCRE2 but not for Oniguruma, which tokenizers uses), from
+// tests/data/make_tokenizer_edge_cases.py.
 TEST(TokenizerQwen3, UnicodeEdgeCasesMatchTokenizers) {
-  const auto cases =
-      load_cases(std::filesystem::path(INFERA_SOURCE_DIR) / "tests" / "data" / "qwen3_unicode_edge_cases.jsonl");
+  const auto cases = load_cases(std::filesystem::path(INFERA_SOURCE_DIR) / "tests" / "data" /
+                                "qwen3_unicode_edge_cases.jsonl");
   ASSERT_EQ(cases.size(), 1000u);
   int failures = 0;
   for (std::size_t k = 0; k < cases.size() && failures < 10; ++k) {
@@ -134,7 +135,9 @@ TEST(TokenizerQwen3, StreamingHoldsBackSplitCharacters) {
   std::string rest;
   for (std::size_t k = 5; k < pieces.size(); ++k) rest += pieces[k];
   EXPECT_EQ(rest + tail, "b\xE2\x82\xAC");
-  EXPECT_EQ(qwen3().decode(ids), "a\xF0\x9F\x98\x80" "b\xE2\x82\xAC");
+  EXPECT_EQ(qwen3().decode(ids),
+            "a\xF0\x9F\x98\x80"
+            "b\xE2\x82\xAC");
 
   // An incomplete character at the end of a stream becomes one U+FFFD on flush, as in decode().
   const std::vector<int32_t> partial_ids = byte_token_ids("\xF0\x9F\x98");
@@ -187,7 +190,10 @@ TEST(TokenizerQwen3, DecodeInvalidBytesGivesReplacementLikeHf) {
   const int32_t a = *tok.token_to_id("A");
   const std::vector<int32_t> ids = {e2, x82, a, x80};
   // from_utf8_lossy: the maximal subpart E2 82 is one U+FFFD, the lone 0x80 another.
-  EXPECT_EQ(tok.decode(ids), "\xEF\xBF\xBD" "A" "\xEF\xBF\xBD");
+  EXPECT_EQ(tok.decode(ids),
+            "\xEF\xBF\xBD"
+            "A"
+            "\xEF\xBF\xBD");
 }
 
 TEST(TokenizerQwen3, DecodeRejectsIdsOutOfRange) {
@@ -224,7 +230,9 @@ TEST(TokenizerQwen3, LongAndOddInputsDoNotCrash) {
   EXPECT_EQ(qwen3().decode(qwen3().encode(mixed)), mixed);
   EXPECT_TRUE(qwen3().encode("").empty());
   // NFC: a decomposed "e" + U+0301 encodes like the precomposed character.
-  EXPECT_EQ(qwen3().encode("caf" "e\xCC\x81"), qwen3().encode("caf\xC3\xA9"));
+  EXPECT_EQ(qwen3().encode("caf"
+                           "e\xCC\x81"),
+            qwen3().encode("caf\xC3\xA9"));
   const std::string nul("a\0b", 3);
   EXPECT_EQ(qwen3().decode(qwen3().encode(nul)), nul);
 }
@@ -235,7 +243,9 @@ TEST(TokenizerQwen3, RandomBytesAndIdsNeverCrash) {
   std::mt19937 rng(12345);
   for (int iter = 0; iter < 3000; ++iter) {
     std::string s(rng() % 40, '\0');
-    for (char& ch : s) ch = static_cast<char>(iter % 2 ? rng() % 256 : "a \n<|>\xC3\xA9\xE2\x82\xAC\xF0"[rng() % 13]);
+    for (char& ch : s)
+      ch =
+          static_cast<char>(iter % 2 ? rng() % 256 : "a \n<|>\xC3\xA9\xE2\x82\xAC\xF0"[rng() % 13]);
     try {
       const auto ids = qwen3().encode(s);
       EXPECT_EQ(qwen3().decode(ids), qwen3().decode(qwen3().encode(qwen3().decode(ids))));

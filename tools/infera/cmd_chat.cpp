@@ -26,8 +26,9 @@ struct ChatOptions {
 void chat(const ChatOptions& o) {
   LoadedModel m = load_model(o.model, false);
   if (!m.tokenizer)
-    throw InvalidArgument("chat needs a tokenizer: the model folder has no tokenizer.json; "
-                          "pass --tokenizer PATH");
+    throw InvalidArgument(
+        "chat needs a tokenizer: the model folder has no tokenizer.json; "
+        "pass --tokenizer PATH");
   std::printf("Model: %s\nType a message; an empty line or end of input quits.\n",
               m.model->info().summary().c_str());
   std::vector<ChatMessage> messages;

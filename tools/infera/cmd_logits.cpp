@@ -53,8 +53,8 @@ void logits(const LogitsOptions& o) {
   const int64_t vocab = m.model->info().vocab;
   for (int32_t id : ids)
     if (id >= vocab)
-      throw InvalidArgument("--prompt-ids: " + std::to_string(id) + " is outside the vocabulary [0, " +
-                            std::to_string(vocab) + ")");
+      throw InvalidArgument("--prompt-ids: " + std::to_string(id) +
+                            " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
   KvCache cache = m.model->new_cache(n);
   std::vector<float> values(rows.size() * static_cast<size_t>(vocab));
   m.model->forward(ids, cache, rows, values);

@@ -5,9 +5,8 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "commands.h"
 #include "engine/generator.h"
@@ -56,15 +55,16 @@ void run(const RunOptions& o) {
   std::string shown_prompt;
   if (!o.prompt.empty()) {
     if (!m.tokenizer)
-      throw InvalidArgument("--prompt needs a tokenizer: the model folder has no tokenizer.json; "
-                            "pass --tokenizer PATH or use --prompt-ids");
+      throw InvalidArgument(
+          "--prompt needs a tokenizer: the model folder has no tokenizer.json; "
+          "pass --tokenizer PATH or use --prompt-ids");
     std::string text = o.prompt;
     if (!o.raw) {
       std::vector<ChatMessage> messages;
       if (!o.system.empty()) messages.push_back({.role = "system", .content = o.system});
       messages.push_back({.role = "user", .content = o.prompt});
-      text = apply_chat_template(messages, {.add_generation_prompt = true,
-                                            .enable_thinking = !o.no_think});
+      text = apply_chat_template(messages,
+                                 {.add_generation_prompt = true, .enable_thinking = !o.no_think});
     }
     request.prompt = m.tokenizer->encode(text);
     shown_prompt = o.prompt;
@@ -125,12 +125,13 @@ void run(const RunOptions& o) {
     std::fwrite(rest.data(), 1, rest.size(), stdout);
   }
   // The first generated token comes out of the prefill; decode speed counts the steps after it.
-  std::printf("\n\nTime: load %.2f s | prefill %lld tokens in %.3f s (%.1f tok/s) | decode %lld "
-              "tokens in %.3f s (%.2f tok/s) | generated %lld, finish: %s\n",
-              m.load_seconds, static_cast<long long>(s.prompt_tokens), s.prefill_seconds,
-              s.prefill_tokens_per_second(), static_cast<long long>(s.decode_steps),
-              s.decode_seconds, s.decode_tokens_per_second(),
-              static_cast<long long>(s.generated_tokens), result.finish_reason.c_str());
+  std::printf(
+      "\n\nTime: load %.2f s | prefill %lld tokens in %.3f s (%.1f tok/s) | decode %lld "
+      "tokens in %.3f s (%.2f tok/s) | generated %lld, finish: %s\n",
+      m.load_seconds, static_cast<long long>(s.prompt_tokens), s.prefill_seconds,
+      s.prefill_tokens_per_second(), static_cast<long long>(s.decode_steps), s.decode_seconds,
+      s.decode_tokens_per_second(), static_cast<long long>(s.generated_tokens),
+      result.finish_reason.c_str());
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
-// `infera tokenize` and `infera detokenize`: JSON lines on stdin -> JSON lines on stdout, one output
-// line per input line (blank lines are skipped), flushed per line so the commands work in a pipe.
+// `infera tokenize` and `infera detokenize`: JSON lines on stdin -> JSON lines on stdout, one
+// output line per input line (blank lines are skipped), flushed per line so the commands work in a
+// pipe.
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -92,7 +93,8 @@ void add_tokenize_commands(CLI::App& app) {
 
   CLI::App* detokenize = app.add_subcommand(
       "detokenize", "Read {\"ids\": [...]} JSON lines on stdin, write {\"text\": ...} lines");
-  detokenize->add_option("--model", opts->model, "Model folder (or tokenizer.json file)")->required();
+  detokenize->add_option("--model", opts->model, "Model folder (or tokenizer.json file)")
+      ->required();
   detokenize->add_flag("--skip-special-tokens", opts->skip_special_tokens,
                        "Drop special tokens (e.g. <|im_end|>) from the text");
   detokenize->callback([opts] { run_detokenize(*opts); });

@@ -30,17 +30,16 @@ LoadedModel load_model(const ModelOptions& options, bool quiet) {
   // --dummy-weights accepts a bare config.json as well as its folder.
   if (options.dummy_weights && fs::is_regular_file(dir) && dir.filename() == "config.json")
     dir = dir.parent_path().empty() ? fs::path(".") : dir.parent_path();
-  if (!fs::is_directory(dir))
-    throw IoError("model folder '" + options.model + "' does not exist");
+  if (!fs::is_directory(dir)) throw IoError("model folder '" + options.model + "' does not exist");
 
   const auto start = std::chrono::steady_clock::now();
   if (!quiet)
     std::fprintf(stderr, "Loading %s%s ...\n", dir.string().c_str(),
                  options.dummy_weights ? " with dummy weights" : "");
   loaded.backend = make_cpu_backend(options.threads);
-  loaded.model = load_causal_lm(dir, *loaded.backend,
-                                {.dummy_weights = options.dummy_weights,
-                                 .dummy_seed = options.dummy_seed});
+  loaded.model =
+      load_causal_lm(dir, *loaded.backend,
+                     {.dummy_weights = options.dummy_weights, .dummy_seed = options.dummy_seed});
   loaded.generation = io::load_generation_defaults(dir);
   if (loaded.generation.eos_token_ids.empty()) {
     // Older folders carry eos_token_id only in config.json.
@@ -73,7 +72,8 @@ std::vector<int32_t> parse_id_list(const std::string& text, const std::string& o
       used = 0;
     }
     if (item.empty() || used != item.size() || value < 0 || value > INT32_MAX)
-      throw InvalidArgument(option + ": '" + item + "' is not a token id (expected e.g. 785,6722,315)");
+      throw InvalidArgument(option + ": '" + item +
+                            "' is not a token id (expected e.g. 785,6722,315)");
     ids.push_back(static_cast<int32_t>(value));
     pos = comma + 1;
   }

@@ -49,5 +49,4 @@ inline float f16_to_f32(uint16_t h) {
   return f;
 }
 
-
 }  // namespace infera::cpu

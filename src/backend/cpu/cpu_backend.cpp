@@ -54,7 +54,8 @@ class CpuBackend final : public Backend {
   Tensor alloc(const std::string& name, DType dtype, Shape shape) override {
     // calloc maps large blocks lazily as zero pages, so a KV cache sized for a long context costs
     // memory only as positions fill. Kernels use unaligned loads; 16-byte alignment suffices.
-    const size_t bytes = std::max<size_t>(dtype_bytes(dtype, static_cast<size_t>(shape.numel())), 1);
+    const size_t bytes =
+        std::max<size_t>(dtype_bytes(dtype, static_cast<size_t>(shape.numel())), 1);
     void* p = std::calloc(bytes, 1);
     if (!p) throw Error("out of memory allocating " + name + " " + shape.str());
     return Tensor(name, dtype, shape, Device::CPU, p, std::shared_ptr<void>(p, HeapFree{}));
@@ -135,8 +136,8 @@ class CpuBackend final : public Backend {
   void rope(Tensor& x, std::span<const int32_t> positions, double theta) override {
     expect_f32_cpu(x, "rope");
     expect(x.rank() == 3 && x.dim(0) == static_cast<int64_t>(positions.size()) && x.dim(2) % 2 == 0,
-           "rope", "x " + x.shape().str() + " with " + std::to_string(positions.size()) +
-                       " positions");
+           "rope",
+           "x " + x.shape().str() + " with " + std::to_string(positions.size()) + " positions");
     const int64_t n = x.dim(0), heads = x.dim(1), d = x.dim(2), half = d / 2;
     // inv_freq and angles in f32, as transformers computes them, for bit-level agreement.
     std::vector<float> inv_freq(static_cast<size_t>(half));

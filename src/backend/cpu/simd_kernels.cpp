@@ -2,11 +2,12 @@
 // HWY_EXPORT tables at the bottom pick the best compiled target at run time.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backend/cpu/simd_kernels.cpp"
+#include "backend/cpu/simd_kernels.h"
+
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
 #include "backend/cpu/convert.h"
-#include "backend/cpu/simd_kernels.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace infera::cpu {
@@ -109,7 +110,8 @@ HWY_INLINE void Block(const float* x, int64_t n, int64_t k, const WT* w, int64_t
       if (n == 1) {
         RowStream<1>(x, k, w + j * k, out + j, ldo);
       } else {
-        for (int64_t i = 0; i < n; ++i) RowStream<1>(x + i * k, k, w + j * k, out + i * ldo + j, ldo);
+        for (int64_t i = 0; i < n; ++i)
+          RowStream<1>(x + i * k, k, w + j * k, out + i * ldo + j, ldo);
       }
     }
     return;
@@ -139,8 +141,8 @@ void WidenRowT(const WT* src, int64_t n, float* dst) {
 }
 
 template <typename WT>
-void MatmulRowsT(const float* x, int64_t n, int64_t k, const WT* w, int64_t j_begin,
-                 int64_t j_end, float* out, int64_t ldo, float* panel) {
+void MatmulRowsT(const float* x, int64_t n, int64_t k, const WT* w, int64_t j_begin, int64_t j_end,
+                 float* out, int64_t ldo, float* panel) {
   // With several x rows, widen each panel of weight rows to f32 once and reuse it for all rows;
   // with one or two (decode), stream the weights and widen in registers.
   const bool widen_panels = n > kTileX && !std::is_same_v<WT, float>;
@@ -161,8 +163,8 @@ void MatmulRows(const float* x, int64_t n, int64_t k, const void* w, DType wtype
     case DType::F32:
       return MatmulRowsT(x, n, k, static_cast<const float*>(w), j_begin, j_end, out, ldo, panel);
     case DType::BF16:
-      return MatmulRowsT(x, n, k, static_cast<const hwy::bfloat16_t*>(w), j_begin, j_end, out,
-                         ldo, panel);
+      return MatmulRowsT(x, n, k, static_cast<const hwy::bfloat16_t*>(w), j_begin, j_end, out, ldo,
+                         panel);
     case DType::F16:
       return MatmulRowsT(x, n, k, static_cast<const hwy::float16_t*>(w), j_begin, j_end, out, ldo,
                          panel);
@@ -173,10 +175,14 @@ void MatmulRows(const float* x, int64_t n, int64_t k, const void* w, DType wtype
 
 void WidenRow(const void* src, DType wtype, int64_t n, float* dst) {
   switch (wtype) {
-    case DType::F32: return WidenRowT(static_cast<const float*>(src), n, dst);
-    case DType::BF16: return WidenRowT(static_cast<const hwy::bfloat16_t*>(src), n, dst);
-    case DType::F16: return WidenRowT(static_cast<const hwy::float16_t*>(src), n, dst);
-    default: return;
+    case DType::F32:
+      return WidenRowT(static_cast<const float*>(src), n, dst);
+    case DType::BF16:
+      return WidenRowT(static_cast<const hwy::bfloat16_t*>(src), n, dst);
+    case DType::F16:
+      return WidenRowT(static_cast<const hwy::float16_t*>(src), n, dst);
+    default:
+      return;
   }
 }
 
@@ -189,7 +195,8 @@ float Dot(const float* a, const float* b, int64_t n) {
     acc0 = hn::MulAdd(hn::LoadU(d, a + p), hn::LoadU(d, b + p), acc0);
     acc1 = hn::MulAdd(hn::LoadU(d, a + p + lanes), hn::LoadU(d, b + p + lanes), acc1);
   }
-  for (; p + lanes <= n; p += lanes) acc0 = hn::MulAdd(hn::LoadU(d, a + p), hn::LoadU(d, b + p), acc0);
+  for (; p + lanes <= n; p += lanes)
+    acc0 = hn::MulAdd(hn::LoadU(d, a + p), hn::LoadU(d, b + p), acc0);
   float s = hn::GetLane(hn::SumOfLanes(d, hn::Add(acc0, acc1)));
   for (; p < n; ++p) s += a[p] * b[p];
   return s;
