@@ -129,6 +129,7 @@ std::vector<WeightSpec> qwen3_weight_specs(const Qwen3Params& p) {
 struct Scratch {
   int64_t rows = 0;
   Tensor x, xn, q, k, v, attn, proj, gate, up, head_in;
+  Tensor logits;  // [rows asked for, vocab], grown on demand
 };
 
 class Qwen3 final : public CausalLM {
@@ -200,7 +201,9 @@ class Qwen3 final : public CausalLM {
       backend_.copy_rows(x.rows(logit_rows[static_cast<size_t>(i)], 1), head_in, i);
     backend_.rmsnorm(head_in, final_norm_, p_.eps, head_in);
     emit(head_in, "final_norm", -1);
-    Tensor out = backend_.alloc("logits", DType::F32, {r, p_.vocab});
+    if (s_.logits.empty() || s_.logits.dim(0) < r)
+      s_.logits = backend_.alloc("logits", DType::F32, {r, p_.vocab});
+    Tensor out = s_.logits.rows(0, r);
     backend_.matmul(head_in, lm_head_, out);
     backend_.to_host(out, logits);
   }

@@ -226,65 +226,41 @@ TEST(Qwen3Weights, Float32CheckpointGivesTheSameLogits) {
   }
 }
 
-TEST(Qwen3Weights, ExtraLayerTensorIsRejected) {
-  test::TempDir dir;
-  write_altered_fixture(dir.path(), "", {{"model.layers.2.mlp.up_proj.weight", {64, 32}}});
-  auto backend = make_cpu_backend(1);
-  try {
-    load_causal_lm(dir.path(), *backend, {});
-    FAIL() << "expected an error";
-  } catch (const FormatError& e) {
-    EXPECT_NE(std::string(e.what()).find("unexpected tensor model.layers.2.mlp.up_proj.weight"),
-              std::string::npos)
-        << e.what();
-  }
-}
-
-TEST(Qwen3Weights, MissingAndMisshapenTensorsNameTheTensor) {
-  auto backend = make_cpu_backend(1);
-  {
-    test::TempDir dir;
-    write_altered_fixture(dir.path(), "model.layers.1.self_attn.k_norm.weight", {});
-    try {
-      load_causal_lm(dir.path(), *backend, {});
-      FAIL() << "expected an error";
-    } catch (const FormatError& e) {
-      EXPECT_NE(std::string(e.what()).find("missing tensor model.layers.1.self_attn.k_norm.weight"),
-                std::string::npos)
-          << e.what();
-    }
-  }
-  {
-    test::TempDir dir;
-    write_altered_fixture(dir.path(), "model.layers.0.mlp.down_proj.weight",
-                          {{"model.layers.0.mlp.down_proj.weight", {32, 63}}});
-    try {
-      load_causal_lm(dir.path(), *backend, {});
-      FAIL() << "expected an error";
-    } catch (const FormatError& e) {
-      EXPECT_NE(
-          std::string(e.what()).find(
-              "tensor model.layers.0.mlp.down_proj.weight: shape [32, 63], expected [32, 64]"),
-          std::string::npos)
-          << e.what();
-    }
-  }
-}
-
-TEST(Qwen3Config, UnsupportedModelTypeIsAClearError) {
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("infera_mt_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  std::ofstream(dir / "config.json") << R"({"model_type": "llama", "vocab_size": 10})";
+// Loading `dir` must fail with a FormatError whose message contains `expected`.
+void expect_load_error(const std::filesystem::path& dir, const std::string& expected) {
   auto backend = make_cpu_backend(1);
   try {
     load_causal_lm(dir, *backend, {});
-    FAIL() << "expected an error";
+    ADD_FAILURE() << "expected an error containing: " << expected;
   } catch (const FormatError& e) {
-    EXPECT_NE(std::string(e.what()).find("model_type 'llama' is not supported"), std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
   }
-  std::filesystem::remove_all(dir);
+}
+
+TEST(Qwen3Weights, ExtraLayerTensorIsRejected) {
+  test::TempDir dir;
+  write_altered_fixture(dir.path(), "", {{"model.layers.2.mlp.up_proj.weight", {64, 32}}});
+  expect_load_error(dir.path(), "unexpected tensor model.layers.2.mlp.up_proj.weight");
+}
+
+TEST(Qwen3Weights, MissingTensorIsNamed) {
+  test::TempDir dir;
+  write_altered_fixture(dir.path(), "model.layers.1.self_attn.k_norm.weight", {});
+  expect_load_error(dir.path(), "missing tensor model.layers.1.self_attn.k_norm.weight");
+}
+
+TEST(Qwen3Weights, MisshapenTensorIsNamedWithBothShapes) {
+  test::TempDir dir;
+  write_altered_fixture(dir.path(), "model.layers.0.mlp.down_proj.weight",
+                        {{"model.layers.0.mlp.down_proj.weight", {32, 63}}});
+  expect_load_error(
+      dir.path(), "tensor model.layers.0.mlp.down_proj.weight: shape [32, 63], expected [32, 64]");
+}
+
+TEST(Qwen3Config, UnsupportedModelTypeIsAClearError) {
+  test::TempDir dir;
+  std::ofstream(dir / "config.json") << R"({"model_type": "llama", "vocab_size": 10})";
+  expect_load_error(dir.path(), "model_type 'llama' is not supported");
 }
 
 }  // namespace
