@@ -29,7 +29,7 @@ struct ModelInfo {
 
 // Keys and values of every layer for one sequence, pre-allocated for `capacity` positions.
 struct KvCache {
-  std::vector<Tensor> keys, values;  // per layer, [capacity, kv_heads, head_dim]
+  std::vector<Tensor> keys, values;  // per layer, [kv_heads, capacity, head_dim]
   int64_t capacity = 0;
   int64_t length = 0;  // positions filled
 };

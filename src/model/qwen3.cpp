@@ -162,9 +162,9 @@ class Qwen3 final : public CausalLM {
     for (int64_t i = 0; i < p_.layers; ++i) {
       const std::string l = "kv." + std::to_string(i);
       cache.keys.push_back(
-          backend_.alloc(l + ".k", DType::F32, {capacity, p_.kv_heads, p_.head_dim}));
+          backend_.alloc(l + ".k", DType::F32, {p_.kv_heads, capacity, p_.head_dim}));
       cache.values.push_back(
-          backend_.alloc(l + ".v", DType::F32, {capacity, p_.kv_heads, p_.head_dim}));
+          backend_.alloc(l + ".v", DType::F32, {p_.kv_heads, capacity, p_.head_dim}));
     }
     return cache;
   }
@@ -228,8 +228,8 @@ class Qwen3 final : public CausalLM {
     backend_.rope(kh, positions, p_.rope_theta);
     emit(qh, "q_rope", il);
     emit(kh, "k_rope", il);
-    backend_.copy_rows(kh, cache.keys[static_cast<size_t>(il)], cache.length);
-    backend_.copy_rows(v.reshaped({n, p_.kv_heads, p_.head_dim}),
+    backend_.kv_append(kh, cache.keys[static_cast<size_t>(il)], cache.length);
+    backend_.kv_append(v.reshaped({n, p_.kv_heads, p_.head_dim}),
                        cache.values[static_cast<size_t>(il)], cache.length);
     Tensor attn_h = attn.reshaped({n, p_.q_heads, p_.head_dim});
     backend_.attention_causal(qh, cache.keys[static_cast<size_t>(il)],
@@ -279,7 +279,8 @@ class Qwen3 final : public CausalLM {
           a("proj", p_.hidden),
           a("gate", p_.intermediate),
           a("up", p_.intermediate),
-          a("head_in", p_.hidden)};
+          a("head_in", p_.hidden),
+          std::move(s_.logits)};
   }
 
   void emit(const Tensor& t, std::string_view name, int layer) const {

@@ -45,10 +45,14 @@ class Backend {
   // Rotary embedding, rotate-half convention, in place: x [n, heads, head_dim]; token i sits at
   // positions[i]. inv_freq[j] = 1 / theta^(2j / head_dim).
   virtual void rope(Tensor& x, std::span<const int32_t> positions, double theta) = 0;
-  // dst rows [dst_row, dst_row + src.dim(0)) = src (same row width). Used to append to KV caches.
+  // dst rows [dst_row, dst_row + src.dim(0)) = src (same row width).
   virtual void copy_rows(const Tensor& src, Tensor& dst, int64_t dst_row) = 0;
+  // Appends keys or values to a head-major cache: src [n, hkv, d] goes to cache [hkv, capacity, d]
+  // at positions [start_pos, start_pos + n). Head-major keeps each head's history contiguous,
+  // so attention reads it as one matrix.
+  virtual void kv_append(const Tensor& src, Tensor& cache, int64_t start_pos) = 0;
   // Causal grouped-query attention over a cache.
-  //   q [n, hq, d]; k_cache, v_cache [capacity, hkv, d] holding rows [0, start_pos + n);
+  //   q [n, hq, d]; k_cache, v_cache [hkv, capacity, d] holding positions [0, start_pos + n);
   //   query i sits at position start_pos + i and attends to keys 0 ..= start_pos + i.
   //   Head h reads kv head h / (hq / hkv). out [n, hq, d]. Softmax in F32.
   virtual void attention_causal(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,

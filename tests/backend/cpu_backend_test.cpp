@@ -165,19 +165,12 @@ TEST(CpuOps, RopeRotatesHalvesByPositionAngle) {
       }
 }
 
-TEST(CpuOps, CausalGqaAttentionMatchesReference) {
-  auto b = make_cpu_backend(2);
-  const int64_t start = 3, n = 4, hq = 4, hkv = 2, d = 12, cap = 10;
-  auto qv = random_values(size_t(n * hq * d), 6);
-  auto kv = random_values(size_t(cap * hkv * d), 7);
-  auto vv = random_values(size_t(cap * hkv * d), 8);
-  Tensor q = host_f32(*b, "q", {n, hq, d}, qv);
-  Tensor k = host_f32(*b, "k", {cap, hkv, d}, kv);
-  Tensor v = host_f32(*b, "v", {cap, hkv, d}, vv);
-  Tensor out = b->alloc("out", DType::F32, {n, hq, d});
-  const float scale = 0.3f;
-  b->attention_causal(q, k, v, start, scale, out);
-  std::vector<float> want(size_t(n * hq * d));
+// Scalar causal GQA over a head-major cache [hkv, cap, d], in double.
+std::vector<float> reference_attention(const std::vector<float>& qv, const std::vector<float>& kv,
+                                       const std::vector<float>& vv, int64_t start, int64_t n,
+                                       int64_t hq, int64_t hkv, int64_t d, int64_t cap,
+                                       float scale) {
+  std::vector<float> want(static_cast<size_t>(n * hq * d));
   for (int64_t i = 0; i < n; ++i)
     for (int64_t h = 0; h < hq; ++h) {
       const int64_t g = h / (hq / hkv), visible = start + i + 1;
@@ -186,7 +179,7 @@ TEST(CpuOps, CausalGqaAttentionMatchesReference) {
       for (int64_t t = 0; t < visible; ++t) {
         double dot = 0;
         for (int64_t e = 0; e < d; ++e)
-          dot += double(qv[size_t((i * hq + h) * d + e)]) * kv[size_t((t * hkv + g) * d + e)];
+          dot += double(qv[size_t((i * hq + h) * d + e)]) * kv[size_t((g * cap + t) * d + e)];
         s[size_t(t)] = dot * scale;
         mx = std::max(mx, s[size_t(t)]);
       }
@@ -194,12 +187,58 @@ TEST(CpuOps, CausalGqaAttentionMatchesReference) {
       for (int64_t e = 0; e < d; ++e) {
         double o = 0;
         for (int64_t t = 0; t < visible; ++t)
-          o += s[size_t(t)] / sum * vv[size_t((t * hkv + g) * d + e)];
+          o += s[size_t(t)] / sum * vv[size_t((g * cap + t) * d + e)];
         want[size_t((i * hq + h) * d + e)] = float(o);
       }
     }
-  expect_close(out.data_as<float>(), want, 1e-5f);
-  EXPECT_THROW(b->attention_causal(q, k, v, cap - n + 1, scale, out), InvalidArgument);
+  return want;
+}
+
+struct AttentionCase {
+  int64_t start, n, hq, hkv, d, cap;
+};
+
+TEST(CpuOps, CausalGqaAttentionMatchesReference) {
+  auto b = make_cpu_backend(2);
+  // Decode (n = 1), a short prefill after a prefix, query blocks spanning several 32-row
+  // blocks, head sizes that are not multiples of the vector width, and MHA (hq == hkv).
+  for (const AttentionCase c :
+       {AttentionCase{9, 1, 4, 2, 16, 12}, AttentionCase{3, 4, 4, 2, 12, 10},
+        AttentionCase{5, 70, 8, 2, 128, 80}, AttentionCase{0, 33, 2, 2, 37, 40}}) {
+    SCOPED_TRACE(testing::Message() << "start=" << c.start << " n=" << c.n << " d=" << c.d);
+    for_each_simd_target([&] {
+      auto qv = random_values(size_t(c.n * c.hq * c.d), 6);
+      auto kv = random_values(size_t(c.hkv * c.cap * c.d), 7);
+      auto vv = random_values(size_t(c.hkv * c.cap * c.d), 8);
+      Tensor q = host_f32(*b, "q", {c.n, c.hq, c.d}, qv);
+      Tensor k = host_f32(*b, "k", {c.hkv, c.cap, c.d}, kv);
+      Tensor v = host_f32(*b, "v", {c.hkv, c.cap, c.d}, vv);
+      Tensor out = b->alloc("out", DType::F32, {c.n, c.hq, c.d});
+      const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
+      b->attention_causal(q, k, v, c.start, scale, out);
+      expect_close(out.data_as<float>(),
+                   reference_attention(qv, kv, vv, c.start, c.n, c.hq, c.hkv, c.d, c.cap, scale),
+                   1e-5f);
+      EXPECT_THROW(b->attention_causal(q, k, v, c.cap - c.n + 1, scale, out), InvalidArgument);
+    });
+  }
+}
+
+TEST(CpuOps, KvAppendWritesHeadMajorRows) {
+  auto b = make_cpu_backend(1);
+  const int64_t n = 2, heads = 3, d = 4, cap = 5;
+  std::vector<float> src(static_cast<size_t>(n * heads * d));
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<float>(i);
+  Tensor s = host_f32(*b, "s", {n, heads, d}, src);
+  Tensor cache = b->alloc("cache", DType::F32, {heads, cap, d});
+  b->kv_append(s, cache, 3);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t e = 0; e < d; ++e)
+        EXPECT_EQ(cache.data_as<float>()[(h * cap + 3 + i) * d + e],
+                  src[size_t((i * heads + h) * d + e)]);
+  EXPECT_EQ(cache.data_as<float>()[0], 0.0f);
+  EXPECT_THROW(b->kv_append(s, cache, 4), InvalidArgument);
 }
 
 TEST(CpuOps, EmbeddingSwigluAddAndCopyRows) {

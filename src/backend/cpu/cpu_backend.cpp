@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/cpu/convert.h"
+#include "backend/cpu/cpu_attention.h"
 #include "backend/cpu/simd_kernels.h"
 #include "backend/cpu/thread_pool.h"
 #include "infera/error.h"
@@ -179,6 +180,7 @@ class CpuBackend final : public Backend {
                 static_cast<size_t>(src.numel()) * sizeof(float));
   }
 
+  void kv_append(const Tensor& src, Tensor& cache, int64_t start_pos) override;
   void attention_causal(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                         int64_t start_pos, float scale, Tensor& out) override;
 
@@ -221,42 +223,32 @@ void CpuBackend::attention_causal(const Tensor& q, const Tensor& k_cache, const 
              out.shape() == q.shape(),
          "attention", shapes(q, k_cache));
   const int64_t n = q.dim(0), hq = q.dim(1), d = q.dim(2);
-  const int64_t hkv = k_cache.dim(1);
+  const int64_t hkv = k_cache.dim(0), capacity = k_cache.dim(1);
   expect(k_cache.dim(2) == d && hkv > 0 && hq % hkv == 0, "attention", shapes(q, k_cache));
-  expect(start_pos >= 0 && start_pos + n <= k_cache.dim(0), "attention",
+  expect(start_pos >= 0 && start_pos + n <= capacity, "attention",
          "positions up to " + std::to_string(start_pos + n) + " exceed the cache capacity " +
-             std::to_string(k_cache.dim(0)));
-  const int64_t group = hq / hkv;
-  const float* qs = q.data_as<float>();
-  const float* ks = k_cache.data_as<float>();
-  const float* vs = v_cache.data_as<float>();
-  float* os = out.data_as<float>();
-  const int64_t total = start_pos + n;
-  pool_.parallel_for(n * hq, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> scores(static_cast<size_t>(total));
-    for (int64_t item = begin; item < end; ++item) {
-      const int64_t i = item / hq, h = item % hq, kvh = h / group;
-      const int64_t visible = start_pos + i + 1;
-      const float* qv = qs + (i * hq + h) * d;
-      float max_score = -INFINITY;
-      for (int64_t t = 0; t < visible; ++t) {
-        const float s = cpu::dot_f32(qv, ks + (t * hkv + kvh) * d, d) * scale;
-        scores[static_cast<size_t>(t)] = s;
-        max_score = std::max(max_score, s);
-      }
-      float sum = 0.0f;
-      for (int64_t t = 0; t < visible; ++t) {
-        const float e = std::exp(scores[static_cast<size_t>(t)] - max_score);
-        scores[static_cast<size_t>(t)] = e;
-        sum += e;
-      }
-      float* ov = os + (i * hq + h) * d;
-      std::fill(ov, ov + d, 0.0f);
-      const float inv_sum = 1.0f / sum;
-      for (int64_t t = 0; t < visible; ++t)
-        cpu::axpy_f32(scores[static_cast<size_t>(t)] * inv_sum, vs + (t * hkv + kvh) * d, ov, d);
-    }
-  });
+             std::to_string(capacity));
+  cpu::attention_causal(pool_, q.data_as<float>(), n, hq, d, k_cache.data_as<float>(),
+                        v_cache.data_as<float>(), hkv, capacity, start_pos, scale,
+                        out.data_as<float>());
+}
+
+void CpuBackend::kv_append(const Tensor& src, Tensor& cache, int64_t start_pos) {
+  expect_f32_cpu(src, "kv_append");
+  expect_f32_cpu(cache, "kv_append");
+  expect(src.rank() == 3 && cache.rank() == 3 && src.dim(1) == cache.dim(0) &&
+             src.dim(2) == cache.dim(2),
+         "kv_append", shapes(src, cache));
+  const int64_t n = src.dim(0), heads = src.dim(1), d = src.dim(2), capacity = cache.dim(1);
+  expect(start_pos >= 0 && start_pos + n <= capacity, "kv_append",
+         "positions up to " + std::to_string(start_pos + n) + " exceed the cache capacity " +
+             std::to_string(capacity));
+  const float* from = src.data_as<float>();
+  float* to = cache.data_as<float>();
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t h = 0; h < heads; ++h)
+      std::memcpy(to + (h * capacity + start_pos + i) * d, from + (i * heads + h) * d,
+                  static_cast<size_t>(d) * sizeof(float));
 }
 
 }  // namespace

@@ -7,6 +7,12 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
+// After highway.h, which it builds on.
+#include <hwy/contrib/math/math-inl.h>
+
+#include <algorithm>
+#include <cmath>
+
 #include "backend/cpu/convert.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -212,6 +218,59 @@ void Axpy(float alpha, const float* x, float* y, int64_t n) {
   for (; p < n; ++p) y[p] += alpha * x[p];
 }
 
+float SoftmaxNumerators(float* s, int64_t n, float scale) {
+  const DF d;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  float max_value = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) max_value = std::max(max_value, s[i]);
+  const VF vscale = hn::Set(d, scale), vshift = hn::Set(d, max_value * scale);
+  VF vsum = hn::Zero(d);
+  int64_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const VF e = hn::Exp(d, hn::MulSub(hn::LoadU(d, s + i), vscale, vshift));
+    hn::StoreU(e, d, s + i);
+    vsum = hn::Add(vsum, e);
+  }
+  float sum = hn::GetLane(hn::SumOfLanes(d, vsum));
+  for (; i < n; ++i) sum += (s[i] = std::exp(s[i] * scale - max_value * scale));
+  return sum;
+}
+
+// Accumulators stay in registers across all rows t; d is covered in chunks of kChunk vectors.
+#if HWY_TARGET <= HWY_AVX3
+constexpr int kChunk = 8;
+#else
+constexpr int kChunk = 4;
+#endif
+
+void WeightedRowSum(const float* p, int64_t count, const float* v, int64_t dim, float* out) {
+  const DF d;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  int64_t c = 0;
+  for (; c + kChunk * lanes <= dim; c += kChunk * lanes) {
+    VF acc[kChunk];
+    for (int u = 0; u < kChunk; ++u) acc[u] = hn::Zero(d);
+    for (int64_t t = 0; t < count; ++t) {
+      const VF pt = hn::Set(d, p[t]);
+      const float* row = v + t * dim + c;
+      for (int u = 0; u < kChunk; ++u)
+        acc[u] = hn::MulAdd(pt, hn::LoadU(d, row + u * lanes), acc[u]);
+    }
+    for (int u = 0; u < kChunk; ++u) hn::StoreU(acc[u], d, out + c + u * lanes);
+  }
+  for (; c + lanes <= dim; c += lanes) {
+    VF acc = hn::Zero(d);
+    for (int64_t t = 0; t < count; ++t)
+      acc = hn::MulAdd(hn::Set(d, p[t]), hn::LoadU(d, v + t * dim + c), acc);
+    hn::StoreU(acc, d, out + c);
+  }
+  for (; c < dim; ++c) {
+    float acc = 0.0f;
+    for (int64_t t = 0; t < count; ++t) acc += p[t] * v[t * dim + c];
+    out[c] = acc;
+  }
+}
+
 const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
 
 }  // namespace HWY_NAMESPACE
@@ -224,6 +283,8 @@ HWY_EXPORT(MatmulRows);
 HWY_EXPORT(WidenRow);
 HWY_EXPORT(Dot);
 HWY_EXPORT(Axpy);
+HWY_EXPORT(SoftmaxNumerators);
+HWY_EXPORT(WeightedRowSum);
 HWY_EXPORT(TargetName);
 
 void matmul_rows(const float* x, int64_t n, int64_t k, const void* w, DType wtype, int64_t j_begin,
@@ -238,6 +299,12 @@ float dot_f32(const float* a, const float* b, int64_t n) {
 }
 void axpy_f32(float alpha, const float* x, float* y, int64_t n) {
   HWY_DYNAMIC_DISPATCH(Axpy)(alpha, x, y, n);
+}
+float softmax_numerators_f32(float* s, int64_t n, float scale) {
+  return HWY_DYNAMIC_DISPATCH(SoftmaxNumerators)(s, n, scale);
+}
+void weighted_row_sum_f32(const float* p, int64_t count, const float* v, int64_t d, float* out) {
+  HWY_DYNAMIC_DISPATCH(WeightedRowSum)(p, count, v, d, out);
 }
 const char* simd_target_name() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }
 }  // namespace infera::cpu

@@ -23,6 +23,11 @@ void axpy_f32(float alpha, const float* x, float* y, int64_t n);
 // dst[i] = float(src[i]) for a weight row of `wtype`.
 void widen_row(const void* src, DType wtype, int64_t n, float* dst);
 
+// s[i] = exp(s[i] * scale - max_j s[j] * scale) for i < n; returns their sum. scale > 0.
+float softmax_numerators_f32(float* s, int64_t n, float scale);
+// out[0, d) = sum_{t < count} p[t] * v[t * d .. t * d + d): a probability-weighted sum of rows.
+void weighted_row_sum_f32(const float* p, int64_t count, const float* v, int64_t d, float* out);
+
 // Name of the instruction set chosen at run time ("AVX3", "AVX2", ...).
 const char* simd_target_name();
 
