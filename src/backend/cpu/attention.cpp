@@ -8,12 +8,10 @@
 //   out = P . V_g   as a register-accumulated weighted sum of value rows.
 // Decode (one query) is the same path with B = 1.
 #include <algorithm>
-#include <string>
 #include <vector>
 
 #include "backend/cpu/cpu_attention.h"
 #include "backend/cpu/simd_kernels.h"
-#include "infera/error.h"
 
 namespace infera::cpu {
 namespace {

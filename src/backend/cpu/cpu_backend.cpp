@@ -28,6 +28,12 @@ void expect_f32_cpu(const Tensor& t, const char* op) {
          "tensor " + t.name() + " must be F32, is " + std::string(dtype_name(t.dtype())));
 }
 
+void expect_within_cache(const char* op, int64_t start_pos, int64_t n, int64_t capacity) {
+  expect(start_pos >= 0 && start_pos + n <= capacity, op,
+         "positions up to " + std::to_string(start_pos + n) + " exceed the cache capacity " +
+             std::to_string(capacity));
+}
+
 std::string shapes(const Tensor& a, const Tensor& b) {
   return a.name() + " " + a.shape().str() + " vs " + b.name() + " " + b.shape().str();
 }
@@ -225,9 +231,7 @@ void CpuBackend::attention_causal(const Tensor& q, const Tensor& k_cache, const 
   const int64_t n = q.dim(0), hq = q.dim(1), d = q.dim(2);
   const int64_t hkv = k_cache.dim(0), capacity = k_cache.dim(1);
   expect(k_cache.dim(2) == d && hkv > 0 && hq % hkv == 0, "attention", shapes(q, k_cache));
-  expect(start_pos >= 0 && start_pos + n <= capacity, "attention",
-         "positions up to " + std::to_string(start_pos + n) + " exceed the cache capacity " +
-             std::to_string(capacity));
+  expect_within_cache("attention", start_pos, n, capacity);
   cpu::attention_causal(pool_, q.data_as<float>(), n, hq, d, k_cache.data_as<float>(),
                         v_cache.data_as<float>(), hkv, capacity, start_pos, scale,
                         out.data_as<float>());
@@ -240,9 +244,7 @@ void CpuBackend::kv_append(const Tensor& src, Tensor& cache, int64_t start_pos) 
              src.dim(2) == cache.dim(2),
          "kv_append", shapes(src, cache));
   const int64_t n = src.dim(0), heads = src.dim(1), d = src.dim(2), capacity = cache.dim(1);
-  expect(start_pos >= 0 && start_pos + n <= capacity, "kv_append",
-         "positions up to " + std::to_string(start_pos + n) + " exceed the cache capacity " +
-             std::to_string(capacity));
+  expect_within_cache("kv_append", start_pos, n, capacity);
   const float* from = src.data_as<float>();
   float* to = cache.data_as<float>();
   for (int64_t i = 0; i < n; ++i)

@@ -208,16 +208,6 @@ float Dot(const float* a, const float* b, int64_t n) {
   return s;
 }
 
-void Axpy(float alpha, const float* x, float* y, int64_t n) {
-  const DF d;
-  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
-  const VF va = hn::Set(d, alpha);
-  int64_t p = 0;
-  for (; p + lanes <= n; p += lanes)
-    hn::StoreU(hn::MulAdd(va, hn::LoadU(d, x + p), hn::LoadU(d, y + p)), d, y + p);
-  for (; p < n; ++p) y[p] += alpha * x[p];
-}
-
 float SoftmaxNumerators(float* s, int64_t n, float scale) {
   const DF d;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
@@ -282,7 +272,6 @@ namespace infera::cpu {
 HWY_EXPORT(MatmulRows);
 HWY_EXPORT(WidenRow);
 HWY_EXPORT(Dot);
-HWY_EXPORT(Axpy);
 HWY_EXPORT(SoftmaxNumerators);
 HWY_EXPORT(WeightedRowSum);
 HWY_EXPORT(TargetName);
@@ -296,9 +285,6 @@ void widen_row(const void* src, DType wtype, int64_t n, float* dst) {
 }
 float dot_f32(const float* a, const float* b, int64_t n) {
   return HWY_DYNAMIC_DISPATCH(Dot)(a, b, n);
-}
-void axpy_f32(float alpha, const float* x, float* y, int64_t n) {
-  HWY_DYNAMIC_DISPATCH(Axpy)(alpha, x, y, n);
 }
 float softmax_numerators_f32(float* s, int64_t n, float scale) {
   return HWY_DYNAMIC_DISPATCH(SoftmaxNumerators)(s, n, scale);

@@ -18,8 +18,6 @@ void matmul_rows(const float* x, int64_t n, int64_t k, const void* w, DType wtyp
                  int64_t j_end, float* out, int64_t ldo, float* panel);
 
 float dot_f32(const float* a, const float* b, int64_t n);
-// y += alpha * x
-void axpy_f32(float alpha, const float* x, float* y, int64_t n);
 // dst[i] = float(src[i]) for a weight row of `wtype`.
 void widen_row(const void* src, DType wtype, int64_t n, float* dst);
 
