@@ -1,9 +1,11 @@
 // `infera tokenize` and `infera detokenize`: JSON lines on stdin -> JSON lines on stdout, one
 // output line per input line (blank lines are skipped), flushed per line so the commands work in a
-// pipe.
+// pipe. tokenize takes {"text": ...} or a pair {"text": ..., "text_pair": ...} (then the output
+// also has "type_ids"); --add-special-tokens applies the tokenizer's post-processor.
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "commands.h"
@@ -16,6 +18,7 @@ namespace {
 struct TokenizeOptions {
   std::string model;
   bool skip_special_tokens = false;
+  bool add_special_tokens = false;
 };
 
 nlohmann::json parse_line(const std::string& line, std::size_t line_no) {
@@ -36,17 +39,24 @@ void run_tokenize(const TokenizeOptions& opts) {
   for (std::size_t line_no = 1; std::getline(std::cin, line); ++line_no) {
     if (is_blank(line)) continue;
     const nlohmann::json j = parse_line(line, line_no);
-    if (!j.is_object() || !j.contains("text") || !j["text"].is_string()) {
+    const bool has_pair = j.is_object() && j.contains("text_pair");
+    if (!j.is_object() || !j.contains("text") || !j["text"].is_string() ||
+        (has_pair && !j["text_pair"].is_string())) {
       throw InvalidArgument("stdin line " + std::to_string(line_no) +
-                            ": expected an object with a string field \"text\"");
+                            ": expected an object with a string field \"text\" (and optionally "
+                            "a string field \"text_pair\")");
     }
-    std::vector<int32_t> ids;
+    std::optional<std::string_view> pair;
+    if (has_pair) pair = j["text_pair"].get_ref<const std::string&>();
+    Encoding enc;
     try {
-      ids = tok.encode(j["text"].get_ref<const std::string&>());
+      enc = tok.encode(j["text"].get_ref<const std::string&>(), pair, opts.add_special_tokens);
     } catch (const InvalidArgument& e) {
       throw InvalidArgument("stdin line " + std::to_string(line_no) + ": " + e.what());
     }
-    std::cout << nlohmann::json{{"ids", ids}}.dump() << '\n' << std::flush;
+    nlohmann::json out{{"ids", enc.ids}};
+    if (has_pair) out["type_ids"] = enc.type_ids;
+    std::cout << out.dump() << '\n' << std::flush;
   }
 }
 
@@ -87,8 +97,13 @@ void add_tokenize_commands(CLI::App& app) {
   auto opts = std::make_shared<TokenizeOptions>();
 
   CLI::App* tokenize = app.add_subcommand(
-      "tokenize", "Read {\"text\": ...} JSON lines on stdin, write {\"ids\": [...]} lines");
+      "tokenize",
+      "Read {\"text\": ...} (or {\"text\": ..., \"text_pair\": ...}) JSON lines on stdin, "
+      "write {\"ids\": [...]} lines (with \"type_ids\" for pairs)");
   tokenize->add_option("--model", opts->model, "Model folder (or tokenizer.json file)")->required();
+  tokenize->add_flag(
+      "--add-special-tokens", opts->add_special_tokens,
+      "Add the tokenizer's special tokens (its post-processor, e.g. [CLS] ... [SEP])");
   tokenize->callback([opts] { run_tokenize(*opts); });
 
   CLI::App* detokenize = app.add_subcommand(
