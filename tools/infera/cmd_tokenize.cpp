@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "infera/error.h"
 #include "infera/tokenizer.h"
+#include "json_lines.h"
 
 namespace infera::cli {
 namespace {
@@ -18,31 +19,15 @@ struct TokenizeOptions {
   bool skip_special_tokens = false;
 };
 
-nlohmann::json parse_line(const std::string& line, std::size_t line_no) {
-  try {
-    return nlohmann::json::parse(line);
-  } catch (const nlohmann::json::exception& e) {
-    throw InvalidArgument("stdin line " + std::to_string(line_no) + ": invalid JSON: " + e.what());
-  }
-}
-
-bool is_blank(const std::string& line) {
-  return line.find_first_not_of(" \t\r") == std::string::npos;
-}
-
 void run_tokenize(const TokenizeOptions& opts) {
   const Tokenizer tok = Tokenizer::load(opts.model);
   std::string line;
   for (std::size_t line_no = 1; std::getline(std::cin, line); ++line_no) {
-    if (is_blank(line)) continue;
-    const nlohmann::json j = parse_line(line, line_no);
-    if (!j.is_object() || !j.contains("text") || !j["text"].is_string()) {
-      throw InvalidArgument("stdin line " + std::to_string(line_no) +
-                            ": expected an object with a string field \"text\"");
-    }
+    if (is_blank_line(line)) continue;
+    const std::string text = parse_text_request(line, line_no);
     std::vector<int32_t> ids;
     try {
-      ids = tok.encode(j["text"].get_ref<const std::string&>());
+      ids = tok.encode(text);
     } catch (const InvalidArgument& e) {
       throw InvalidArgument("stdin line " + std::to_string(line_no) + ": " + e.what());
     }
@@ -54,23 +39,8 @@ void run_detokenize(const TokenizeOptions& opts) {
   const Tokenizer tok = Tokenizer::load(opts.model);
   std::string line;
   for (std::size_t line_no = 1; std::getline(std::cin, line); ++line_no) {
-    if (is_blank(line)) continue;
-    const nlohmann::json j = parse_line(line, line_no);
-    const auto bad = [&] {
-      return InvalidArgument("stdin line " + std::to_string(line_no) +
-                             ": expected an object with an integer array field \"ids\"");
-    };
-    if (!j.is_object() || !j.contains("ids") || !j["ids"].is_array()) throw bad();
-    std::vector<int32_t> ids;
-    for (const auto& v : j["ids"]) {
-      if (!v.is_number_integer()) throw bad();
-      const int64_t id = v.get<int64_t>();
-      if (id < INT32_MIN || id > INT32_MAX) {
-        throw InvalidArgument("stdin line " + std::to_string(line_no) + ": token id " +
-                              std::to_string(id) + " is out of range");
-      }
-      ids.push_back(static_cast<int32_t>(id));
-    }
+    if (is_blank_line(line)) continue;
+    const std::vector<int32_t> ids = parse_ids_request(line, line_no);
     std::string text;
     try {
       text = tok.decode(ids, opts.skip_special_tokens);
