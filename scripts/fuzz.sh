@@ -2,8 +2,8 @@
 # Runs one libFuzzer target (tests/fuzz/TARGET.cpp) for SECONDS:
 #   scripts/fuzz.sh fuzz_safetensors 600 [more libFuzzer flags]
 # Builds the `fuzz` preset first (clang, ASan+UBSan+LeakSanitizer; INFERA_FUZZ_NO_BUILD=1 skips
-# that). The committed seeds in tests/fuzz/corpus/TARGET are read and never written; new inputs
-# go to build/fuzz/corpus/TARGET, a crashing input to build/fuzz/artifacts/TARGET/, the full log to
+# that, INFERA_FUZZ_BIN_DIR runs binaries copied elsewhere). The committed seeds in
+# tests/fuzz/corpus/TARGET are read and never written; new inputs go to build/fuzz/corpus/TARGET, a crashing input to build/fuzz/artifacts/TARGET/, the full log to
 # build/fuzz/logs/TARGET.log. Any crash, leak, sanitizer report, timeout (-timeout, 25 s) or
 # allocation over 512 MB fails the run. Prints one summary row: target, executions, exec/s,
 # coverage (cov: edges, ft: features), corpus size, peak RSS.
@@ -34,8 +34,8 @@ cat tests/fuzz/dict/json.dict "tests/fuzz/dict/$target.dict" >"$dict"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:symbolize=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 status=0
-"build/fuzz/tests/fuzz/$target" -max_total_time="$seconds" -timeout=25 -rss_limit_mb=2048 \
-  -malloc_limit_mb=512 -print_final_stats=1 -dict="$dict" -artifact_prefix="$artifacts/" \
+"${INFERA_FUZZ_BIN_DIR:-build/fuzz/tests/fuzz}/$target" -max_total_time="$seconds" -timeout=25 \
+  -rss_limit_mb=2048 -malloc_limit_mb=512 -print_final_stats=1 -dict="$dict" -artifact_prefix="$artifacts/" \
   "$@" "$work" "tests/fuzz/corpus/$target" >"$log" 2>&1 || status=$?
 
 stat() { sed -n "s/^stat::$1: *//p" "$log" | tail -1; }

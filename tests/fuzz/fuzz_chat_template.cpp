@@ -32,15 +32,17 @@ void render(std::string_view input) {
       case 2:
       case 3:
       case 4:
-        messages.push_back({kRoles[kind % 8], std::string(fields[0]),
-                            fields.size() > 1 ? std::string(fields[1]) : "", {}});
+        messages.push_back({kRoles[kind % 8],
+                            std::string(fields[0]),
+                            fields.size() > 1 ? std::string(fields[1]) : "",
+                            {}});
         break;
       case 5:
       case 6:
         if (!messages.empty() && messages.back().role == "assistant")
-          messages.back().tool_calls.push_back(
-              {std::string(fields[0]), fields.size() > 1 ? std::string(fields[1]) : "",
-               kind % 8 == 5});
+          messages.back().tool_calls.push_back({std::string(fields[0]),
+                                                fields.size() > 1 ? std::string(fields[1]) : "",
+                                                kind % 8 == 5});
         break;
       case 7:
         opts.tools.emplace_back(record.substr(1));

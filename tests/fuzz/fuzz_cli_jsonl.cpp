@@ -3,10 +3,10 @@
 // line is answered with a JSON line or refused with InvalidArgument naming the line; the answers
 // are serialised as the commands do (a decode result that is not valid UTF-8 would throw there).
 #include <cstdint>
-#include <optional>
-#include <vector>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "fuzz_common.h"
 #include "infera/error.h"

@@ -14,12 +14,18 @@ using namespace infera;
 namespace {
 
 // The keys today's models read (Qwen3, ModernBERT), and a few that no model reads.
-const char* const kIntKeys[] = {"vocab_size",          "hidden_size",
-                                "intermediate_size",   "num_hidden_layers",
-                                "num_attention_heads", "num_key_value_heads",
-                                "head_dim",            "max_position_embeddings",
-                                "pad_token_id",        "global_attn_every_n_layers",
-                                "local_attention",     "x"};
+const char* const kIntKeys[] = {"vocab_size",
+                                "hidden_size",
+                                "intermediate_size",
+                                "num_hidden_layers",
+                                "num_attention_heads",
+                                "num_key_value_heads",
+                                "head_dim",
+                                "max_position_embeddings",
+                                "pad_token_id",
+                                "global_attn_every_n_layers",
+                                "local_attention",
+                                "x"};
 
 template <typename F>
 void guarded(F&& f) {

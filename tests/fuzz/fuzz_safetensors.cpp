@@ -34,8 +34,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     std::sort(ranges.begin(), ranges.end());
     for (size_t i = 1; i < ranges.size(); ++i)
-      fuzz::check(ranges[i].first >= ranges[i - 1].second ||
-                      ranges[i].first == ranges[i].second ||
+      fuzz::check(ranges[i].first >= ranges[i - 1].second || ranges[i].first == ranges[i].second ||
                       ranges[i - 1].first == ranges[i - 1].second,
                   "two tensors overlap");
   } catch (const Error&) {
