@@ -89,6 +89,7 @@ BpeModel::BpeModel(const json& j) {
     vocab_.emplace(it.key(), static_cast<int32_t>(id));
     max_id = std::max(max_id, id);
   }
+  check_id_density(max_id, vocab_.size(), "model BPE: vocab");
   id_to_token_.resize(static_cast<std::size_t>(max_id + 1));
   has_id_.assign(id_to_token_.size(), false);
   for (const auto& [token, id] : vocab_) {

@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/json_limits.h"
 #include "infera/error.h"
 #include "tokenizer/added_tokens.h"
 #include "tokenizer/bpe_model.h"
@@ -80,6 +81,10 @@ std::shared_ptr<Tokenizer::Impl> build(const json& root) {
 
   int32_t bound = impl->model->id_bound();
   for (const auto& t : impl->added) bound = std::max(bound, t.id + 1);
+  // The model checked its own ids; its bound is within a constant factor of its vocab.
+  tok::check_id_density(bound - 1,
+                        static_cast<std::size_t>(impl->model->id_bound()) + impl->added.size(),
+                        "added_tokens");
   impl->tokens.assign(bound, nullptr);
   impl->special.assign(bound, false);
   for (int32_t id = 0; id < impl->model->id_bound(); ++id)
@@ -103,12 +108,9 @@ std::shared_ptr<Tokenizer::Impl> build(const json& root) {
 
 Tokenizer Tokenizer::from_json_text(std::string_view json_text, std::string_view source) {
   const std::string where(source);
-  json root;
-  try {
-    root = json::parse(json_text);
-  } catch (const json::exception& e) {
-    throw FormatError(where + ": invalid JSON: " + e.what());
-  }
+  // Depth capped while parsing: component lists (Sequence normalizers, pre-tokenizers, decoders,
+  // post-processors) are read recursively.
+  const json root = parse_json_capped<json>(json_text, where);
   try {
     return Tokenizer(build(root));
   } catch (const FormatError& e) {

@@ -67,6 +67,28 @@ class Errors(unittest.TestCase):
     def test_prompt_text_without_tokenizer(self):
         self.assert_one_line_error(infera("run", "--model", MICRO, "--prompt", "hi"), "tokenizer")
 
+    def test_deeply_nested_json_line_is_an_error_naming_the_line(self):
+        # 100,000 levels used to be parsed whole; the cap stops the parser at level 129.
+        for sub, line in [("tokenize", '{"text": "a", "x": %s}'), ("detokenize", '{"ids": %s}')]:
+            deep = line % ("[" * 100000 + "]" * 100000)
+            r = infera(sub, "--model", QWEN06, stdin='{"text": "ok", "ids": [1]}\n' + deep + "\n")
+            self.assert_one_line_error(r, "stdin line 2", "JSON nests deeper than 128 levels")
+            self.assertEqual(len(r.stdout.splitlines()), 1, sub)
+
+
+class Chat(unittest.TestCase):
+    def test_invalid_utf8_line_is_rejected_and_the_session_goes_on(self):
+        # Used to end the whole session with an error; now the line is refused and the next one
+        # is answered. Tiny random model (the micro fixture) with the real tokenizer.
+        stdin = b"caf\xe9 \xff\n" + b"hello\n"
+        r = subprocess.run([INFERA, "chat", "--model", MICRO, "--tokenizer", QWEN06, "--greedy",
+                            "--max-tokens", "2", "--ignore-eos"], input=stdin, capture_output=True,
+                           timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(b"line not sent: not valid UTF-8 (byte offset 3)", r.stderr)
+        self.assertEqual(r.stdout.count(b"\n[2 tokens,"), 1, r.stdout)  # one reply, to "hello"
+        self.assertEqual(r.stdout.count(b"> "), 3, r.stdout)  # prompts: bad line, hello, end
+
 
 class Outputs(unittest.TestCase):
     def test_logits_file_matches_reference(self):

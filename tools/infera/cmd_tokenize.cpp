@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "infera/error.h"
 #include "infera/tokenizer.h"
+#include "json_lines.h"
 
 namespace infera::cli {
 namespace {
@@ -21,41 +22,22 @@ struct TokenizeOptions {
   bool add_special_tokens = false;
 };
 
-nlohmann::json parse_line(const std::string& line, std::size_t line_no) {
-  try {
-    return nlohmann::json::parse(line);
-  } catch (const nlohmann::json::exception& e) {
-    throw InvalidArgument("stdin line " + std::to_string(line_no) + ": invalid JSON: " + e.what());
-  }
-}
-
-bool is_blank(const std::string& line) {
-  return line.find_first_not_of(" \t\r") == std::string::npos;
-}
-
 void run_tokenize(const TokenizeOptions& opts) {
   const Tokenizer tok = Tokenizer::load(opts.model);
   std::string line;
   for (std::size_t line_no = 1; std::getline(std::cin, line); ++line_no) {
-    if (is_blank(line)) continue;
-    const nlohmann::json j = parse_line(line, line_no);
-    const bool has_pair = j.is_object() && j.contains("text_pair");
-    if (!j.is_object() || !j.contains("text") || !j["text"].is_string() ||
-        (has_pair && !j["text_pair"].is_string())) {
-      throw InvalidArgument("stdin line " + std::to_string(line_no) +
-                            ": expected an object with a string field \"text\" (and optionally "
-                            "a string field \"text_pair\")");
-    }
+    if (is_blank_line(line)) continue;
+    const TextRequest request = parse_text_request(line, line_no);
     std::optional<std::string_view> pair;
-    if (has_pair) pair = j["text_pair"].get_ref<const std::string&>();
+    if (request.text_pair) pair = *request.text_pair;
     Encoding enc;
     try {
-      enc = tok.encode(j["text"].get_ref<const std::string&>(), pair, opts.add_special_tokens);
+      enc = tok.encode(request.text, pair, opts.add_special_tokens);
     } catch (const InvalidArgument& e) {
       throw InvalidArgument("stdin line " + std::to_string(line_no) + ": " + e.what());
     }
     nlohmann::json out{{"ids", enc.ids}};
-    if (has_pair) out["type_ids"] = enc.type_ids;
+    if (request.text_pair) out["type_ids"] = enc.type_ids;
     std::cout << out.dump() << '\n' << std::flush;
   }
 }
@@ -64,23 +46,8 @@ void run_detokenize(const TokenizeOptions& opts) {
   const Tokenizer tok = Tokenizer::load(opts.model);
   std::string line;
   for (std::size_t line_no = 1; std::getline(std::cin, line); ++line_no) {
-    if (is_blank(line)) continue;
-    const nlohmann::json j = parse_line(line, line_no);
-    const auto bad = [&] {
-      return InvalidArgument("stdin line " + std::to_string(line_no) +
-                             ": expected an object with an integer array field \"ids\"");
-    };
-    if (!j.is_object() || !j.contains("ids") || !j["ids"].is_array()) throw bad();
-    std::vector<int32_t> ids;
-    for (const auto& v : j["ids"]) {
-      if (!v.is_number_integer()) throw bad();
-      const int64_t id = v.get<int64_t>();
-      if (id < INT32_MIN || id > INT32_MAX) {
-        throw InvalidArgument("stdin line " + std::to_string(line_no) + ": token id " +
-                              std::to_string(id) + " is out of range");
-      }
-      ids.push_back(static_cast<int32_t>(id));
-    }
+    if (is_blank_line(line)) continue;
+    const std::vector<int32_t> ids = parse_ids_request(line, line_no);
     std::string text;
     try {
       text = tok.decode(ids, opts.skip_special_tokens);
