@@ -38,11 +38,18 @@ FileWeights safetensors_bytes(const std::filesystem::path& file) {
   return w;
 }
 
+BenchModel load(const char* fixture, int threads) {
+  BenchModel m = start_bench_backend("cpu", threads);
+  load_bench_model(m, test::fixture(fixture), {});
+  return m;
+}
+
 class AdapterTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(AdapterTest, GreedyTokensEqualReference) {
-  auto m = load_bench_model(test::fixture(GetParam()), {}, 2);
-  LmBenchAdapter lm(*m.model);
+  BenchModel m = load(GetParam(), 2);
+  // A block size that does not divide the prompts, so sequences span partial blocks.
+  LmBenchAdapter lm(*m.model, {.dtype = DType::F32, .block_size = 5});
   for (const test::LmCase& c : test::load_lm_cases(GetParam())) {
     SCOPED_TRACE(c.name);
     const auto steps = static_cast<int64_t>(c.greedy_new_ids.size()) - 1;
@@ -59,7 +66,7 @@ TEST_P(AdapterTest, GreedyTokensEqualReference) {
 }
 
 TEST_P(AdapterTest, DecodeBytesAreTheStreamedWeights) {
-  auto m = load_bench_model(test::fixture(GetParam()), {}, 1);
+  BenchModel m = load(GetParam(), 1);
   const ModelInfo& info = m.model->info();
   const LmBenchAdapter lm(*m.model);
   const FileWeights w = safetensors_bytes(test::fixture(GetParam()) / "model.safetensors");
@@ -77,7 +84,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, AdapterTest,
                          ::testing::Values("qwen3-micro", "qwen3-small-untied"));
 
 TEST(AdapterErrors, DecodeBeforePrefillAndSmallCache) {
-  auto m = load_bench_model(test::fixture("qwen3-micro"), {}, 1);
+  BenchModel m = load("qwen3-micro", 1);
   LmBenchAdapter lm(*m.model);
   EXPECT_THROW(lm.run_decode_steps(1), InvalidArgument);
   const std::vector<int32_t> prompt = lm.synthetic_prompt(4);
@@ -99,7 +106,8 @@ TEST(CostModel, Qwen3_0_6BFlopsFromTheConfigShapes) {
   info.parameters = static_cast<int64_t>(layers * (layer_matmul + norms) + vocab * hidden + hidden);
   ASSERT_EQ(info.parameters, 596049920);  // the model card's 0.6B (0.44B without embeddings)
 
-  const LmCostModel c = make_lm_cost_model(info, DType::F32);
+  const LmCostModel c =
+      make_lm_cost_model(info, {.layers = 28, .kv_heads = 8, .head_dim = 128}, DType::F32);
   const double n = 512;
   // Causal attention: query i attends to i + 1 keys; q.k and p.v are head_dim MACs each.
   const double attention = layers * q * 4 * hd * n * (n + 1) / 2;
@@ -108,6 +116,9 @@ TEST(CostModel, Qwen3_0_6BFlopsFromTheConfigShapes) {
   EXPECT_NEAR(c.prefill_flops(512), expected, 2e-4 * expected);
   EXPECT_EQ(c.weight_bytes_per_decode_token, 2.0 * 596049920);  // bf16, the whole model
   EXPECT_EQ(c.kv_bytes_per_position, 2.0 * layers * kv * hd * 4);
+  const LmCostModel half =
+      make_lm_cost_model(info, {.layers = 28, .kv_heads = 8, .head_dim = 128}, DType::BF16);
+  EXPECT_EQ(half.kv_bytes_per_position, 2.0 * layers * kv * hd * 2);
   // Prefilling after a cached prefix adds the prefix to every query's keys.
   EXPECT_NEAR(c.prefill_flops(4, 10) - c.prefill_flops(4, 0), layers * q * 4 * hd * 4 * 10, 1e-6);
 }

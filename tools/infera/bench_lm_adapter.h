@@ -1,6 +1,7 @@
-// The one place `infera bench` touches a causal LM: how a sequence is started, prefilled and
-// decoded, and what each of those costs in bytes and FLOPs. The engine core is being reworked
-// (batch description, paged KV cache); porting the benchmark means porting this file only.
+// The one place `infera bench` touches a causal LM and the engine: how a sequence is started,
+// prefilled and decoded (one sequence through the batch contract and the paged KV cache, as the
+// generator runs a single request), and what each of those costs in bytes and FLOPs. When the
+// engine's interfaces change, porting the benchmark means porting this file only.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include "engine/kv_cache.h"
 #include "model/causal_lm.h"
 #include "sample/sampler.h"
 
@@ -16,9 +18,9 @@ namespace infera::cli {
 
 // Seconds spent in each stage of one request (stages a backend does not have stay 0).
 struct StageSeconds {
-  double prepare = 0;      // sequence and cache set-up, input ids
+  double prepare = 0;      // KV cache and sequence set-up, building each step's batch
   double forward = 0;      // the model's forward passes
-  double postprocess = 0;  // turning logits into a token (greedy sampling)
+  double postprocess = 0;  // cache bookkeeping and turning logits into a token (greedy)
   double total() const { return prepare + forward + postprocess; }
 };
 
@@ -35,22 +37,30 @@ struct LmCostModel {
   double decode_bytes(int64_t context) const;
 };
 
-// The cost model of `info` run by this engine with a KV cache of `kv_dtype`.
-LmCostModel make_lm_cost_model(const ModelInfo& info, DType kv_dtype);
+// The cost model of `info` run by this engine with a KV cache of `kv` shape in `kv_dtype`.
+LmCostModel make_lm_cost_model(const ModelInfo& info, const KvShape& kv, DType kv_dtype);
 
 struct BenchModel {
   std::unique_ptr<Backend> backend;
   std::unique_ptr<CausalLM> model;
-  double load_seconds = 0;  // backend start + weights (read, or generated with dummy weights)
+  double backend_seconds = 0;  // starting the backend (threads, device context)
+  double load_seconds = 0;     // the weights: read and prepared, or generated (dummy weights)
 };
 
-// Loads the model in `dir` on a CPU backend of `threads` threads (> 0), timed.
-BenchModel load_bench_model(const std::filesystem::path& dir, const LoadOptions& options,
-                            int threads);
+// Starts the backend for `device` ("cpu", "cuda", "auto") with `threads` CPU threads, timed.
+BenchModel start_bench_backend(const std::string& device, int threads);
+// Loads the model in `dir` on m.backend, timed.
+void load_bench_model(BenchModel& m, const std::filesystem::path& dir, const LoadOptions& options);
+
+// How the benchmark's sequence stores keys and values (the generator's options of the same name).
+struct KvSettings {
+  DType dtype = DType::F32;
+  int64_t block_size = 32;
+};
 
 class LmBenchAdapter {
  public:
-  explicit LmBenchAdapter(CausalLM& model);
+  explicit LmBenchAdapter(CausalLM& model, KvSettings kv = {});
 
   // Starts a new sequence with room for `capacity` positions, runs `prompt` through the model
   // in chunks of `chunk` tokens (as the generator does) and samples the first token greedily.
@@ -60,7 +70,7 @@ class LmBenchAdapter {
   // Releases the sequence's KV cache.
   void end_sequence();
 
-  int64_t context_length() const { return cache_.length; }
+  int64_t context_length() const { return cache_ ? cache_->length(seq_) : 0; }
   const std::vector<int32_t>& generated() const { return generated_; }  // this sequence's ids
   const LmCostModel& cost() const { return cost_; }
 
@@ -69,9 +79,15 @@ class LmBenchAdapter {
   std::vector<int32_t> synthetic_prompt(int64_t n) const;
 
  private:
+  // Runs `tokens` as one step of the sequence; logits of its last row when `want_logits`.
+  void step(std::span<const int32_t> tokens, bool want_logits, StageSeconds& t);
+
   CausalLM& model_;
+  KvSettings kv_;
   LmCostModel cost_;
-  KvCache cache_;
+  std::unique_ptr<KvCache> cache_;  // one sequence's cache, sized for it, as a request's would be
+  SeqId seq_ = 0;
+  int64_t capacity_ = 0;  // positions asked for (the blocks may hold a few more)
   Sampler sampler_;
   std::vector<float> logits_;
   std::vector<int32_t> prompt_, generated_;

@@ -34,6 +34,9 @@ struct BenchOptions {
   bool dummy_weights = false;
   uint64_t dummy_seed = 0;
   int threads = 0;
+  std::string device = "cpu";
+  std::string kv_dtype = "f32";
+  int64_t kv_block_size = 32;
   std::vector<int64_t> prefill{128, 512, 2048};
   std::vector<int64_t> decode_contexts{128, 2048};
   int64_t decode_steps = 64;
@@ -142,27 +145,41 @@ void run_bench(const BenchOptions& o, const std::string& command_line) {
   result.environment()["threads"] = threads;
   result.environment()["model_config_hash"] = config_hash(dir / "config.json");
 
+  BenchModel m = start_bench_backend(o.device, threads);
+  // The probes measure the CPU and its memory: the limits of a CPU backend only.
+  const bool probe = !o.skip_machine && m.backend->device() == Device::CPU;
+  if (!o.skip_machine && !probe)
+    log(o, "machine probes skipped: they measure the CPU, the backend is %s\n",
+        m.backend->name().c_str());
   bench::MachineMonitor monitor(threads, o.bandwidth_mib << 20);
-  if (!o.skip_machine)
+  if (probe)
     log_probe(o, "before", monitor.probe(result, o.bandwidth_passes, o.fma_samples), monitor);
 
-  BenchModel m = load_bench_model(
-      dir, {.dummy_weights = o.dummy_weights, .dummy_seed = o.dummy_seed}, threads);
+  load_bench_model(m, dir, {.dummy_weights = o.dummy_weights, .dummy_seed = o.dummy_seed});
   const ModelInfo& info = m.model->info();
   validate(o, info.max_positions);
   result.series("load.seconds", "s", false).samples.push_back(m.load_seconds);
+  result.series("load.backend_seconds", "s", false, false).samples.push_back(m.backend_seconds);
   result.series("memory.rss_after_load_mib", "MiB", false)
       .samples.push_back(static_cast<double>(bench::current_rss_bytes()) / (1 << 20));
   log(o, "loaded %s in %.2f s: %s, weights %s\n", info.summary().c_str(), m.load_seconds,
       m.backend->name().c_str(), std::string(dtype_name(info.weight_dtype)).c_str());
+  const KvSettings kv{.dtype = o.kv_dtype == "bf16"  ? DType::BF16
+                               : o.kv_dtype == "f16" ? DType::F16
+                                                     : DType::F32,
+                      .block_size = o.kv_block_size};
   result.environment()["backend"] = m.backend->name();
   result.environment()["weight_format"] = std::string(dtype_name(info.weight_dtype));
+  result.environment()["kv_cache_format"] = std::string(dtype_name(kv.dtype));
   result.environment()["model"] = info.summary();
   result.environment()["model_parameters"] = info.parameters;
   result.config().update({{"model", o.model},
+                          {"device", o.device},
                           {"dummy_weights", o.dummy_weights},
                           {"dummy_seed", o.dummy_seed},
                           {"threads", threads},
+                          {"kv_dtype", o.kv_dtype},
+                          {"kv_block_size", o.kv_block_size},
                           {"prefill_tokens", o.prefill},
                           {"decode_contexts", o.decode_contexts},
                           {"decode_steps", o.decode_steps},
@@ -171,7 +188,7 @@ void run_bench(const BenchOptions& o, const std::string& command_line) {
                           {"prefill_chunk", o.prefill_chunk},
                           {"interleaved_passes", o.interleaved_passes}});
 
-  LmBenchAdapter lm(*m.model);
+  LmBenchAdapter lm(*m.model, kv);
   std::set<int64_t> lengths(o.prefill.begin(), o.prefill.end());
   lengths.insert(o.decode_contexts.begin(), o.decode_contexts.end());
   auto has = [](const std::vector<int64_t>& v, int64_t x) {
@@ -201,7 +218,7 @@ void run_bench(const BenchOptions& o, const std::string& command_line) {
       lm.end_sequence();
     }
     // A short probe after each repeat pairs every repeat with the machine's state at the time.
-    if (measured && !o.skip_machine && o.interleaved_passes > 0)
+    if (measured && probe && o.interleaved_passes > 0)
       interleaved.push_back(monitor.probe(result, o.interleaved_passes, 1));
   }
   result.series("memory.peak_rss_mib", "MiB", false)
@@ -209,7 +226,7 @@ void run_bench(const BenchOptions& o, const std::string& command_line) {
   result.config()["peak_rss_excludes_probes"] = monitor.excludes_probes();
   const std::string model_summary = info.summary();
   m.model.reset();  // free the weights before the second bandwidth probe (`info` dies with it)
-  if (!o.skip_machine)
+  if (probe)
     log_probe(o, "after", monitor.probe(result, o.bandwidth_passes, o.fma_samples), monitor);
 
   derive_rooflines(result, lm.cost(), o.prefill, o.decode_contexts, o.decode_steps, interleaved);
@@ -258,6 +275,13 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("-t,--threads", o->threads,
                   "CPU threads for the model and the probes (0: one per core)")
       ->check(CLI::Range(0, 1024))
+      ->capture_default_str();
+  cmd->add_option("--device", o->device, "Backend: cpu, cuda or auto")->capture_default_str();
+  cmd->add_option("--kv-dtype", o->kv_dtype, "KV cache storage: f32, bf16 or f16")
+      ->check(CLI::IsMember({"f32", "bf16", "f16"}))
+      ->capture_default_str();
+  cmd->add_option("--kv-block-size", o->kv_block_size, "KV cache tokens per block")
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}))
       ->capture_default_str();
   cmd->add_option("--prefill", o->prefill, "Prompt lengths to prefill")
       ->delimiter(',')
