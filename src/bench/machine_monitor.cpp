@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "bench/machine_probe.h"
-#include "bench/memory_usage.h"
+#include "bench/process_usage.h"
 
 namespace infera::bench {
 

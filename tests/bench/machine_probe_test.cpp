@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "bench/environment.h"
-#include "bench/memory_usage.h"
+#include "bench/process_usage.h"
 
 namespace infera::bench {
 namespace {
@@ -106,6 +106,16 @@ TEST(BenchMemory, PeakIsAtLeastCurrent) {
     std::free(big);
   }
   if (reset_peak_rss()) EXPECT_LT(peak_rss_bytes(), current + (32 << 20));
+}
+
+TEST(BenchProcess, CpuTimeAdvancesWithWorkAndLoadIsReadable) {
+  const double before = process_cpu_seconds();
+  ASSERT_TRUE(std::isfinite(before));
+  volatile double x = 0;
+  while (process_cpu_seconds() - before < 0.01) x = x + 1;  // spins until 10 ms of CPU passed
+  EXPECT_GE(process_cpu_seconds() - before, 0.01);
+  const double load = load_average_1min();
+  EXPECT_TRUE(std::isfinite(load) && load >= 0) << load;
 }
 
 }  // namespace

@@ -15,9 +15,10 @@
 #include "bench/environment.h"
 #include "bench/hash.h"
 #include "bench/machine_monitor.h"
-#include "bench/memory_usage.h"
+#include "bench/process_usage.h"
 #include "bench/report.h"
 #include "bench/result.h"
+#include "bench/timer.h"
 #include "bench_lm_adapter.h"
 #include "bench_lm_report.h"
 #include "commands.h"
@@ -143,6 +144,7 @@ void run_bench(const BenchOptions& o, const std::string& command_line) {
   result.set_command(command_line);
   result.environment() = bench::capture_environment();
   result.environment()["threads"] = threads;
+  result.environment()["load_average_1min_start"] = bench::json_number(bench::load_average_1min());
   result.environment()["model_config_hash"] = config_hash(dir / "config.json");
 
   BenchModel m = start_bench_backend(o.device, threads);
@@ -197,6 +199,8 @@ void run_bench(const BenchOptions& o, const std::string& command_line) {
   std::vector<bench::ProbeReading> interleaved;  // one per measured repeat
   for (int iteration = 0; iteration < o.warmup + o.repeats; ++iteration) {
     const bool measured = iteration >= o.warmup;
+    const double cpu_start = bench::process_cpu_seconds();
+    const bench::Stopwatch wall;
     for (int64_t n : lengths) {
       const bool decode = has(o.decode_contexts, n);
       const std::vector<int32_t> prompt = lm.synthetic_prompt(n);
@@ -217,6 +221,12 @@ void run_bench(const BenchOptions& o, const std::string& command_line) {
       log(o, "\n");
       lm.end_sequence();
     }
+    // The CPU this repeat got, of what its threads could have used: well below 1 means other
+    // processes shared the cores and the timings are theirs as much as ours.
+    if (measured)
+      result.series("run.cpu_share", "fraction", true)
+          .samples.push_back((bench::process_cpu_seconds() - cpu_start) /
+                             (wall.seconds() * threads));
     // A short probe after each repeat pairs every repeat with the machine's state at the time.
     if (measured && probe && o.interleaved_passes > 0)
       interleaved.push_back(monitor.probe(result, o.interleaved_passes, 1));
@@ -224,6 +234,7 @@ void run_bench(const BenchOptions& o, const std::string& command_line) {
   result.series("memory.peak_rss_mib", "MiB", false)
       .samples.push_back(static_cast<double>(monitor.workload_peak_rss_bytes()) / (1 << 20));
   result.config()["peak_rss_excludes_probes"] = monitor.excludes_probes();
+  result.environment()["load_average_1min_end"] = bench::json_number(bench::load_average_1min());
   const std::string model_summary = info.summary();
   m.model.reset();  // free the weights before the second bandwidth probe (`info` dies with it)
   if (probe)

@@ -1,7 +1,9 @@
-#include "bench/memory_usage.h"
+#include "bench/process_usage.h"
 
 #include <sys/resource.h>
 
+#include <cmath>
+#include <ctime>
 #include <fstream>
 #include <string>
 
@@ -41,6 +43,19 @@ bool reset_peak_rss() {
   out << "5";
   out.flush();
   return static_cast<bool>(out);
+}
+
+double process_cpu_seconds() {
+  timespec ts{};
+  if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0) return NAN;
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+double load_average_1min() {
+  std::ifstream in("/proc/loadavg");
+  double load = NAN;
+  if (!(in >> load)) return NAN;
+  return load;
 }
 
 }  // namespace infera::bench
