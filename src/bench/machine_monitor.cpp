@@ -4,6 +4,7 @@
 
 #include "bench/machine_probe.h"
 #include "bench/process_usage.h"
+#include "bench/timer.h"
 
 namespace infera::bench {
 
@@ -13,8 +14,14 @@ MachineMonitor::MachineMonitor(int threads, int64_t buffer_bytes)
 
 ProbeReading MachineMonitor::probe(BenchResult& result, int bandwidth_passes, int fma_samples) {
   peak_before_probes_ = std::max(peak_before_probes_, peak_rss_bytes());
+  const double cpu_start = process_cpu_seconds();
+  const Stopwatch wall;
   const BandwidthProbe bw = measure_read_bandwidth(threads_, buffer_bytes_, bandwidth_passes);
   const FmaProbe fma = measure_fma_peak(threads_, fma_samples, 0.2);
+  // As run.cpu_share for the workload: the probes' limits are only comparable with the
+  // workload's speed when both got a similar share of the cores.
+  result.series("machine.probe_cpu_share", "fraction", true, false)
+      .samples.push_back((process_cpu_seconds() - cpu_start) / (wall.seconds() * threads_));
   // The buffer is freed: the peak from here on is the workload's again.
   resets_ok_ = reset_peak_rss() && resets_ok_;
 

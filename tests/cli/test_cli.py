@@ -173,6 +173,7 @@ class Bench(unittest.TestCase):
         self.assertEqual(len(m["machine.fma_peak_gflops"]["samples"]), 1 + 1 + 2)
         self.assertEqual(len(m["load.seconds"]["samples"]), 1)
         self.assertEqual(len(m["run.cpu_share"]["samples"]), 2)
+        self.assertEqual(len(m["machine.probe_cpu_share"]["samples"]), 4)  # before, 2 repeats, after
         for name, metric in m.items():
             s = metric["summary"]
             self.assertEqual(s["count"], len(metric["samples"]), name)

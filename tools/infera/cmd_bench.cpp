@@ -88,7 +88,7 @@ void validate(const BenchOptions& o, int64_t max_positions) {
           " steps exceeds the model's context of " + std::to_string(max_positions));
 }
 
-void log(const BenchOptions& o, const char* format, auto... args) {
+void progress(const BenchOptions& o, const char* format, auto... args) {
   if (o.quiet) return;
   std::fprintf(stderr, format, args...);
   std::fflush(stderr);
@@ -96,11 +96,11 @@ void log(const BenchOptions& o, const char* format, auto... args) {
 
 void log_probe(const BenchOptions& o, const char* phase, const bench::ProbeReading& r,
                const bench::MachineMonitor& monitor) {
-  log(o,
-      "machine %s: read bandwidth %.1f GB/s (%lld MiB buffer), f32 FMA peak %.1f GFLOP/s, %d "
-      "threads\n",
-      phase, r.bandwidth_gbs_p50, static_cast<long long>(monitor.buffer_bytes() >> 20),
-      r.fma_gflops_p50, monitor.threads());
+  progress(o,
+           "machine %s: read bandwidth %.1f GB/s (%lld MiB buffer), f32 FMA peak %.1f GFLOP/s, %d "
+           "threads\n",
+           phase, r.bandwidth_gbs_p50, static_cast<long long>(monitor.buffer_bytes() >> 20),
+           r.fma_gflops_p50, monitor.threads());
 }
 
 void record_prefill(BenchResult& r, int64_t n, const StageSeconds& t) {
@@ -126,6 +126,7 @@ void record_decode(BenchResult& r, int64_t context, const std::vector<StageSecon
   }
   const auto n = static_cast<double>(steps.size());
   r.series(p + "tokens_per_second", "tokens/s", true).samples.push_back(n / sum.total());
+  r.series(p + "prepare_seconds_per_step", "s", false, false).samples.push_back(sum.prepare / n);
   r.series(p + "forward_seconds_per_step", "s", false, false).samples.push_back(sum.forward / n);
   r.series(p + "postprocess_seconds_per_step", "s", false, false)
       .samples.push_back(sum.postprocess / n);
@@ -151,8 +152,8 @@ void run_bench(const BenchOptions& o, const std::string& command_line) {
   // The probes measure the CPU and its memory: the limits of a CPU backend only.
   const bool probe = !o.skip_machine && m.backend->device() == Device::CPU;
   if (!o.skip_machine && !probe)
-    log(o, "machine probes skipped: they measure the CPU, the backend is %s\n",
-        m.backend->name().c_str());
+    progress(o, "machine probes skipped: they measure the CPU, the backend is %s\n",
+             m.backend->name().c_str());
   bench::MachineMonitor monitor(threads, o.bandwidth_mib << 20);
   if (probe)
     log_probe(o, "before", monitor.probe(result, o.bandwidth_passes, o.fma_samples), monitor);
@@ -164,8 +165,8 @@ void run_bench(const BenchOptions& o, const std::string& command_line) {
   result.series("load.backend_seconds", "s", false, false).samples.push_back(m.backend_seconds);
   result.series("memory.rss_after_load_mib", "MiB", false)
       .samples.push_back(static_cast<double>(bench::current_rss_bytes()) / (1 << 20));
-  log(o, "loaded %s in %.2f s: %s, weights %s\n", info.summary().c_str(), m.load_seconds,
-      m.backend->name().c_str(), std::string(dtype_name(info.weight_dtype)).c_str());
+  progress(o, "loaded %s in %.2f s: %s, weights %s\n", info.summary().c_str(), m.load_seconds,
+           m.backend->name().c_str(), std::string(dtype_name(info.weight_dtype)).c_str());
   const KvSettings kv{.dtype = o.kv_dtype == "bf16"  ? DType::BF16
                                : o.kv_dtype == "f16" ? DType::F16
                                                      : DType::F32,
@@ -207,18 +208,18 @@ void run_bench(const BenchOptions& o, const std::string& command_line) {
       const StageSeconds t =
           lm.run_prefill(prompt, n + (decode ? o.decode_steps : 0), o.prefill_chunk);
       if (measured && has(o.prefill, n)) record_prefill(result, n, t);
-      log(o, "%s %d: prefill %lld: %.3f s (%.1f tok/s)", measured ? "repeat" : "warm-up",
-          measured ? iteration - o.warmup + 1 : iteration + 1, static_cast<long long>(n), t.total(),
-          n / t.total());
+      progress(o, "%s %d: prefill %lld: %.3f s (%.1f tok/s)", measured ? "repeat" : "warm-up",
+               measured ? iteration - o.warmup + 1 : iteration + 1, static_cast<long long>(n),
+               t.total(), n / t.total());
       if (decode) {
         const std::vector<StageSeconds> steps = lm.run_decode_steps(o.decode_steps);
         if (measured) record_decode(result, n, steps);
         double sum = 0;
         for (const StageSeconds& s : steps) sum += s.total();
-        log(o, " | decode %lld steps: %.2f tok/s", static_cast<long long>(o.decode_steps),
-            o.decode_steps / sum);
+        progress(o, " | decode %lld steps: %.2f tok/s", static_cast<long long>(o.decode_steps),
+                 o.decode_steps / sum);
       }
-      log(o, "\n");
+      progress(o, "\n");
       lm.end_sequence();
     }
     // The CPU this repeat got, of what its threads could have used: well below 1 means other
