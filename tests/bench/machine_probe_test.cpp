@@ -98,7 +98,7 @@ TEST(BenchMemory, PeakIsAtLeastCurrent) {
   const int64_t peak = peak_rss_bytes();
   EXPECT_GT(current, 0);
   EXPECT_GE(peak, current);
-  // Touch 64 MiB: the peak must see it; after a reset (where allowed) it drops back.
+  // Touch 64 MiB: the peak must see it.
   {
     char* volatile big = static_cast<char*>(std::malloc(64 << 20));  // volatile: not elided
     ASSERT_NE(big, nullptr);
@@ -106,7 +106,9 @@ TEST(BenchMemory, PeakIsAtLeastCurrent) {
     EXPECT_GE(peak_rss_bytes(), current + (32 << 20));
     std::free(big);
   }
-  if (reset_peak_rss()) EXPECT_LT(peak_rss_bytes(), current + (32 << 20));
+  // A reset brings the peak down to the RSS of the moment (the freed block is gone from it with
+  // glibc; ASan keeps freed memory in quarantine, so compare with the RSS, not with `current`).
+  if (reset_peak_rss()) EXPECT_LE(peak_rss_bytes(), current_rss_bytes() + (4 << 20));
 }
 
 TEST(BenchProcess, CpuTimeAdvancesWithWorkAndLoadIsReadable) {

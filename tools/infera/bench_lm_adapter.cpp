@@ -8,9 +8,10 @@
 #include "infera/error.h"
 
 namespace infera::cli {
+
 // Derives the cost model from the model's shape and how this engine runs it: weights read in
-// place at their dtype, an F32 KV cache, logits only for the rows that are sampled, and an
-// untied embedding table that is only gathered (one row per token), not streamed.
+// place at their dtype, the KV cache in `kv_dtype`, logits only for the rows that are sampled,
+// and an untied embedding table that is only gathered (one row per token), not streamed.
 LmCostModel make_lm_cost_model(const ModelInfo& info, const KvShape& kv, DType kv_dtype) {
   LmCostModel c;
   const double weight_bytes = static_cast<double>(dtype_bytes(info.weight_dtype, 1));
