@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "tokenizer/json_util.h"
 #include "tokenizer/utf8.h"
 
 namespace infera::tok {
@@ -39,6 +40,8 @@ WordPieceModel::WordPieceModel(const json& j) {
     max_id = std::max(max_id, id);
     max_token_bytes_ = std::max(max_token_bytes_, it.key().size());
   }
+  // Tables sized by what the file holds, not by its largest id (a sparse id would allocate).
+  check_id_density(max_id, vocab_.size(), "model WordPiece: vocab");
   id_to_token_.resize(static_cast<std::size_t>(max_id + 1));
   has_id_.assign(id_to_token_.size(), false);
   for (const auto& [token, id] : vocab_) {
