@@ -8,7 +8,7 @@ vocabulary, as in Qwen3, so the whole vocabulary is exactly --vocab ids.
 
 Writes <out>/tokenizer.json, <out>/tokenizer_config.json (no chat template: the model is not
 taught one), and <out>/{train,val}.u16: the documents of each split as uint16 ids,
-each document followed by <|endoftext|>.
+each document followed by <|endoftext|>; <out>/{train,val}.txt: the same as text.
 
 Usage: train_tokenizer.py --corpus build/demo_model/corpus --out build/demo_model/tok [--vocab 8192]
 """
@@ -79,6 +79,9 @@ def main():
         arr = np.asarray(ids, dtype=np.uint16)
         assert arr.max() < args.vocab
         arr.tofile(args.out / f"{split}.u16")
+        # the same ids as text: `infera perplexity --text-file val.txt` scores exactly these ids
+        (args.out / f"{split}.txt").write_text("".join(t + SPECIALS[0] for t in texts),
+                                               encoding="utf-8")
         nbytes = sum(len(t.encode("utf-8")) for t in texts)
         stats[split] = {"documents": len(texts), "tokens": len(ids), "text_bytes": nbytes,
                         "bytes_per_token": round(nbytes / len(ids), 3)}
