@@ -7,19 +7,20 @@
 // --context tokens, and each window is run from an empty cache. Every token of a window but its
 // first is predicted from the tokens before it in that window; perplexity is exp of the mean of
 // those negative log-likelihoods. The window is fed in chunks of --chunk tokens so that only
-// chunk x vocab logits are held at once.
+// chunk x vocab logits are held at once (Qwen3-0.6B's vocabulary is 151,936).
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <numeric>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "commands.h"
+#include "engine/kv_cache.h"
+#include "engine/step.h"
 #include "infera/error.h"
 #include "model_options.h"
 
@@ -86,20 +87,28 @@ void perplexity(const PerplexityOptions& o) {
   std::vector<float> logits;
   double total_nll = 0.0;
   int64_t scored = 0, windows = 0;
+  constexpr int64_t kBlock = 32;
   for (int64_t begin = 0; begin + 1 < n; begin += context) {
     const int64_t len = std::min(context, n - begin);
     std::span<const int32_t> window(ids.data() + begin, static_cast<size_t>(len));
-    KvCache cache = m.model->new_cache(len);
+    // Each window is one sequence over its own cache, fed chunk by chunk through the batch
+    // contract; the rows whose logits are wanted are listed explicitly.
+    KvCache cache(m.model->backend(), m.model->kv_shape(),
+                  {.block_size = kBlock, .num_blocks = (len + kBlock - 1) / kBlock});
+    const SeqId seq = cache.add_sequence();
+    cache.reserve(seq, len);
     for (int64_t c0 = 0; c0 < len; c0 += o.chunk) {
       const int64_t rows = std::min(o.chunk, len - c0);
       // The window's last token predicts nothing inside the window: no logits needed for it.
       const int64_t wanted = std::min(rows, len - 1 - c0);
       if (wanted <= 0) break;
-      std::vector<int64_t> row_ids(static_cast<size_t>(wanted));
-      std::iota(row_ids.begin(), row_ids.end(), int64_t{0});
-      logits.resize(row_ids.size() * vocab);
-      m.model->forward(window.subspan(static_cast<size_t>(c0), static_cast<size_t>(rows)), cache,
-                       row_ids, logits);
+      const SeqChunk chunk{seq, window.subspan(static_cast<size_t>(c0), static_cast<size_t>(rows)),
+                           OutputRows::None};
+      BatchDesc batch = build_batch(cache, std::span<const SeqChunk>(&chunk, 1));
+      for (int64_t r = 0; r < wanted; ++r) batch.output_rows.push_back(static_cast<int32_t>(r));
+      logits.resize(static_cast<size_t>(wanted) * vocab);
+      m.model->forward(batch, cache.pool(), logits);
+      cache.commit(seq, rows);
       for (int64_t r = 0; r < wanted; ++r) {
         const int64_t pos = c0 + r;
         std::span<const float> row(logits.data() + static_cast<size_t>(r) * vocab, vocab);
