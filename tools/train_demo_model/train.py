@@ -8,7 +8,8 @@ the weights with the lowest validation loss (the corpus is small, so later steps
 Writes to --out:
   model/            the best weights as a Hugging Face folder (bf16; sharded under --shard-mb so
                     each file fits the device tool's transfer limit; merge_shards.py joins them)
-  train_log.jsonl   one line per logged step: step, tokens, train_loss, val_loss, lr, seconds
+  train_log.jsonl   one line per logged step: step, tokens, train_loss (that step's batch),
+                    val_loss (the whole split), lr, seconds
   samples.txt       a few sampled continuations from the final model
 Stops early, keeping the best weights, when --time-budget seconds have passed.
 
@@ -149,7 +150,7 @@ def main():
     log.write(json.dumps(header) + "\n")
 
     best = (float("inf"), -1, None)
-    running, running_n, tokens_seen, t0 = 0.0, 0, 0, time.time()
+    tokens_seen, t0 = 0, time.time()
     step = 0
     for step in range(args.steps + 1):
         if step % args.eval_every == 0 or step == args.steps:
@@ -180,14 +181,11 @@ def main():
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         tokens_seen += x.numel()
-        running += loss.item() if (step + 1) % args.log_every == 0 else 0.0
-        running_n += 1 if (step + 1) % args.log_every == 0 else 0
-        if (step + 1) % args.log_every == 0:
+        if (step + 1) % args.log_every == 0:  # reading the loss syncs the GPU: only when logged
             elapsed = time.time() - t0
             rec = {"step": step + 1, "tokens": tokens_seen, "epochs": tokens_seen / len(train),
-                   "train_loss": running / running_n, "lr": lr,
+                   "train_loss": loss.item(), "lr": lr,
                    "tokens_per_second": tokens_seen / elapsed, "seconds": time.time() - started}
-            running, running_n = 0.0, 0
             print(json.dumps(rec), flush=True)
             log.write(json.dumps(rec) + "\n")
 
