@@ -9,6 +9,7 @@ namespace infera::cli {
 
 void add_run_command(CLI::App& app);
 void add_logits_command(CLI::App& app);
+void add_perplexity_command(CLI::App& app);
 void add_tokenize_commands(CLI::App& app);  // tokenize, detokenize
 void add_chat_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
