@@ -16,6 +16,14 @@ std::string_view dtype_name(DType dtype) {
       return "BF16";
     case DType::I32:
       return "I32";
+    case DType::Q8_0:
+      return "Q8_0";
+    case DType::Q4_0:
+      return "Q4_0";
+    case DType::Q4_K:
+      return "Q4_K";
+    case DType::Q6_K:
+      return "Q6_K";
   }
   return "?";
 }
@@ -30,9 +38,32 @@ size_t dtype_bytes(DType dtype, size_t count) {
     case DType::F16:
     case DType::BF16:
       return count * 2;
+    case DType::Q8_0:
+      return (count + 31) / 32 * 34;
+    case DType::Q4_0:
+      return (count + 31) / 32 * 18;
+    case DType::Q4_K:
+      return (count + 255) / 256 * 144;
+    case DType::Q6_K:
+      return (count + 255) / 256 * 210;
   }
   throw Error("dtype_bytes: unknown dtype");
 }
+
+int64_t dtype_block_size(DType dtype) {
+  switch (dtype) {
+    case DType::Q8_0:
+    case DType::Q4_0:
+      return 32;
+    case DType::Q4_K:
+    case DType::Q6_K:
+      return 256;
+    default:
+      return 1;
+  }
+}
+
+bool dtype_is_quantized(DType dtype) { return dtype_block_size(dtype) > 1; }
 
 Shape::Shape(std::initializer_list<int64_t> d) {
   if (d.size() > kMaxDims) throw InvalidArgument("Shape: more than 4 dimensions");

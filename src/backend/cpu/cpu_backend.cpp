@@ -9,6 +9,7 @@
 
 #include "backend/cpu/convert.h"
 #include "backend/cpu/cpu_attention.h"
+#include "backend/cpu/quant_matmul.h"
 #include "backend/cpu/simd_kernels.h"
 #include "backend/cpu/thread_pool.h"
 #include "infera/error.h"
@@ -55,7 +56,8 @@ class CpuBackend final : public Backend {
   }
   Device device() const override { return Device::CPU; }
   bool supports_weight(DType dtype) const override {
-    return dtype == DType::F32 || dtype == DType::F16 || dtype == DType::BF16;
+    return dtype == DType::F32 || dtype == DType::F16 || dtype == DType::BF16 ||
+           dtype_is_quantized(dtype);
   }
 
   Tensor alloc(const std::string& name, DType dtype, Shape shape) override {
@@ -93,7 +95,8 @@ class CpuBackend final : public Backend {
                  std::to_string(table.dim(0)) + ")");
       const char* row = static_cast<const char*>(table.data()) +
                         dtype_bytes(table.dtype(), static_cast<size_t>(ids[i] * dim));
-      cpu::widen_row(row, table.dtype(), dim, out.data_as<float>() + static_cast<int64_t>(i) * dim);
+      cpu::weight_row_to_f32(row, table.dtype(), dim,
+                             out.data_as<float>() + static_cast<int64_t>(i) * dim);
     }
   }
 
@@ -127,6 +130,9 @@ class CpuBackend final : public Backend {
     expect(w.rank() == 2 && w.dim(1) == k, "matmul", shapes(x, w));
     const int64_t m = w.dim(0);
     expect(row_width(out) == m && row_count(out) == n, "matmul", shapes(out, w));
+    if (dtype_is_quantized(w.dtype()))  // integer kernels on the blocks (quant_matmul.h)
+      return cpu::matmul_quantized(pool_, x.data_as<float>(), n, k, w.data(), w.dtype(), m,
+                                   out.data_as<float>());
     for (auto& p : panels_) p.resize(static_cast<size_t>(cpu::kPanelRows * k));
     const float* xs = x.data_as<float>();
     float* os = out.data_as<float>();
