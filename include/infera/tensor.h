@@ -81,6 +81,8 @@ class Tensor {
 
   // Same memory, new shape with the same element count (row-major reinterpretation).
   Tensor reshaped(Shape shape) const;
+  // Same memory and owner under another name (a file's tensor under the model's naming).
+  Tensor renamed(std::string name) const;
   // Rows [begin, begin+count) along dimension 0, same memory.
   Tensor rows(int64_t begin, int64_t count) const;
 
