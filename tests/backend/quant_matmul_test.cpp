@@ -192,14 +192,19 @@ TEST(QuantMatmul, ActivationBlocksRepresentTheirRow) {
   }
 }
 
-// The op through the backend: threads split the rows, activations quantized inside.
+// The op through the backend, both paths: below kQuantPrefillRows the integer kernels (checked
+// against dequantized weights x quantized activations as above), from it on the prefill path
+// (dequantized panels x f32 activations, checked against dequantized weights x the f32 inputs in
+// double: f32 sums of 512 products in another order stay within 1e-5 of sum |w * x|).
 TEST(QuantMatmul, BackendMatmulAndEmbeddingOnQuantizedWeights) {
   for (const int threads : {1, 2}) {
     auto backend = make_cpu_backend(threads);
     for (const DType dtype : kQuantTypes) {
       SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " threads=" << threads);
       const int64_t k = 512, m = 70;
-      for (const int64_t n : {int64_t{1}, int64_t{3}, int64_t{21}}) {
+      for (const int64_t n : {int64_t{1}, int64_t{3}, cpu::kQuantPrefillRows - 1,
+                              cpu::kQuantPrefillRows, int64_t{37}}) {
+        SCOPED_TRACE(testing::Message() << "n=" << n);
         auto wbytes = make_weight(dtype, m, k, false, 11);
         Tensor w("w", dtype, {m, k}, Device::CPU, wbytes.data(), nullptr);
         ASSERT_TRUE(backend->supports_weight(dtype));
@@ -208,14 +213,34 @@ TEST(QuantMatmul, BackendMatmulAndEmbeddingOnQuantizedWeights) {
         std::memcpy(x.data(), xv.data(), xv.size() * 4);
         Tensor out = backend->alloc("out", DType::F32, {n, m});
         backend->matmul(x, w, out);
-        std::vector<uint8_t> acts(size_t(n * cpu::activation_row_bytes(dtype, k)));
-        for (int64_t i = 0; i < n; ++i)
-          cpu::quantize_activation_row(dtype, xv.data() + i * k, k,
-                                       acts.data() + i * cpu::activation_row_bytes(dtype, k));
         std::vector<double> want, bound;
-        reference(dtype, acts, n, k, wbytes, m, want, bound);
+        if (n < cpu::kQuantPrefillRows) {
+          const int64_t act_bytes = cpu::activation_row_bytes(dtype, k);
+          std::vector<uint8_t> acts(size_t(n * act_bytes));
+          for (int64_t i = 0; i < n; ++i)
+            cpu::quantize_activation_row(dtype, xv.data() + i * k, k, acts.data() + i * act_bytes);
+          reference(dtype, acts, n, k, wbytes, m, want, bound);
+        } else {
+          std::vector<float> wrow(static_cast<size_t>(k));
+          want.assign(size_t(n * m), 0.0);
+          bound.assign(size_t(n * m), 0.0);
+          for (int64_t j = 0; j < m; ++j) {
+            quant::dequantize_row(dtype, wbytes.data() + dtype_bytes(dtype, size_t(k)) * size_t(j),
+                                  k, wrow.data());
+            for (int64_t i = 0; i < n; ++i) {
+              double s = 0, s_abs = 0;
+              for (int64_t p = 0; p < k; ++p) {
+                s += double(wrow[size_t(p)]) * xv[size_t(i * k + p)];
+                s_abs += std::fabs(double(wrow[size_t(p)]) * xv[size_t(i * k + p)]);
+              }
+              want[size_t(i * m + j)] = s;
+              bound[size_t(i * m + j)] = 1e-5 * s_abs + 1e-30;
+            }
+          }
+        }
         for (size_t i = 0; i < want.size(); ++i)
-          ASSERT_TRUE(std::fabs(out.data_as<float>()[i] - want[i]) <= bound[i]) << i;
+          ASSERT_TRUE(std::fabs(out.data_as<float>()[i] - want[i]) <= bound[i])
+              << i << ": " << out.data_as<float>()[i] << " vs " << want[i];
       }
       // Embedding: gathered rows dequantized exactly as the reference dequantizer does.
       auto table_bytes = make_weight(dtype, 9, k, true, 13);

@@ -1,6 +1,6 @@
 // Q4_0 weights x Q8 activations: a block's nibbles q in [0, 15] stand for q - 8, so
 // sum((q - 8) * a) = sum(q * a) - 8 * sum(a): the nibbles go straight into the unsigned side of
-// the byte dot product and the offset comes from the activation block's precomputed sum.
+// the byte dot product, which starts from the activation block's precomputed -8 * sums.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backend/cpu/matmul_q4_0.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -25,10 +25,10 @@ struct KernelQ4_0 {
     const ActBlockQ8* a[NX];
     for (int x = 0; x < NX; ++x)
       a[x] = reinterpret_cast<const ActBlockQ8*>(acts + x * act_row_bytes);
-    float offset[NX] = {};  // sum over blocks of d_w * 8 * d_a * sum(a)
 #if INFERA_INT8_SIMD
-    __m256 acc[NX];
-    for (int x = 0; x < NX; ++x) acc[x] = _mm256_setzero_ps();
+    // Two accumulators per row (even and odd blocks) keep two FMA chains in flight.
+    __m256 acc[NX][2];
+    for (int x = 0; x < NX; ++x) acc[x][0] = acc[x][1] = _mm256_setzero_ps();
     const __m128i low4 = _mm_set1_epi8(0x0F);
     for (int64_t b = 0; b < blocks; ++b) {
       const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].qs));
@@ -37,27 +37,27 @@ struct KernelQ4_0 {
           _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), low4), _mm_and_si128(raw, low4));
       const float dw = HalfToFloat(w[b].d);
       for (int x = 0; x < NX; ++x) {
-        const __m256i aq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[x][b].qs));
-        const __m256i p = DotU8S8(_mm256_setzero_si256(), q, aq);
-        acc[x] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * a[x][b].d), acc[x]);
-        offset[x] += dw * a[x][b].dsum;
+        const ActBlockQ8& ab = a[x][b];
+        const __m256i aq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs));
+        const __m256i start = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.offset));
+        const __m256i p = DotU8S8(start, q, aq);  // sum((q - 8) * a) per lane
+        acc[x][b & 1] =
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * ab.d), acc[x][b & 1]);
       }
     }
-    for (int x = 0; x < NX; ++x) out[x * ldo] = HorizontalSum(acc[x]) - 8.0f * offset[x];
+    for (int x = 0; x < NX; ++x) out[x * ldo] = HorizontalSum(_mm256_add_ps(acc[x][0], acc[x][1]));
 #else
     for (int x = 0; x < NX; ++x) {
       float sum = 0.0f;
       for (int64_t b = 0; b < blocks; ++b) {
         int32_t dot = 0;
         for (int i = 0; i < quant::kQk0 / 2; ++i) {
-          dot += (w[b].qs[i] & 0xF) * a[x][b].qs[i];
-          dot += (w[b].qs[i] >> 4) * a[x][b].qs[i + quant::kQk0 / 2];
+          dot += ((w[b].qs[i] & 0xF) - 8) * a[x][b].qs[i];
+          dot += ((w[b].qs[i] >> 4) - 8) * a[x][b].qs[i + quant::kQk0 / 2];
         }
-        const float dw = HalfToFloat(w[b].d);
-        sum += static_cast<float>(dot) * (dw * a[x][b].d);
-        offset[x] += dw * a[x][b].dsum;
+        sum += static_cast<float>(dot) * (HalfToFloat(w[b].d) * a[x][b].d);
       }
-      out[x * ldo] = sum - 8.0f * offset[x];
+      out[x * ldo] = sum;
     }
 #endif
   }

@@ -1,9 +1,8 @@
 // Q6_K weights x Q8K activations. Per super-block of 256 and group g of 16:
 //   w = d * sc[g] * (q - 32)  (q the 6-bit value, sc int8)
 //   sum(w * a) = d * d_a * (sum_g sc[g] * sum(q * a_g) - 32 * sum_g sc[g] * sum(a_g))
-// q in [0, 63] is the unsigned side of the byte dot product; the -32 offset comes from the
-// activation block's 16-element sums. A 32-byte chunk covers two groups: its int32 lanes 0-3 sum
-// elements 0-15, lanes 4-7 elements 16-31, so one vector of two scales weights both.
+// q in [0, 63] is the unsigned side of the byte products; the -32 offset comes from the
+// activation block's 16-element sums. A 32-byte chunk covers two groups.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backend/cpu/matmul_q6_k.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -28,57 +27,55 @@ struct KernelQ6_K {
     const ActBlockQ8K* a[NX];
     for (int x = 0; x < NX; ++x)
       a[x] = reinterpret_cast<const ActBlockQ8K*>(acts + x * act_row_bytes);
-    float offsets[NX] = {};  // sum over super-blocks of d * d_a * 32 * sum_g sc[g] * sum(a_g)
 #if INFERA_INT8_SIMD
+    // Per 32-byte chunk: vpmaddubsw (6-bit q x activation pairs, at most 2 * 63 * 127) then
+    // vpmaddwd by the chunk's two group scales (int16 lanes 0-7 and 8-15 hold the pairs of elements
+    // 0-15 and 16-31). The -32 offset is sum_g sc[g] * sum(a_g): one vpmaddwd of the scales with
+    // the activation group sums.
     __m256 acc[NX];
     for (int x = 0; x < NX; ++x) acc[x] = _mm256_setzero_ps();
     const __m256i low4 = _mm256_set1_epi8(0x0F), low2 = _mm256_set1_epi8(0x03);
-    // Lane pattern picking scales 2g (lanes 0-3) and 2g + 1 (lanes 4-7) out of 8.
-    const __m256i pick[4] = {
-        _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1), _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3),
-        _mm256_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5), _mm256_setr_epi32(6, 6, 6, 6, 7, 7, 7, 7)};
-#else
-    float acc[NX] = {};
-#endif
     for (int64_t b = 0; b < blocks; ++b) {
       const quant::BlockQ6_K& blk = w[b];
       const float d = HalfToFloat(blk.d);
-      for (int x = 0; x < NX; ++x) {
-        int32_t off = 0;
-        for (int g = 0; g < 16; ++g) off += blk.scales[g] * a[x][b].bsums[g];
-        offsets[x] += d * a[x][b].d * static_cast<float>(32 * off);
-      }
-#if INFERA_INT8_SIMD
-      __m256i sumi[NX];
-      for (int x = 0; x < NX; ++x) sumi[x] = _mm256_setzero_si256();
+      const __m256i sc16 =
+          _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)));
+      __m256i q[8], scales[8];
       for (int half = 0; half < 2; ++half) {
         const uint8_t* ql = blk.ql + 64 * half;
         const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
         const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
         const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * half));
-        const __m256i scales8 = _mm256_cvtepi8_epi32(
-            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk.scales + 8 * half)));
         const __m256i lows[4] = {_mm256_and_si256(ql0, low4), _mm256_and_si256(ql1, low4),
                                  _mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
                                  _mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4)};
         for (int g = 0; g < 4; ++g) {
-          const __m256i high =
-              _mm256_and_si256(_mm256_srli_epi16(qh, 2 * g), low2);  // bits 2g, 2g+1
-          const __m256i q = _mm256_or_si256(lows[g], _mm256_slli_epi16(high, 4));
-          const __m256i sc = _mm256_permutevar8x32_epi32(scales8, pick[g]);
-          for (int x = 0; x < NX; ++x) {
-            const __m256i aq = _mm256_loadu_si256(
-                reinterpret_cast<const __m256i*>(a[x][b].qs + 128 * half + 32 * g));
-            const __m256i p = DotU8S8(_mm256_setzero_si256(), q, aq);
-            sumi[x] = _mm256_add_epi32(sumi[x], _mm256_mullo_epi32(p, sc));
-          }
+          const __m256i high = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * g), low2);
+          q[4 * half + g] = _mm256_or_si256(lows[g], _mm256_slli_epi16(high, 4));
+          const int group = 8 * half + 2 * g;
+          scales[4 * half + g] = _mm256_set_m128i(_mm_set1_epi16(blk.scales[group + 1]),
+                                                  _mm_set1_epi16(blk.scales[group]));
         }
       }
-      for (int x = 0; x < NX; ++x)
-        acc[x] =
-            _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[x]), _mm256_set1_ps(d * a[x][b].d), acc[x]);
-#else
       for (int x = 0; x < NX; ++x) {
+        const ActBlockQ8K& ab = a[x][b];
+        __m256i sumi = _mm256_setzero_si256();
+        for (int c = 0; c < 8; ++c) {
+          const __m256i aq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs + 32 * c));
+          sumi =
+              _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(q[c], aq), scales[c]));
+        }
+        const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.bsums));
+        sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(_mm256_madd_epi16(bsums, sc16), 5));
+        acc[x] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(d * ab.d), acc[x]);
+      }
+    }
+    for (int x = 0; x < NX; ++x) out[x * ldo] = HorizontalSum(acc[x]);
+#else
+    for (int x = 0; x < NX; ++x) {
+      float sum = 0.0f;
+      for (int64_t b = 0; b < blocks; ++b) {
+        const quant::BlockQ6_K& blk = w[b];
         int32_t sumi = 0;
         for (int half = 0; half < 2; ++half) {
           const uint8_t* ql = blk.ql + 64 * half;
@@ -86,20 +83,16 @@ struct KernelQ6_K {
           for (int g = 0; g < 4; ++g) {
             for (int l = 0; l < 32; ++l) {
               const int low = (ql[l + 32 * (g & 1)] >> (4 * (g >> 1))) & 0xF;
-              const int q = low | (((qh[l] >> (2 * g)) & 3) << 4);
+              const int q = (low | (((qh[l] >> (2 * g)) & 3) << 4)) - 32;
               sumi +=
                   blk.scales[8 * half + 2 * g + l / 16] * q * a[x][b].qs[128 * half + 32 * g + l];
             }
           }
         }
-        acc[x] += static_cast<float>(sumi) * (d * a[x][b].d);
+        sum += static_cast<float>(sumi) * (HalfToFloat(blk.d) * a[x][b].d);
       }
-#endif
+      out[x * ldo] = sum;
     }
-#if INFERA_INT8_SIMD
-    for (int x = 0; x < NX; ++x) out[x * ldo] = HorizontalSum(acc[x]) - offsets[x];
-#else
-    for (int x = 0; x < NX; ++x) out[x * ldo] = acc[x] - offsets[x];
 #endif
   }
 };

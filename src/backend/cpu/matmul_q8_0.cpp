@@ -26,8 +26,9 @@ struct KernelQ8_0 {
     for (int x = 0; x < NX; ++x)
       a[x] = reinterpret_cast<const ActBlockQ8*>(acts + x * act_row_bytes);
 #if INFERA_INT8_SIMD
-    __m256 acc[NX];
-    for (int x = 0; x < NX; ++x) acc[x] = _mm256_setzero_ps();
+    // Two accumulators per row (even and odd blocks) keep two FMA chains in flight.
+    __m256 acc[NX][2];
+    for (int x = 0; x < NX; ++x) acc[x][0] = acc[x][1] = _mm256_setzero_ps();
     for (int64_t b = 0; b < blocks; ++b) {
       const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs));
       const __m256i wabs = _mm256_sign_epi8(wq, wq);
@@ -35,10 +36,11 @@ struct KernelQ8_0 {
       for (int x = 0; x < NX; ++x) {
         const __m256i aq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[x][b].qs));
         const __m256i p = DotU8S8(_mm256_setzero_si256(), wabs, _mm256_sign_epi8(aq, wq));
-        acc[x] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * a[x][b].d), acc[x]);
+        acc[x][b & 1] =
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * a[x][b].d), acc[x][b & 1]);
       }
     }
-    for (int x = 0; x < NX; ++x) out[x * ldo] = HorizontalSum(acc[x]);
+    for (int x = 0; x < NX; ++x) out[x * ldo] = HorizontalSum(_mm256_add_ps(acc[x][0], acc[x][1]));
 #else
     for (int x = 0; x < NX; ++x) {
       float sum = 0.0f;

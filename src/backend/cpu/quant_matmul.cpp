@@ -40,9 +40,10 @@ float quantize_group(const float* x, int8_t* q) {
 void quantize_row_q8(const float* x, int64_t k, ActBlockQ8* out) {
   for (int64_t b = 0; b < k / 32; ++b) {
     out[b].d = quantize_group<32>(x + 32 * b, out[b].qs);
-    int32_t sum = 0;
-    for (int8_t v : out[b].qs) sum += v;
-    out[b].dsum = out[b].d * static_cast<float>(sum);
+    for (int lane = 0; lane < 8; ++lane) {
+      const int8_t* q = out[b].qs + 4 * lane;
+      out[b].offset[lane] = -8 * (q[0] + q[1] + q[2] + q[3]);
+    }
   }
 }
 
@@ -100,6 +101,22 @@ void matmul_quantized(ThreadPool& pool, const float* x, int64_t n, int64_t k, co
     throw InvalidArgument("[matmul] " + std::string(dtype_name(wtype)) + " weight rows of " +
                           std::to_string(k) + " elements are not whole blocks of " +
                           std::to_string(block));
+  if (n >= kQuantPrefillRows) {
+    const size_t row_bytes = dtype_bytes(wtype, static_cast<size_t>(k));
+    const int64_t panels = (m + kPanelRows - 1) / kPanelRows;
+    pool.parallel_for(panels, 1, [&](int64_t begin, int64_t end) {
+      thread_local std::vector<float> panel;  // one panel per thread, reused across calls
+      panel.resize(static_cast<size_t>(kPanelRows * k));
+      for (int64_t p = begin; p < end; ++p) {
+        const int64_t j = p * kPanelRows, rows = std::min(kPanelRows, m - j);
+        for (int64_t r = 0; r < rows; ++r)
+          quant::dequantize_row(wtype, static_cast<const uint8_t*>(w) + row_bytes * (j + r), k,
+                                panel.data() + r * k);
+        matmul_rows(x, n, k, panel.data(), DType::F32, 0, rows, out + j, m, nullptr);
+      }
+    });
+    return;
+  }
   const int64_t act_bytes = activation_row_bytes(wtype, k);
   // Reused across calls by this (calling) thread: a forward pass allocates nothing here once the
   // largest activation has been seen.
@@ -107,15 +124,7 @@ void matmul_quantized(ThreadPool& pool, const float* x, int64_t n, int64_t k, co
   if (acts.size() < static_cast<size_t>(n * act_bytes))
     acts.resize(static_cast<size_t>(n * act_bytes));
   uint8_t* a = acts.data();
-  auto quantize_rows = [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i)
-      quantize_activation_row(wtype, x + i * k, k, a + i * act_bytes);
-  };
-  if (n >= 16) {
-    pool.parallel_for(n, 8, quantize_rows);
-  } else {
-    quantize_rows(0, n);
-  }
+  for (int64_t i = 0; i < n; ++i) quantize_activation_row(wtype, x + i * k, k, a + i * act_bytes);
   // Whole weight rows per thread; at least 16 rows per chunk so small matrices stay on one core.
   pool.parallel_for(m, 16, [&](int64_t begin, int64_t end) {
     matmul_rows_quantized(a, n, k, w, wtype, begin, end, out, m);

@@ -15,11 +15,12 @@
 
 namespace infera::cpu {
 
-// 32 activations as int8 with one f32 scale: a ~= d * qs. `dsum` = d * sum(qs), which the Q4_0
-// kernel needs for the weights' -8 offset.
+// 32 activations as int8 with one f32 scale: a ~= d * qs. offset[i] = -8 * (qs[4i] + ... +
+// qs[4i + 3]): the Q4_0 kernel starts each block's int32 lanes there, so the weights' -8 offset
+// costs no instruction (sum((q - 8) * a) = offset + sum(q * a), lane by lane).
 struct ActBlockQ8 {
   float d;
-  float dsum;
+  int32_t offset[8];
   int8_t qs[32];
 };
 // 256 activations for the K-quant kernels; bsums[g] = sum of qs[16g, 16g + 16), which turns the
@@ -44,10 +45,15 @@ void quantize_activation_row(DType weight_type, const float* x, int64_t k, void*
 void matmul_rows_quantized(const void* acts, int64_t n, int64_t k, const void* w, DType wtype,
                            int64_t j_begin, int64_t j_end, float* out, int64_t ldo);
 
-// The whole op: out[n, m] = x[n, k] . w[m, k]^T for a quantized w. Quantizes x once, then splits
-// the weight rows over the pool (decode streams each weight row once; with many x rows the rows
-// are visited in small panels so they stay in cache across x tiles). Throws InvalidArgument when
-// k is not a whole number of blocks.
+// The whole op: out[n, m] = x[n, k] . w[m, k]^T for a quantized w, weight rows split over the
+// pool. Below kQuantPrefillRows rows of x (decode, small batches) x is quantized once and every
+// weight row streams through the integer kernels above. From kQuantPrefillRows on (prefill) each
+// thread dequantizes a panel of kPanelRows weight rows at a time into a cache-sized f32 scratch
+// and runs the f32 register-tile kernel of simd_kernels.cpp over all x rows, as the bf16 path
+// widens its panels: the dequantization is amortized over the rows, the f32 tiles do more
+// multiply-adds per instruction than byte dot products with per-block f32 scaling, and no more
+// than one panel per thread ever exists in f32. Throws InvalidArgument when k is not whole blocks.
+constexpr int64_t kQuantPrefillRows = 16;
 void matmul_quantized(ThreadPool& pool, const float* x, int64_t n, int64_t k, const void* w,
                       DType wtype, int64_t m, float* out);
 
