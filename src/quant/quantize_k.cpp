@@ -228,41 +228,4 @@ void quantize_row_q6_k(const float* x, int64_t k, void* out) {
   for (int64_t b = 0; b < k / kQkK; ++b) quantize_block_q6_k(x + b * kQkK, blocks[b]);
 }
 
-void dequantize_row_q4_k(const void* in, int64_t k, float* out) {
-  const auto* blocks = static_cast<const BlockQ4_K*>(in);
-  for (int64_t b = 0; b < k / kQkK; ++b) {
-    const BlockQ4_K& blk = blocks[b];
-    const float d = half_to_float(blk.d), dmin = half_to_float(blk.dmin);
-    for (int j = 0; j < 8; ++j) {
-      uint8_t sc, m;
-      q4_k_scale_min(j, blk.scales, sc, m);
-      const float dj = d * static_cast<float>(sc), mj = dmin * static_cast<float>(m);
-      const uint8_t* q = blk.qs + 32 * (j / 2);
-      const int shift = 4 * (j % 2);
-      for (int l = 0; l < 32; ++l) *out++ = dj * static_cast<float>((q[l] >> shift) & 0xF) - mj;
-    }
-  }
-}
-
-void dequantize_row_q6_k(const void* in, int64_t k, float* out) {
-  const auto* blocks = static_cast<const BlockQ6_K*>(in);
-  for (int64_t b = 0; b < k / kQkK; ++b) {
-    const BlockQ6_K& blk = blocks[b];
-    const float d = half_to_float(blk.d);
-    for (int half = 0; half < 2; ++half) {
-      const uint8_t* ql = blk.ql + 64 * half;
-      const uint8_t* qh = blk.qh + 32 * half;
-      for (int g = 0; g < 4; ++g) {
-        for (int l = 0; l < 32; ++l) {
-          const int low = (ql[l + 32 * (g & 1)] >> (4 * (g >> 1))) & 0xF;
-          const int q = (low | (((qh[l] >> (2 * g)) & 3) << 4)) - 32;
-          const float scale = d * static_cast<float>(blk.scales[8 * half + 2 * g + l / 16]);
-          out[128 * half + 32 * g + l] = scale * static_cast<float>(q);
-        }
-      }
-    }
-    out += kQkK;
-  }
-}
-
 }  // namespace infera::quant

@@ -46,23 +46,21 @@ void quantize_row_q4_0(const float* x, int64_t k, void* out) {
   }
 }
 
-void dequantize_row_q8_0(const void* in, int64_t k, float* out) {
-  const auto* blocks = static_cast<const BlockQ8_0*>(in);
-  for (int64_t b = 0; b < k / kQk0; ++b, out += kQk0) {
-    const float d = half_to_float(blocks[b].d);
-    for (int i = 0; i < kQk0; ++i) out[i] = static_cast<float>(blocks[b].qs[i]) * d;
-  }
-}
+namespace detail {
+#include "quant/dequantize_blocks-inl.h"
+}  // namespace detail
 
+void dequantize_row_q8_0(const void* in, int64_t k, float* out) {
+  detail::DequantizeQ8_0(in, k, out);
+}
 void dequantize_row_q4_0(const void* in, int64_t k, float* out) {
-  const auto* blocks = static_cast<const BlockQ4_0*>(in);
-  for (int64_t b = 0; b < k / kQk0; ++b, out += kQk0) {
-    const float d = half_to_float(blocks[b].d);
-    for (int i = 0; i < kQk0 / 2; ++i) {
-      out[i] = d * static_cast<float>((blocks[b].qs[i] & 0xF) - 8);
-      out[i + kQk0 / 2] = d * static_cast<float>((blocks[b].qs[i] >> 4) - 8);
-    }
-  }
+  detail::DequantizeQ4_0(in, k, out);
+}
+void dequantize_row_q4_k(const void* in, int64_t k, float* out) {
+  detail::DequantizeQ4_K(in, k, out);
+}
+void dequantize_row_q6_k(const void* in, int64_t k, float* out) {
+  detail::DequantizeQ6_K(in, k, out);
 }
 
 }  // namespace infera::quant

@@ -156,6 +156,21 @@ TEST(QuantMatmul, KernelsMatchReferenceOnEverySimdTarget) {
             }
             ASSERT_TRUE(std::isnan(out[size_t(i * ldo + c.m)])) << "wrote past m";
           }
+          // The prefill panels' dequantization (vectorized per target): the reference values,
+          // up to one rounding where the target fuses d * q - m (relative 2^-22 of the row's
+          // largest term is far below any wrong nibble or scale).
+          std::vector<float> panel(size_t(c.m * c.k), NAN), ref(size_t(c.k));
+          cpu::dequantize_rows(w.data(), dtype, c.m, c.k, panel.data());
+          for (int64_t j = 0; j < c.m; ++j) {
+            quant::dequantize_row(dtype, w.data() + dtype_bytes(dtype, size_t(c.k)) * size_t(j),
+                                  c.k, ref.data());
+            float big = 0;
+            for (float v : ref) big = std::max(big, std::fabs(v));
+            for (int64_t p = 0; p < c.k; ++p)
+              ASSERT_TRUE(std::fabs(panel[size_t(j * c.k + p)] - ref[size_t(p)]) <=
+                          big * std::ldexp(1.0f, -22))
+                  << "dequantized row " << j << " element " << p;
+          }
         });
       }
     }

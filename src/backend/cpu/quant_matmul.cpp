@@ -109,9 +109,8 @@ void matmul_quantized(ThreadPool& pool, const float* x, int64_t n, int64_t k, co
       panel.resize(static_cast<size_t>(kPanelRows * k));
       for (int64_t p = begin; p < end; ++p) {
         const int64_t j = p * kPanelRows, rows = std::min(kPanelRows, m - j);
-        for (int64_t r = 0; r < rows; ++r)
-          quant::dequantize_row(wtype, static_cast<const uint8_t*>(w) + row_bytes * (j + r), k,
-                                panel.data() + r * k);
+        dequantize_rows(static_cast<const uint8_t*>(w) + row_bytes * j, wtype, rows, k,
+                        panel.data());
         matmul_rows(x, n, k, panel.data(), DType::F32, 0, rows, out + j, m, nullptr);
       }
     });

@@ -57,6 +57,10 @@ constexpr int64_t kQuantPrefillRows = 16;
 void matmul_quantized(ThreadPool& pool, const float* x, int64_t n, int64_t k, const void* w,
                       DType wtype, int64_t m, float* out);
 
+// `rows` consecutive quantized weight rows of k elements at `w` to f32 (prefill panels; SIMD,
+// within one rounding of quant::dequantize_row).
+void dequantize_rows(const void* w, DType dtype, int64_t rows, int64_t k, float* out);
+
 // Converts one weight row of any dtype to f32 (quantized rows dequantized, others widened):
 // the embedding gather.
 void weight_row_to_f32(const void* row, DType dtype, int64_t n, float* out);
