@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "backend/cpu/convert.h"
-#include "ops/backend.h"
+#include "backend/cpu/cpu_backend.h"
 
 namespace {
 

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/quant_matmul.h"
 #include "infera/tensor.h"
 #include "ops/backend.h"

@@ -1,9 +1,12 @@
-// The generation loop for one sequence: prefill the prompt in chunks, then decode one token at a
-// time over the model's KV cache, sampling each next token, until a stop id or the token limit.
+// The generation loop: any number of independent requests driven through one model step loop.
+// Each step schedules every running request's next decode token and fills the rest of a token
+// budget with prompt chunks (chunked prefill), runs them as one batch over the paged KV cache,
+// and samples each request that produced logits with its own sampler and stop conditions.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -17,14 +20,14 @@ struct GenerationRequest {
   int64_t max_new_tokens = 256;
   SamplingParams sampling;
   std::vector<int32_t> stop_ids;  // generation ends after emitting one of these (it is kept)
-  int64_t prefill_chunk = 512;    // bounds activation memory for long prompts
+  int64_t prefill_chunk = 512;    // most prompt tokens of this request in one step
 };
 
 struct GenerationStats {
   int64_t prompt_tokens = 0;
   int64_t generated_tokens = 0;
-  int64_t decode_steps = 0;      // forward passes after the prefill
-  double prefill_seconds = 0.0;  // prompt forward passes + first sample
+  int64_t decode_steps = 0;      // forward passes after the first token
+  double prefill_seconds = 0.0;  // admission to the first token (prompt passes + first sample)
   double decode_seconds = 0.0;   // everything after the first token
   double prefill_tokens_per_second() const;
   double decode_tokens_per_second() const;
@@ -32,20 +35,39 @@ struct GenerationStats {
 
 struct GenerationResult {
   std::vector<int32_t> tokens;  // generated ids (the prompt excluded)
-  std::string finish_reason;    // "stop" (a stop id), "length" (max tokens), "cancelled"
+  std::string finish_reason;    // "stop" (a stop id), "length" (max tokens/context), "cancelled"
   GenerationStats stats;
+};
+
+struct GeneratorOptions {
+  int64_t block_size = 32;         // KV cache tokens per block
+  DType kv_dtype = DType::F32;     // KV cache storage: F32, BF16 or F16
+  int64_t max_batch_tokens = 512;  // rows per forward pass (decode tokens + prompt chunks)
+  // Blocks in the cache; 0: enough for every request at once, within max_kv_bytes. Requests that
+  // do not fit wait (first come, first served) until earlier ones finish and free their blocks.
+  int64_t num_blocks = 0;
+  int64_t max_kv_bytes = int64_t{8} << 30;
 };
 
 class Generator {
  public:
-  explicit Generator(CausalLM& model) : model_(model) {}
+  explicit Generator(CausalLM& model, GeneratorOptions options = {});
 
-  // `on_token` sees each new id as soon as it is sampled; returning false stops generation.
+  // One request; `on_token` sees each new id as soon as it is sampled; false cancels.
   GenerationResult generate(const GenerationRequest& request,
                             const std::function<bool(int32_t)>& on_token = {});
 
+  // Many requests through one step loop; results in request order. `on_token(i, id)` sees
+  // request i's ids as they are sampled; returning false cancels that request alone. Every
+  // request is validated before any work starts (an invalid one is an InvalidArgument naming it).
+  std::vector<GenerationResult> generate(std::span<const GenerationRequest> requests,
+                                         const std::function<bool(size_t, int32_t)>& on_token = {});
+
+  const GeneratorOptions& options() const { return options_; }
+
  private:
   CausalLM& model_;
+  GeneratorOptions options_;
 };
 
 }  // namespace infera

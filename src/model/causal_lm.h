@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "infera/tensor.h"
-#include "io/hf_config.h"
 #include "ops/backend.h"
+#include "ops/batch.h"
 
 namespace infera {
 
@@ -27,13 +27,6 @@ struct ModelInfo {
   std::string summary() const;  // "Qwen3-0.6B (28 layers, 1024 dim, 16 Q heads, 8 KV heads)"
 };
 
-// Keys and values of every layer for one sequence, pre-allocated for `capacity` positions.
-struct KvCache {
-  std::vector<Tensor> keys, values;  // per layer, [kv_heads, capacity, head_dim]
-  int64_t capacity = 0;
-  int64_t length = 0;  // positions filled
-};
-
 // Called with each named intermediate activation ("attn_norm", "q_proj", ...) and its layer
 // (-1 outside layers), to locate a mismatch with a reference layer by layer.
 using ActivationHook = std::function<void(const Tensor&, std::string_view name, int layer)>;
@@ -43,13 +36,14 @@ class CausalLM {
   virtual ~CausalLM() = default;
   virtual const ModelInfo& info() const = 0;
   virtual Backend& backend() const = 0;
-  virtual KvCache new_cache(int64_t capacity) const = 0;
+  // What one cached token needs: the engine's KV cache manager allocates pools of this shape.
+  virtual KvShape kv_shape() const = 0;
 
-  // Runs `tokens` at positions [cache.length, cache.length + tokens.size()), appends their keys
-  // and values to the cache, and writes the logits of the token rows listed in `logit_rows`
-  // (indices into `tokens`) to `logits`, row-major [logit_rows.size(), vocab].
-  virtual void forward(std::span<const int32_t> tokens, KvCache& cache,
-                       std::span<const int64_t> logit_rows, std::span<float> logits) = 0;
+  // Runs every row of `batch` (any mix of sequences, prefill chunks and decode tokens), writes
+  // their keys and values to `cache` at the batch's slots, and writes the logits of the rows in
+  // batch.output_rows to `logits`, row-major [output_rows.size(), vocab]. Throws InvalidArgument
+  // for a batch that does not fit the model or the cache (nothing is written then).
+  virtual void forward(const BatchDesc& batch, KvPool& cache, std::span<float> logits) = 0;
 
   void set_activation_hook(ActivationHook hook) { hook_ = std::move(hook); }
 

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <thread>
 
-#include "backend/cpu/convert.h"
+#include "core/dtype_convert.h"
 #include "infera/error.h"
 
 namespace infera {
@@ -34,7 +34,7 @@ void fill_range(void* data, DType dtype, int64_t begin, int64_t end, float cente
       if (dtype == DType::F32) {
         static_cast<float*>(data)[i] = value;
       } else {  // BF16 (F16 dummy weights are made as BF16 bit patterns of the same value range)
-        static_cast<uint16_t*>(data)[i] = cpu::f32_to_bf16(value);
+        static_cast<uint16_t*>(data)[i] = f32_to_bf16(value);
       }
     }
   }

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "io/hf_config.h"
 #include "model/causal_lm.h"
 
 namespace infera {

@@ -128,8 +128,8 @@ std::vector<WeightSpec> qwen3_weight_specs(const Qwen3Params& p) {
 // Activation buffers for up to `rows` tokens, reused across calls.
 struct Scratch {
   int64_t rows = 0;
-  Tensor x, xn, q, k, v, attn, proj, gate, up, head_in;
-  Tensor logits;  // [rows asked for, vocab], grown on demand
+  Tensor x, xn, q, k, v, attn, proj, gate, up;
+  Tensor head_in, logits;  // [rows asked for, hidden / vocab], grown on demand
 };
 
 class Qwen3 final : public CausalLM {
@@ -152,64 +152,41 @@ class Qwen3 final : public CausalLM {
   const ModelInfo& info() const override { return info_; }
   Backend& backend() const override { return backend_; }
 
-  KvCache new_cache(int64_t capacity) const override {
-    if (capacity <= 0 || capacity > p_.max_positions)
-      throw InvalidArgument("KV cache of " + std::to_string(capacity) +
-                            " positions: the model supports 1 to " +
-                            std::to_string(p_.max_positions));
-    KvCache cache;
-    cache.capacity = capacity;
-    for (int64_t i = 0; i < p_.layers; ++i) {
-      const std::string l = "kv." + std::to_string(i);
-      cache.keys.push_back(
-          backend_.alloc(l + ".k", DType::F32, {p_.kv_heads, capacity, p_.head_dim}));
-      cache.values.push_back(
-          backend_.alloc(l + ".v", DType::F32, {p_.kv_heads, capacity, p_.head_dim}));
-    }
-    return cache;
-  }
+  KvShape kv_shape() const override { return {p_.layers, p_.kv_heads, p_.head_dim}; }
 
-  void forward(std::span<const int32_t> tokens, KvCache& cache, std::span<const int64_t> logit_rows,
-               std::span<float> logits) override {
-    const auto n = static_cast<int64_t>(tokens.size());
-    if (n == 0) throw InvalidArgument("forward: no tokens");
-    if (cache.keys.size() != static_cast<size_t>(p_.layers) || cache.length + n > cache.capacity)
-      throw InvalidArgument("forward: " + std::to_string(cache.length + n) +
-                            " positions exceed the KV cache capacity " +
-                            std::to_string(cache.capacity));
-    if (logits.size() != logit_rows.size() * static_cast<size_t>(p_.vocab))
-      throw InvalidArgument("forward: logits buffer size does not match logit_rows x vocab");
-    for (int64_t r : logit_rows)
-      if (r < 0 || r >= n) throw InvalidArgument("forward: logit row out of range");
-
+  void forward(const BatchDesc& desc, KvPool& cache, std::span<float> logits) override {
+    check_cache(cache);
+    desc.validate(p_.vocab, p_.max_positions, cache.num_blocks, cache.block_size);
+    if (logits.size() != desc.output_rows.size() * static_cast<size_t>(p_.vocab))
+      throw InvalidArgument("forward: logits buffer size does not match output rows x vocab");
+    const int64_t n = desc.num_tokens();
     ensure_scratch(n);
-    std::vector<int32_t> positions(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i)
-      positions[static_cast<size_t>(i)] = static_cast<int32_t>(cache.length + i);
+    const Batch batch = backend_.upload_batch(desc);
 
     Tensor x = s_.x.rows(0, n);
-    backend_.embedding(embed_, tokens, x);
+    backend_.embedding(embed_, batch.tokens, x);
     emit(x, "embed", -1);
-    for (int64_t il = 0; il < p_.layers; ++il) layer(static_cast<int>(il), n, positions, cache);
-    cache.length += n;
-    if (logit_rows.empty()) return;
+    for (int64_t il = 0; il < p_.layers; ++il)
+      layer(static_cast<int>(il), n, batch, cache.layers[static_cast<size_t>(il)]);
+    if (desc.output_rows.empty()) return;
 
     // Only the requested rows go through the final norm and the (large) LM head.
-    const auto r = static_cast<int64_t>(logit_rows.size());
+    const auto r = static_cast<int64_t>(desc.output_rows.size());
+    if (s_.head_in.empty() || s_.head_in.dim(0) < r) {
+      s_.head_in = backend_.alloc("head_in", DType::F32, {r, p_.hidden});
+      s_.logits = backend_.alloc("logits", DType::F32, {r, p_.vocab});
+    }
     Tensor head_in = s_.head_in.rows(0, r);
-    for (int64_t i = 0; i < r; ++i)
-      backend_.copy_rows(x.rows(logit_rows[static_cast<size_t>(i)], 1), head_in, i);
+    backend_.gather_rows(x, batch.output_rows, head_in);
     backend_.rmsnorm(head_in, final_norm_, p_.eps, head_in);
     emit(head_in, "final_norm", -1);
-    if (s_.logits.empty() || s_.logits.dim(0) < r)
-      s_.logits = backend_.alloc("logits", DType::F32, {r, p_.vocab});
     Tensor out = s_.logits.rows(0, r);
     backend_.matmul(head_in, lm_head_, out);
     backend_.to_host(out, logits);
   }
 
  private:
-  void layer(int il, int64_t n, std::span<const int32_t> positions, KvCache& cache) {
+  void layer(int il, int64_t n, const Batch& batch, KvLayer& cache) {
     const LayerWeights& w = layers_[static_cast<size_t>(il)];
     Tensor x = s_.x.rows(0, n), xn = s_.xn.rows(0, n), proj = s_.proj.rows(0, n);
     Tensor q = s_.q.rows(0, n), k = s_.k.rows(0, n), v = s_.v.rows(0, n);
@@ -224,17 +201,15 @@ class Qwen3 final : public CausalLM {
     Tensor kh = k.reshaped({n, p_.kv_heads, p_.head_dim});
     backend_.rmsnorm(qh, w.q_norm, p_.eps, qh);
     backend_.rmsnorm(kh, w.k_norm, p_.eps, kh);
-    backend_.rope(qh, positions, p_.rope_theta);
-    backend_.rope(kh, positions, p_.rope_theta);
+    backend_.rope(qh, batch.positions, p_.rope_theta);
+    backend_.rope(kh, batch.positions, p_.rope_theta);
     emit(qh, "q_rope", il);
     emit(kh, "k_rope", il);
-    backend_.kv_append(kh, cache.keys[static_cast<size_t>(il)], cache.length);
-    backend_.kv_append(v.reshaped({n, p_.kv_heads, p_.head_dim}),
-                       cache.values[static_cast<size_t>(il)], cache.length);
+    backend_.kv_write(kh, v.reshaped({n, p_.kv_heads, p_.head_dim}), cache, batch);
     Tensor attn_h = attn.reshaped({n, p_.q_heads, p_.head_dim});
-    backend_.attention_causal(qh, cache.keys[static_cast<size_t>(il)],
-                              cache.values[static_cast<size_t>(il)], cache.length,
-                              1.0f / std::sqrt(static_cast<float>(p_.head_dim)), attn_h);
+    backend_.attention(qh, cache, batch,
+                       {.scale = 1.0f / std::sqrt(static_cast<float>(p_.head_dim)), .causal = true},
+                       attn_h);
     emit(attn, "attn", il);
     backend_.matmul(attn, w.o_proj, proj);
     backend_.add(x, proj, x);
@@ -263,6 +238,20 @@ class Qwen3 final : public CausalLM {
     }
   }
 
+  // The cache must have been made for this model's kv_shape(), by any KV cache manager.
+  void check_cache(const KvPool& cache) const {
+    if (cache.layers.size() != static_cast<size_t>(p_.layers))
+      throw InvalidArgument("forward: the KV cache has " + std::to_string(cache.layers.size()) +
+                            " layers, the model " + std::to_string(p_.layers));
+    for (const KvLayer& l : cache.layers)
+      if (l.keys.rank() != 4 || l.keys.dim(0) != cache.num_blocks || l.keys.dim(1) != p_.kv_heads ||
+          l.keys.dim(2) != cache.block_size || l.keys.dim(3) != p_.head_dim ||
+          !(l.values.shape() == l.keys.shape()))
+        throw InvalidArgument("forward: KV cache pool " + l.keys.shape().str() +
+                              " does not match [blocks, " + std::to_string(p_.kv_heads) +
+                              ", block_size, " + std::to_string(p_.head_dim) + "]");
+  }
+
   void ensure_scratch(int64_t n) {
     if (n <= s_.rows) return;
     const int64_t q = p_.q_heads * p_.head_dim, kv = p_.kv_heads * p_.head_dim;
@@ -279,7 +268,7 @@ class Qwen3 final : public CausalLM {
           a("proj", p_.hidden),
           a("gate", p_.intermediate),
           a("up", p_.intermediate),
-          a("head_in", p_.hidden),
+          std::move(s_.head_in),
           std::move(s_.logits)};
   }
 

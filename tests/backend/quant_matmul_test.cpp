@@ -6,6 +6,7 @@
 // per-block scales and of the accumulation: 1e-5 of sum |w * a| bounds that (f32 epsilon 6e-8
 // times a few hundred blocks) while any wrong nibble, scale or offset moves the result by far more.
 #define HWY_WANT_AVX3_DL 1  // test the VNNI target too (the kernel files compile it)
+#include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/quant_matmul.h"
 
 #include <gtest/gtest.h>
@@ -222,7 +223,9 @@ TEST(QuantMatmul, BackendMatmulAndEmbeddingOnQuantizedWeights) {
         SCOPED_TRACE(testing::Message() << "n=" << n);
         auto wbytes = make_weight(dtype, m, k, false, 11);
         Tensor w("w", dtype, {m, k}, Device::CPU, wbytes.data(), nullptr);
-        ASSERT_TRUE(backend->supports_weight(dtype));
+        ASSERT_TRUE(backend->supports(Op::Matmul, {dtype}));
+        ASSERT_TRUE(backend->supports(Op::Embedding, {dtype}));
+        ASSERT_FALSE(backend->supports(Op::RmsNorm, {dtype}));
         const auto xv = random_values(size_t(n * k), 5);
         Tensor x = backend->alloc("x", DType::F32, {n, k});
         std::memcpy(x.data(), xv.data(), xv.size() * 4);
@@ -260,9 +263,10 @@ TEST(QuantMatmul, BackendMatmulAndEmbeddingOnQuantizedWeights) {
       // Embedding: gathered rows dequantized exactly as the reference dequantizer does.
       auto table_bytes = make_weight(dtype, 9, k, true, 13);
       Tensor table("embed", dtype, {9, k}, Device::CPU, table_bytes.data(), nullptr);
-      const std::vector<int32_t> ids = {8, 0, 8, 3};
+      std::vector<int32_t> ids = {8, 0, 8, 3};
+      Tensor id_tensor("ids", DType::I32, {4}, Device::CPU, ids.data(), nullptr);
       Tensor rows = backend->alloc("rows", DType::F32, {4, k});
-      backend->embedding(table, ids, rows);
+      backend->embedding(table, id_tensor, rows);
       std::vector<float> want(static_cast<size_t>(k));
       for (size_t i = 0; i < ids.size(); ++i) {
         quant::dequantize_row(dtype, table_bytes.data() + dtype_bytes(dtype, size_t(k)) * ids[i], k,
@@ -283,8 +287,9 @@ TEST(QuantMatmul, RowsThatAreNotWholeBlocksAreRejected) {
   EXPECT_THROW(backend->matmul(x, w, out), InvalidArgument);
   Tensor table("t", DType::Q8_0, {2, 48}, Device::CPU, bytes.data(), nullptr);
   Tensor rows = backend->alloc("rows", DType::F32, {1, 48});
-  const std::vector<int32_t> ids = {1};
-  EXPECT_THROW(backend->embedding(table, ids, rows), InvalidArgument);
+  std::vector<int32_t> ids = {1};
+  Tensor id_tensor("ids", DType::I32, {1}, Device::CPU, ids.data(), nullptr);
+  EXPECT_THROW(backend->embedding(table, id_tensor, rows), InvalidArgument);
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 #include <string>
 
 #include "commands.h"
+#include "engine/kv_cache.h"
+#include "engine/step.h"
 #include "infera/error.h"
 #include "model_options.h"
 
@@ -55,9 +57,17 @@ void logits(const LogitsOptions& o) {
     if (id >= vocab)
       throw InvalidArgument("--prompt-ids: " + std::to_string(id) +
                             " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
-  KvCache cache = m.model->new_cache(n);
+  // One sequence in one step, with the asked-for rows as its outputs.
+  const int64_t block = 32;
+  KvCache cache(m.model->backend(), m.model->kv_shape(),
+                {.block_size = block, .num_blocks = (n + block - 1) / block});
+  const SeqId seq = cache.add_sequence();
+  cache.reserve(seq, n);
+  const SeqChunk chunk{seq, ids, OutputRows::None};
+  BatchDesc batch = build_batch(cache, std::span<const SeqChunk>(&chunk, 1));
+  for (int64_t r : rows) batch.output_rows.push_back(static_cast<int32_t>(r));
   std::vector<float> values(rows.size() * static_cast<size_t>(vocab));
-  m.model->forward(ids, cache, rows, values);
+  m.model->forward(batch, cache.pool(), values);
   std::ofstream out(o.out, std::ios::binary | std::ios::trunc);
   out.write(reinterpret_cast<const char*>(values.data()),
             static_cast<std::streamsize>(values.size() * sizeof(float)));

@@ -1,6 +1,7 @@
 // `infera run`: generate from a prompt, streaming the text, then report time and tokens/s.
 #include <sys/resource.h>
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -21,7 +22,10 @@ namespace {
 struct RunOptions {
   ModelOptions model;
   GenerationOptions generation;
+  EngineOptions engine;
   std::string prompt;
+  std::string prompt_file;
+  int64_t batch = 1;
   std::string prompt_ids;
   std::string system;
   int64_t synthetic_prompt = 0;
@@ -43,95 +47,175 @@ double peak_rss_mb() {
   return static_cast<double>(usage.ru_maxrss) / 1024.0;  // Linux reports KiB
 }
 
-void run(const RunOptions& o) {
-  const int given = !o.prompt.empty() + !o.prompt_ids.empty() + (o.synthetic_prompt > 0);
+// Lines of a prompt file: one prompt per non-empty line.
+std::vector<std::string> read_prompt_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw IoError("cannot open --prompt-file " + path);
+  std::vector<std::string> prompts;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (!line.empty()) prompts.push_back(line);
+  }
+  if (prompts.empty()) throw InvalidArgument("--prompt-file " + path + " has no prompts");
+  return prompts;
+}
+
+// The ids of one prompt text (chat-templated unless --raw).
+std::vector<int32_t> encode_prompt(const RunOptions& o, const LoadedModel& m,
+                                   const std::string& prompt) {
+  if (!m.tokenizer)
+    throw InvalidArgument(
+        "a text prompt needs a tokenizer: the model folder has no tokenizer.json; "
+        "pass --tokenizer PATH or use --prompt-ids");
+  if (o.raw) return m.tokenizer->encode(prompt);
+  std::vector<ChatMessage> messages;
+  if (!o.system.empty()) messages.push_back({.role = "system", .content = o.system});
+  messages.push_back({.role = "user", .content = prompt});
+  return m.tokenizer->encode(apply_chat_template(
+      messages, {.add_generation_prompt = true, .enable_thinking = !o.no_think}));
+}
+
+struct Prompt {
+  std::vector<int32_t> ids;
+  std::string shown;
+};
+
+std::vector<Prompt> build_prompts(const RunOptions& o, const LoadedModel& m) {
+  const int given =
+      !o.prompt.empty() + !o.prompt_ids.empty() + (o.synthetic_prompt > 0) + !o.prompt_file.empty();
   if (given != 1)
-    throw InvalidArgument("give exactly one of --prompt, --prompt-ids or --synthetic-prompt");
-  LoadedModel m = load_model(o.model, o.json);
-  const ModelInfo& info = m.model->info();
-
-  GenerationRequest request = o.generation.to_request(m.generation);
-  request.sampling.validate();  // before any output, so a bad option is the only line printed
-  std::string shown_prompt;
-  if (!o.prompt.empty()) {
-    if (!m.tokenizer)
-      throw InvalidArgument(
-          "--prompt needs a tokenizer: the model folder has no tokenizer.json; "
-          "pass --tokenizer PATH or use --prompt-ids");
-    std::string text = o.prompt;
-    if (!o.raw) {
-      std::vector<ChatMessage> messages;
-      if (!o.system.empty()) messages.push_back({.role = "system", .content = o.system});
-      messages.push_back({.role = "user", .content = o.prompt});
-      text = apply_chat_template(messages,
-                                 {.add_generation_prompt = true, .enable_thinking = !o.no_think});
-    }
-    request.prompt = m.tokenizer->encode(text);
-    shown_prompt = o.prompt;
+    throw InvalidArgument(
+        "give exactly one of --prompt, --prompt-file, --prompt-ids or --synthetic-prompt");
+  std::vector<Prompt> prompts;
+  const int64_t vocab = m.model->info().vocab;
+  if (!o.prompt_file.empty()) {
+    for (const std::string& text : read_prompt_file(o.prompt_file))
+      prompts.push_back({encode_prompt(o, m, text), text});
+  } else if (!o.prompt.empty()) {
+    prompts.push_back({encode_prompt(o, m, o.prompt), o.prompt});
   } else if (!o.prompt_ids.empty()) {
-    request.prompt = parse_id_list(o.prompt_ids, "--prompt-ids");
-    shown_prompt = m.tokenizer ? m.tokenizer->decode(request.prompt) : o.prompt_ids;
-  } else {
-    // Deterministic ids spread over the vocabulary: a stand-in prompt of a given length for
-    // speed measurements, where the text does not matter.
-    for (int64_t i = 0; i < o.synthetic_prompt; ++i)
-      request.prompt.push_back(static_cast<int32_t>((1000 + i * 7919) % info.vocab));
-    shown_prompt = "<" + std::to_string(o.synthetic_prompt) + " synthetic tokens>";
+    Prompt p{parse_id_list(o.prompt_ids, "--prompt-ids"), o.prompt_ids};
+    if (m.tokenizer) p.shown = m.tokenizer->decode(p.ids);
+    prompts.push_back(std::move(p));
   }
-
-  if (!o.json) {
-    std::printf("Model: %s\n", info.summary().c_str());
-    std::printf("Backend: %s, weights %s\n", m.model->backend().name().c_str(),
-                std::string(dtype_name(info.weight_dtype)).c_str());
-    std::printf("Prompt: %s (%zu tokens)\n", one_line(shown_prompt).c_str(), request.prompt.size());
-    std::printf("Output: ");
-    std::fflush(stdout);
-  }
-  std::unique_ptr<StreamDecoder> stream;
-  if (m.tokenizer) stream = std::make_unique<StreamDecoder>(*m.tokenizer);
-  Generator generator(*m.model);
-  const GenerationResult result = generator.generate(request, [&](int32_t id) {
-    if (!o.json) {
-      if (stream) {
-        const std::string piece = stream->push(id);
-        std::fwrite(piece.data(), 1, piece.size(), stdout);
-      } else {
-        std::printf("%d ", id);
-      }
-      std::fflush(stdout);
+  // --batch N: N copies of each prompt; synthetic prompts differ per copy, so that no two
+  // sequences of a speed measurement are the same.
+  std::vector<Prompt> out;
+  for (int64_t copy = 0; copy < o.batch; ++copy) {
+    if (o.synthetic_prompt > 0) {
+      Prompt p;
+      for (int64_t i = 0; i < o.synthetic_prompt; ++i)
+        p.ids.push_back(static_cast<int32_t>((1000 + copy * 104729 + i * 7919) % vocab));
+      p.shown = "<" + std::to_string(o.synthetic_prompt) + " synthetic tokens>";
+      out.push_back(std::move(p));
     }
-    return true;
-  });
+    for (const Prompt& p : prompts) out.push_back(p);
+  }
+  return out;
+}
+
+nlohmann::json result_json(const ModelInfo& info, const LoadedModel& m,
+                           const std::vector<int32_t>& prompt, const GenerationResult& result) {
   const GenerationStats& s = result.stats;
-  if (o.json) {
-    nlohmann::json j = {{"model", info.summary()},
-                        {"prompt_ids", request.prompt},
-                        {"ids", result.tokens},
-                        {"finish_reason", result.finish_reason},
-                        {"load_seconds", m.load_seconds},
-                        {"prompt_tokens", s.prompt_tokens},
-                        {"generated_tokens", s.generated_tokens},
-                        {"prefill_seconds", s.prefill_seconds},
-                        {"decode_seconds", s.decode_seconds},
-                        {"prefill_tokens_per_second", s.prefill_tokens_per_second()},
-                        {"decode_tokens_per_second", s.decode_tokens_per_second()},
-                        {"peak_rss_mb", peak_rss_mb()}};
-    if (m.tokenizer) j["text"] = m.tokenizer->decode(result.tokens);
-    std::cout << j.dump() << std::endl;
-    return;
-  }
-  if (stream) {
-    const std::string rest = stream->flush();
-    std::fwrite(rest.data(), 1, rest.size(), stdout);
-  }
+  nlohmann::json j = {{"model", info.summary()},
+                      {"prompt_ids", prompt},
+                      {"ids", result.tokens},
+                      {"finish_reason", result.finish_reason},
+                      {"load_seconds", m.load_seconds},
+                      {"prompt_tokens", s.prompt_tokens},
+                      {"generated_tokens", s.generated_tokens},
+                      {"prefill_seconds", s.prefill_seconds},
+                      {"decode_seconds", s.decode_seconds},
+                      {"prefill_tokens_per_second", s.prefill_tokens_per_second()},
+                      {"decode_tokens_per_second", s.decode_tokens_per_second()},
+                      {"peak_rss_mb", peak_rss_mb()}};
+  if (m.tokenizer) j["text"] = m.tokenizer->decode(result.tokens);
+  return j;
+}
+
+void print_time_line(const LoadedModel& m, const GenerationResult& result) {
+  const GenerationStats& s = result.stats;
   // The first generated token comes out of the prefill; decode speed counts the steps after it.
   std::printf(
-      "\n\nTime: load %.2f s | prefill %lld tokens in %.3f s (%.1f tok/s) | decode %lld "
+      "Time: load %.2f s | prefill %lld tokens in %.3f s (%.1f tok/s) | decode %lld "
       "tokens in %.3f s (%.2f tok/s) | generated %lld, finish: %s\n",
       m.load_seconds, static_cast<long long>(s.prompt_tokens), s.prefill_seconds,
       s.prefill_tokens_per_second(), static_cast<long long>(s.decode_steps), s.decode_seconds,
       s.decode_tokens_per_second(), static_cast<long long>(s.generated_tokens),
       result.finish_reason.c_str());
+}
+
+void run(const RunOptions& o) {
+  LoadedModel m = load_model(o.model, o.json);
+  const ModelInfo& info = m.model->info();
+  GenerationRequest base = o.generation.to_request(m.generation);
+  base.sampling.validate();  // before any output, so a bad option is the only line printed
+  const std::vector<Prompt> prompts = build_prompts(o, m);
+  std::vector<GenerationRequest> requests(prompts.size(), base);
+  for (size_t i = 0; i < prompts.size(); ++i) requests[i].prompt = prompts[i].ids;
+  Generator generator(*m.model, o.engine.to_generator_options());
+  const bool single = requests.size() == 1;
+
+  if (!o.json) {
+    std::printf("Model: %s\n", info.summary().c_str());
+    std::printf("Backend: %s, weights %s, KV cache %s\n", m.model->backend().name().c_str(),
+                std::string(dtype_name(info.weight_dtype)).c_str(), o.engine.kv_dtype.c_str());
+    if (single) {
+      std::printf("Prompt: %s (%zu tokens)\nOutput: ", one_line(prompts[0].shown).c_str(),
+                  requests[0].prompt.size());
+    } else {
+      std::printf("Requests: %zu, run together\n", requests.size());
+    }
+    std::fflush(stdout);
+  }
+  // One request streams its text as it comes; several print each result when all are done.
+  std::unique_ptr<StreamDecoder> stream;
+  if (m.tokenizer && single && !o.json) stream = std::make_unique<StreamDecoder>(*m.tokenizer);
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<GenerationResult> results =
+      generator.generate(requests, [&](size_t, int32_t id) {
+        if (single && !o.json) {
+          if (stream) {
+            const std::string piece = stream->push(id);
+            std::fwrite(piece.data(), 1, piece.size(), stdout);
+          } else {
+            std::printf("%d ", id);
+          }
+          std::fflush(stdout);
+        }
+        return true;
+      });
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (o.json) {
+    for (size_t i = 0; i < results.size(); ++i)
+      std::cout << result_json(info, m, requests[i].prompt, results[i]).dump() << std::endl;
+    return;
+  }
+  if (single) {
+    if (stream) {
+      const std::string rest = stream->flush();
+      std::fwrite(rest.data(), 1, rest.size(), stdout);
+    }
+    std::printf("\n\n");
+    print_time_line(m, results[0]);
+    return;
+  }
+  int64_t generated = 0, prompt_tokens = 0;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const std::string text = m.tokenizer ? m.tokenizer->decode(results[i].tokens) : "";
+    std::printf("\n[%zu] Prompt: %s (%zu tokens)\n[%zu] Output: %s\n", i,
+                one_line(prompts[i].shown).c_str(), requests[i].prompt.size(), i,
+                m.tokenizer ? text.c_str() : "(no tokenizer: ids only)");
+    generated += results[i].stats.generated_tokens;
+    prompt_tokens += results[i].stats.prompt_tokens;
+  }
+  std::printf(
+      "\nTime: load %.2f s | %zu requests, %lld prompt tokens, %lld generated in %.3f s "
+      "(%.2f generated tok/s overall)\n",
+      m.load_seconds, results.size(), static_cast<long long>(prompt_tokens),
+      static_cast<long long>(generated), wall,
+      wall > 0 ? static_cast<double>(generated) / wall : 0);
 }
 
 }  // namespace
@@ -148,7 +232,13 @@ void add_run_command(CLI::App& app) {
   opts->model.add_to(*cmd);
   cmd->add_option("-p,--prompt", opts->prompt,
                   "Prompt text; wrapped in the model's chat template unless --raw");
+  cmd->add_option("--prompt-file", opts->prompt_file,
+                  "Several prompts, one per line, generated together in one batch");
   cmd->add_option("--prompt-ids", opts->prompt_ids, "Prompt as token ids: 785,6722,315");
+  cmd->add_option("--batch", opts->batch,
+                  "Run N copies of the request together (throughput); synthetic prompts differ")
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}))
+      ->capture_default_str();
   cmd->add_option("--synthetic-prompt", opts->synthetic_prompt,
                   "A stand-in prompt of N token ids (speed measurements)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
@@ -158,6 +248,7 @@ void add_run_command(CLI::App& app) {
                 "Disable thinking (Qwen3: enable_thinking=false, an empty think block)");
   cmd->add_flag("--json", opts->json, "Print one JSON object (ids, text, timings) instead");
   opts->generation.add_to(*cmd);
+  opts->engine.add_to(*cmd);
   cmd->callback([opts] { run(*opts); });
 }
 

@@ -40,4 +40,30 @@ GenerationRequest GenerationOptions::to_request(const io::GenerationDefaults& d)
   return r;
 }
 
+void EngineOptions::add_to(CLI::App& cmd) {
+  cmd.add_option("--kv-dtype", kv_dtype, "KV cache storage: f32, bf16 or f16")
+      ->check(CLI::IsMember({"f32", "bf16", "f16"}))
+      ->capture_default_str();
+  cmd.add_option("--kv-block-size", block_size, "KV cache tokens per block")
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}))
+      ->capture_default_str();
+  cmd.add_option("--max-batch-tokens", max_batch_tokens,
+                 "Most tokens in one forward pass (decode rows + prompt chunks)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
+  cmd.add_option("--kv-memory-mb", kv_memory_mb,
+                 "Most memory for the KV cache; requests beyond it wait their turn")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))
+      ->capture_default_str();
+}
+
+GeneratorOptions EngineOptions::to_generator_options() const {
+  GeneratorOptions g;
+  g.kv_dtype = kv_dtype == "bf16" ? DType::BF16 : kv_dtype == "f16" ? DType::F16 : DType::F32;
+  g.block_size = block_size;
+  g.max_batch_tokens = max_batch_tokens;
+  g.max_kv_bytes = kv_memory_mb << 20;
+  return g;
+}
+
 }  // namespace infera::cli

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <optional>
+#include <string>
 
 #include "engine/generator.h"
 #include "io/hf_config.h"
@@ -21,6 +22,17 @@ struct GenerationOptions {
 
   void add_to(CLI::App& cmd);
   GenerationRequest to_request(const io::GenerationDefaults& defaults) const;
+};
+
+// How the engine runs requests: KV cache storage and the per-step token budget.
+struct EngineOptions {
+  std::string kv_dtype = "f32";
+  int64_t block_size = 32;
+  int64_t max_batch_tokens = 512;
+  int64_t kv_memory_mb = 8192;
+
+  void add_to(CLI::App& cmd);
+  GeneratorOptions to_generator_options() const;
 };
 
 }  // namespace infera::cli

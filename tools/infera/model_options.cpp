@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "backend/registry.h"
 #include "infera/error.h"
 
 namespace infera::cli {
@@ -21,6 +22,10 @@ void ModelOptions::add_to(CLI::App& cmd) {
   cmd.add_option("-t,--threads", threads, "CPU threads (0: one per core)")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
+  cmd.add_option("--device", device,
+                 "Where to run: cpu, cuda, or auto (CUDA when a GPU is present)")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+      ->capture_default_str();
 }
 
 LoadedModel load_model(const ModelOptions& options, bool quiet) {
@@ -36,7 +41,7 @@ LoadedModel load_model(const ModelOptions& options, bool quiet) {
   if (!quiet)
     std::fprintf(stderr, "Loading %s%s ...\n", dir.string().c_str(),
                  options.dummy_weights ? " with dummy weights" : "");
-  loaded.backend = make_cpu_backend(options.threads);
+  loaded.backend = make_backend({.device = options.device, .threads = options.threads});
   loaded.model =
       load_causal_lm(dir, *loaded.backend,
                      {.dummy_weights = options.dummy_weights, .dummy_seed = options.dummy_seed});

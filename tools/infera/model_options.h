@@ -22,6 +22,7 @@ struct ModelOptions {
   bool dummy_weights = false;
   uint64_t dummy_seed = 0;
   int threads = 0;
+  std::string device = "auto";
 
   void add_to(CLI::App& cmd);
 };

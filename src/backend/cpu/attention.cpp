@@ -1,52 +1,140 @@
-// Causal grouped-query attention on the CPU.
+// Grouped-query attention over the paged KV cache, on the CPU.
 //
-// Work item: one kv head g and a block of up to kQueryBlock query positions. The block's queries
-// of every q head sharing g are gathered into one matrix Q [group * B, d], so that
-//   S = Q . K_g^T   runs as a tiled matmul over the head's contiguous key history (K read once
-//                   per block, not once per query and head), then per row
-//   softmax over the visible positions (vectorised exp), and
-//   out = P . V_g   as a register-accumulated weighted sum of value rows.
-// Decode (one query) is the same path with B = 1.
+// Work item: one sequence, one kv head g and a block of up to kQueryBlock of the sequence's rows.
+// The block's queries of every q head sharing g are gathered into one matrix Q [group * B, d], so
+//   S = Q . K_g^T   runs as a tiled matmul over each cache block's contiguous rows of head g
+//                   (K read once per item, not once per query and head), only over the keys some
+//                   row of the item may see (the causal limit, a local window), then per row
+//   softmax over that row's visible keys (vectorised exp), and
+//   out = P . V_g   as a register-accumulated weighted sum of value rows, block by block in key
+//                   order (so the result is bit-identical to an unpaged sum).
+// Decode (one row per sequence) is the same path with B = 1.
 #include <algorithm>
+#include <atomic>
+#include <cstring>
 #include <vector>
 
 #include "backend/cpu/cpu_attention.h"
 #include "backend/cpu/simd_kernels.h"
+#include "core/dtype_convert.h"
 
 namespace infera::cpu {
 namespace {
 constexpr int64_t kQueryBlock = 32;
+
+struct Item {
+  int32_t seq, head, first_row, rows;
+};
+
+// Visible key range [lo, hi) of a query at `pos` in a sequence of `len` keys.
+inline void key_range(int64_t pos, int64_t len, const AttentionParams& p, int64_t& lo,
+                      int64_t& hi) {
+  hi = p.causal ? pos + 1 : len;
+  lo = 0;
+  if (p.window >= 0) {
+    lo = std::max<int64_t>(0, pos - p.window);
+    hi = std::min<int64_t>(hi, pos + p.window + 1);
+  }
+  hi = std::min(hi, len);
+}
+
 }  // namespace
 
-void attention_causal(ThreadPool& pool, const float* q, int64_t n, int64_t hq, int64_t d,
-                      const float* k_cache, const float* v_cache, int64_t hkv, int64_t capacity,
-                      int64_t start_pos, float scale, float* out) {
+void kv_write(const float* k, const float* v, int64_t n, const int32_t* slots, void* key_pool,
+              void* value_pool, DType dtype, int64_t kv_heads, int64_t block_size,
+              int64_t head_dim) {
+  const int64_t d = head_dim;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t block = slots[i] / block_size, offset = slots[i] % block_size;
+    for (int64_t h = 0; h < kv_heads; ++h) {
+      const int64_t dst = ((block * kv_heads + h) * block_size + offset) * d;
+      const float* ks = k + (i * kv_heads + h) * d;
+      const float* vs = v + (i * kv_heads + h) * d;
+      if (dtype == DType::F32) {
+        std::memcpy(static_cast<float*>(key_pool) + dst, ks, static_cast<size_t>(d) * 4);
+        std::memcpy(static_cast<float*>(value_pool) + dst, vs, static_cast<size_t>(d) * 4);
+      } else {
+        uint16_t* kd = static_cast<uint16_t*>(key_pool) + dst;
+        uint16_t* vd = static_cast<uint16_t*>(value_pool) + dst;
+        const bool bf = dtype == DType::BF16;
+        for (int64_t j = 0; j < d; ++j) {
+          kd[j] = bf ? f32_to_bf16(ks[j]) : f32_to_f16(ks[j]);
+          vd[j] = bf ? f32_to_bf16(vs[j]) : f32_to_f16(vs[j]);
+        }
+      }
+    }
+  }
+}
+
+void attention_paged(ThreadPool& pool, const float* q, int64_t hq, const PagedKv& kv,
+                     const BatchDesc& batch, const AttentionParams& params, float* out) {
+  const int64_t d = kv.head_dim, hkv = kv.kv_heads, bs = kv.block_size;
   const int64_t group = hq / hkv;
-  const int64_t blocks = (n + kQueryBlock - 1) / kQueryBlock;
-  pool.parallel_for(hkv * blocks, 1, [&](int64_t begin, int64_t end) {
+  const size_t esize = dtype_bytes(kv.dtype, 1);
+  std::vector<Item> items;
+  for (int64_t b = 0; b < batch.num_seqs(); ++b) {
+    const int32_t begin = batch.query_start[static_cast<size_t>(b)];
+    const int32_t end = batch.query_start[static_cast<size_t>(b + 1)];
+    for (int64_t g = 0; g < hkv; ++g)
+      for (int32_t r = begin; r < end; r += kQueryBlock)
+        items.push_back({static_cast<int32_t>(b), static_cast<int32_t>(g), r,
+                         static_cast<int32_t>(std::min<int64_t>(kQueryBlock, end - r))});
+  }
+  // Items differ in cost (a long prefill block vs a decode row): threads take them one by one.
+  std::atomic<size_t> next{0};
+  pool.parallel_for(pool.size(), 1, [&](int64_t, int64_t) {
     std::vector<float> qblk, scores, panel(static_cast<size_t>(kPanelRows * d));
-    for (int64_t item = begin; item < end; ++item) {
-      const int64_t g = item / blocks, i0 = (item % blocks) * kQueryBlock;
-      const int64_t nb = std::min(kQueryBlock, n - i0);
-      const int64_t rows = group * nb;
-      const int64_t keys = start_pos + i0 + nb;  // visible to the block's last query
-      const float* kg = k_cache + g * capacity * d;
-      const float* vg = v_cache + g * capacity * d;
-      // Row r = hg * nb + bi holds query i0 + bi of q head g * group + hg.
+    std::vector<int64_t> row_lo, row_hi;
+    for (size_t it; (it = next.fetch_add(1)) < items.size();) {
+      const Item& item = items[it];
+      const int64_t nb = item.rows, rows = group * nb, g = item.head;
+      const int64_t len = batch.seq_lens[static_cast<size_t>(item.seq)];
+      const int32_t* table = batch.block_table.data() + int64_t{item.seq} * batch.max_blocks;
+      // Row r = hg * nb + bi holds row first_row + bi of q head g * group + hg.
+      row_lo.resize(static_cast<size_t>(nb));
+      row_hi.resize(static_cast<size_t>(nb));
+      int64_t lo = len, hi = 0;
+      for (int64_t bi = 0; bi < nb; ++bi) {
+        key_range(batch.positions[static_cast<size_t>(item.first_row + bi)], len, params,
+                  row_lo[static_cast<size_t>(bi)], row_hi[static_cast<size_t>(bi)]);
+        lo = std::min(lo, row_lo[static_cast<size_t>(bi)]);
+        hi = std::max(hi, row_hi[static_cast<size_t>(bi)]);
+      }
       qblk.resize(static_cast<size_t>(rows * d));
       for (int64_t hg = 0; hg < group; ++hg)
         for (int64_t bi = 0; bi < nb; ++bi)
-          std::copy_n(q + ((i0 + bi) * hq + g * group + hg) * d, d,
+          std::copy_n(q + ((item.first_row + bi) * hq + g * group + hg) * d, d,
                       qblk.data() + (hg * nb + bi) * d);
-      scores.resize(static_cast<size_t>(rows * keys));
-      matmul_rows(qblk.data(), rows, d, kg, DType::F32, 0, keys, scores.data(), keys, panel.data());
+      const int64_t width = std::max<int64_t>(hi - lo, 1);
+      scores.resize(static_cast<size_t>(rows * width));
+      // S over keys [lo, hi), one cache block's stretch at a time.
+      for (int64_t t = lo; t < hi;) {
+        const int64_t off = t % bs, take = std::min(bs - off, hi - t);
+        const char* base = static_cast<const char*>(kv.keys) +
+                           ((table[t / bs] * hkv + g) * bs + off) * d * static_cast<int64_t>(esize);
+        matmul_rows(qblk.data(), rows, d, base, kv.dtype, 0, take, scores.data() + (t - lo), width,
+                    panel.data());
+        t += take;
+      }
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t hg = r / nb, bi = r % nb;
-        const int64_t visible = start_pos + i0 + bi + 1;  // the causal mask
-        float* p = scores.data() + r * keys;
-        const float inv_sum = 1.0f / softmax_numerators_f32(p, visible, scale);
-        for (int64_t t = 0; t < visible; ++t) p[t] *= inv_sum;
-        weighted_row_sum_f32(p, visible, vg, d, out + ((i0 + bi) * hq + g * group + hg) * d);
+        const int64_t rlo = row_lo[static_cast<size_t>(bi)], rhi = row_hi[static_cast<size_t>(bi)];
+        float* o = out + ((item.first_row + bi) * hq + g * group + hg) * d;
+        if (rhi <= rlo) {  // no visible key (cannot happen causally): a zero output, not a NaN
+          std::fill_n(o, d, 0.0f);
+          continue;
+        }
+        float* p = scores.data() + r * width + (rlo - lo);
+        const float inv_sum = 1.0f / softmax_numerators_f32(p, rhi - rlo, params.scale);
+        for (int64_t t = 0; t < rhi - rlo; ++t) p[t] *= inv_sum;
+        for (int64_t t = rlo; t < rhi;) {
+          const int64_t off = t % bs, take = std::min(bs - off, rhi - t);
+          const char* base =
+              static_cast<const char*>(kv.values) +
+              ((table[t / bs] * hkv + g) * bs + off) * d * static_cast<int64_t>(esize);
+          weighted_row_sum(p + (t - rlo), take, base, kv.dtype, d, o, t != rlo);
+          t += take;
+        }
       }
     }
   });

@@ -1,15 +1,30 @@
-// Raw-pointer attention kernel of the CPU backend (shapes are checked by the backend).
+// Raw-pointer attention and cache-write kernels of the CPU backend (the backend checks shapes and
+// the batch has been validated, so indices here are trusted).
 #pragma once
 
 #include <cstdint>
 
 #include "backend/cpu/thread_pool.h"
+#include "infera/tensor.h"
+#include "ops/batch.h"
 
 namespace infera::cpu {
 
-// q [n, hq, d]; k_cache, v_cache [hkv, capacity, d]; out [n, hq, d]. See Backend::attention_causal.
-void attention_causal(ThreadPool& pool, const float* q, int64_t n, int64_t hq, int64_t d,
-                      const float* k_cache, const float* v_cache, int64_t hkv, int64_t capacity,
-                      int64_t start_pos, float scale, float* out);
+// One layer's paged pools as attention reads them: [num_blocks, kv_heads, block_size, head_dim].
+struct PagedKv {
+  const void* keys;
+  const void* values;
+  DType dtype;
+  int64_t kv_heads, block_size, head_dim;
+};
+
+// Rows of k and v ([n, kv_heads, head_dim] F32) to their slots, converted to the pool's dtype.
+void kv_write(const float* k, const float* v, int64_t n, const int32_t* slots, void* key_pool,
+              void* value_pool, DType dtype, int64_t kv_heads, int64_t block_size,
+              int64_t head_dim);
+
+// q, out [T, hq, head_dim]; see Backend::attention.
+void attention_paged(ThreadPool& pool, const float* q, int64_t hq, const PagedKv& kv,
+                     const BatchDesc& batch, const AttentionParams& params, float* out);
 
 }  // namespace infera::cpu

@@ -1,5 +1,7 @@
 // The CPU backend: F32 activations, weights used in place (F32/F16/BF16), SIMD kernels from
 // simd_kernels.cpp, work split over one thread pool by rows or heads.
+#include "backend/cpu/cpu_backend.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -7,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/convert.h"
 #include "backend/cpu/cpu_attention.h"
 #include "backend/cpu/quant_matmul.h"
 #include "backend/cpu/simd_kernels.h"
@@ -29,10 +30,19 @@ void expect_f32_cpu(const Tensor& t, const char* op) {
          "tensor " + t.name() + " must be F32, is " + std::string(dtype_name(t.dtype())));
 }
 
-void expect_within_cache(const char* op, int64_t start_pos, int64_t n, int64_t capacity) {
-  expect(start_pos >= 0 && start_pos + n <= capacity, op,
-         "positions up to " + std::to_string(start_pos + n) + " exceed the cache capacity " +
-             std::to_string(capacity));
+void expect_i32_rows(const Tensor& t, int64_t n, const char* op, const char* what) {
+  expect(!t.empty() && t.dtype() == DType::I32 && t.device() == Device::CPU && t.numel() == n, op,
+         std::string(what) + " must be I32 [" + std::to_string(n) + "] on the cpu, is " +
+             (t.empty() ? std::string("empty") : t.shape().str()));
+}
+
+bool is_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+
+// A host vector of the batch as an I32 tensor, without a copy.
+Tensor host_i32(const char* name, const std::vector<int32_t>& v) {
+  if (v.empty()) return {};
+  return Tensor(name, DType::I32, {static_cast<int64_t>(v.size())}, Device::CPU,
+                const_cast<int32_t*>(v.data()), nullptr);
 }
 
 std::string shapes(const Tensor& a, const Tensor& b) {
@@ -55,10 +65,19 @@ class CpuBackend final : public Backend {
            " threads)";
   }
   Device device() const override { return Device::CPU; }
-  bool supports_weight(DType dtype) const override {
-    return dtype == DType::F32 || dtype == DType::F16 || dtype == DType::BF16 ||
-           dtype_is_quantized(dtype);
+  bool supports(Op op, std::initializer_list<DType> dtypes) const override {
+    for (DType t : dtypes) {
+      const bool ok = (op == Op::Embedding || op == Op::Matmul)
+                          ? supports_weight(t)
+                      : (op == Op::RmsNorm || op == Op::KvWrite || op == Op::Attention)
+                          ? is_float(t)
+                          : t == DType::F32;
+      if (!ok) return false;
+    }
+    return true;
   }
+  // Matmul and embedding weights: float, or block-quantized (quant_matmul.h).
+  bool supports_weight(DType dtype) const { return is_float(dtype) || dtype_is_quantized(dtype); }
 
   Tensor alloc(const std::string& name, DType dtype, Shape shape) override {
     // calloc maps large blocks lazily as zero pages, so a KV cache sized for a long context costs
@@ -83,20 +102,34 @@ class CpuBackend final : public Backend {
     std::memcpy(dst.data(), src.data(), dst.size() * sizeof(float));
   }
 
-  void embedding(const Tensor& table, std::span<const int32_t> ids, Tensor& out) override {
+  Batch upload_batch(const BatchDesc& desc) override {
+    Batch b;
+    b.desc = &desc;
+    b.tokens = host_i32("tokens", desc.tokens);
+    b.positions = host_i32("positions", desc.positions);
+    b.slots = host_i32("slots", desc.slots);
+    b.query_start = host_i32("query_start", desc.query_start);
+    b.seq_lens = host_i32("seq_lens", desc.seq_lens);
+    b.block_table = host_i32("block_table", desc.block_table);
+    b.output_rows = host_i32("output_rows", desc.output_rows);
+    return b;
+  }
+
+  void embedding(const Tensor& table, const Tensor& ids, Tensor& out) override {
     expect_f32_cpu(out, "embedding");
-    expect(table.rank() == 2 && out.rank() == 2 && out.dim(0) == static_cast<int64_t>(ids.size()) &&
-               out.dim(1) == table.dim(1),
+    expect(table.rank() == 2 && out.rank() == 2 && out.dim(1) == table.dim(1) &&
+               supports_weight(table.dtype()),
            "embedding", shapes(table, out));
+    expect_i32_rows(ids, out.dim(0), "embedding", "ids");
     const int64_t dim = table.dim(1);
-    for (size_t i = 0; i < ids.size(); ++i) {
-      expect(ids[i] >= 0 && ids[i] < table.dim(0), "embedding",
-             "token id " + std::to_string(ids[i]) + " outside the vocabulary [0, " +
+    const int32_t* id = ids.data_as<const int32_t>();
+    for (int64_t i = 0; i < out.dim(0); ++i) {
+      expect(id[i] >= 0 && id[i] < table.dim(0), "embedding",
+             "token id " + std::to_string(id[i]) + " outside the vocabulary [0, " +
                  std::to_string(table.dim(0)) + ")");
       const char* row = static_cast<const char*>(table.data()) +
-                        dtype_bytes(table.dtype(), static_cast<size_t>(ids[i] * dim));
-      cpu::weight_row_to_f32(row, table.dtype(), dim,
-                             out.data_as<float>() + static_cast<int64_t>(i) * dim);
+                        dtype_bytes(table.dtype(), static_cast<size_t>(id[i] * dim));
+      cpu::weight_row_to_f32(row, table.dtype(), dim, out.data_as<float>() + i * dim);
     }
   }
 
@@ -146,55 +179,53 @@ class CpuBackend final : public Backend {
     });
   }
 
-  void rope(Tensor& x, std::span<const int32_t> positions, double theta) override {
+  void rope(Tensor& x, const Tensor& positions, double theta) override {
     expect_f32_cpu(x, "rope");
-    expect(x.rank() == 3 && x.dim(0) == static_cast<int64_t>(positions.size()) && x.dim(2) % 2 == 0,
-           "rope",
-           "x " + x.shape().str() + " with " + std::to_string(positions.size()) + " positions");
+    expect(x.rank() == 3 && x.dim(2) % 2 == 0, "rope", "x " + x.shape().str());
+    expect_i32_rows(positions, x.dim(0), "rope", "positions");
     const int64_t n = x.dim(0), heads = x.dim(1), d = x.dim(2), half = d / 2;
-    // inv_freq and angles in f32, as transformers computes them, for bit-level agreement.
-    std::vector<float> inv_freq(static_cast<size_t>(half));
-    for (int64_t j = 0; j < half; ++j) {
-      const float expo = static_cast<float>(2 * j) / static_cast<float>(d);
-      inv_freq[static_cast<size_t>(j)] =
-          1.0f / static_cast<float>(std::pow(static_cast<float>(theta), expo));
+    const int32_t* pos = positions.data_as<const int32_t>();
+    int32_t max_pos = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      expect(pos[i] >= 0, "rope", "negative position " + std::to_string(pos[i]));
+      max_pos = std::max(max_pos, pos[i]);
     }
+    const RopeTable& table = rope_table(theta, d, max_pos);
     float* data = x.data_as<float>();
     pool_.parallel_for(n, 4, [&](int64_t begin, int64_t end) {
-      std::vector<float> cs(static_cast<size_t>(half)), sn(static_cast<size_t>(half));
       for (int64_t i = begin; i < end; ++i) {
-        for (int64_t j = 0; j < half; ++j) {
-          const float angle = static_cast<float>(positions[static_cast<size_t>(i)]) *
-                              inv_freq[static_cast<size_t>(j)];
-          cs[static_cast<size_t>(j)] = std::cos(angle);
-          sn[static_cast<size_t>(j)] = std::sin(angle);
-        }
+        const float* cs = table.cos.data() + pos[i] * half;
+        const float* sn = table.sin.data() + pos[i] * half;
         for (int64_t h = 0; h < heads; ++h) {
           float* v = data + (i * heads + h) * d;
           for (int64_t j = 0; j < half; ++j) {
             const float a = v[j], b = v[j + half];
-            v[j] = a * cs[static_cast<size_t>(j)] - b * sn[static_cast<size_t>(j)];
-            v[j + half] = b * cs[static_cast<size_t>(j)] + a * sn[static_cast<size_t>(j)];
+            v[j] = a * cs[j] - b * sn[j];
+            v[j + half] = b * cs[j] + a * sn[j];
           }
         }
       }
     });
   }
 
-  void copy_rows(const Tensor& src, Tensor& dst, int64_t dst_row) override {
-    expect_f32_cpu(src, "copy_rows");
-    expect_f32_cpu(dst, "copy_rows");
-    const int64_t width = src.numel() / std::max<int64_t>(src.dim(0), 1);
-    const int64_t dst_width = dst.numel() / std::max<int64_t>(dst.dim(0), 1);
-    expect(width == dst_width && dst_row >= 0 && dst_row + src.dim(0) <= dst.dim(0), "copy_rows",
-           shapes(src, dst) + " at row " + std::to_string(dst_row));
-    std::memcpy(dst.data_as<float>() + dst_row * width, src.data(),
-                static_cast<size_t>(src.numel()) * sizeof(float));
+  void gather_rows(const Tensor& src, const Tensor& rows, Tensor& dst) override {
+    expect_f32_cpu(src, "gather_rows");
+    expect_f32_cpu(dst, "gather_rows");
+    const int64_t width = row_width(src), n = row_count(src);
+    expect(row_width(dst) == width, "gather_rows", shapes(src, dst));
+    expect_i32_rows(rows, row_count(dst), "gather_rows", "rows");
+    const int32_t* r = rows.data_as<const int32_t>();
+    for (int64_t i = 0; i < row_count(dst); ++i) {
+      expect(r[i] >= 0 && r[i] < n, "gather_rows",
+             "row " + std::to_string(r[i]) + " outside [0, " + std::to_string(n) + ")");
+      std::memcpy(dst.data_as<float>() + i * width, src.data_as<float>() + r[i] * width,
+                  static_cast<size_t>(width) * sizeof(float));
+    }
   }
 
-  void kv_append(const Tensor& src, Tensor& cache, int64_t start_pos) override;
-  void attention_causal(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                        int64_t start_pos, float scale, Tensor& out) override;
+  void kv_write(const Tensor& k, const Tensor& v, KvLayer& cache, const Batch& batch) override;
+  void attention(const Tensor& q, const KvLayer& cache, const Batch& batch,
+                 const AttentionParams& params, Tensor& out) override;
 
   void swiglu(const Tensor& gate, const Tensor& up, Tensor& out) override {
     expect_f32_cpu(gate, "swiglu");
@@ -221,42 +252,102 @@ class CpuBackend final : public Backend {
   }
 
  private:
+  // cos and sin of pos * inv_freq[j] for every position up to the largest seen, computed once
+  // per (theta, head_dim) in f32 exactly as transformers does, then only read.
+  struct RopeTable {
+    double theta;
+    int64_t head_dim, positions = 0;
+    std::vector<float> cos, sin;
+  };
+  const RopeTable& rope_table(double theta, int64_t d, int32_t max_pos) {
+    RopeTable* t = nullptr;
+    for (RopeTable& r : rope_tables_)
+      if (r.theta == theta && r.head_dim == d) t = &r;
+    if (!t) t = &rope_tables_.emplace_back(RopeTable{theta, d, 0, {}, {}});
+    if (max_pos < t->positions) return *t;
+    const int64_t half = d / 2;
+    // Grow geometrically so that decode, one position at a time, rarely recomputes.
+    const int64_t want = std::max<int64_t>(int64_t{max_pos} + 1, 2 * t->positions);
+    std::vector<float> inv_freq(static_cast<size_t>(half));
+    for (int64_t j = 0; j < half; ++j) {
+      const float expo = static_cast<float>(2 * j) / static_cast<float>(d);
+      inv_freq[static_cast<size_t>(j)] =
+          1.0f / static_cast<float>(std::pow(static_cast<float>(theta), expo));
+    }
+    t->cos.resize(static_cast<size_t>(want * half));
+    t->sin.resize(static_cast<size_t>(want * half));
+    for (int64_t p = t->positions; p < want; ++p)
+      for (int64_t j = 0; j < half; ++j) {
+        const float angle = static_cast<float>(p) * inv_freq[static_cast<size_t>(j)];
+        t->cos[static_cast<size_t>(p * half + j)] = std::cos(angle);
+        t->sin[static_cast<size_t>(p * half + j)] = std::sin(angle);
+      }
+    t->positions = want;
+    return *t;
+  }
+
   cpu::ThreadPool pool_;
   std::vector<std::vector<float>> panels_;  // per-thread matmul scratch
+  std::vector<RopeTable> rope_tables_;
 };
 
-void CpuBackend::attention_causal(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                                  int64_t start_pos, float scale, Tensor& out) {
-  expect_f32_cpu(q, "attention");
-  expect_f32_cpu(k_cache, "attention");
-  expect_f32_cpu(v_cache, "attention");
-  expect_f32_cpu(out, "attention");
-  expect(q.rank() == 3 && k_cache.rank() == 3 && v_cache.shape() == k_cache.shape() &&
-             out.shape() == q.shape(),
-         "attention", shapes(q, k_cache));
-  const int64_t n = q.dim(0), hq = q.dim(1), d = q.dim(2);
-  const int64_t hkv = k_cache.dim(0), capacity = k_cache.dim(1);
-  expect(k_cache.dim(2) == d && hkv > 0 && hq % hkv == 0, "attention", shapes(q, k_cache));
-  expect_within_cache("attention", start_pos, n, capacity);
-  cpu::attention_causal(pool_, q.data_as<float>(), n, hq, d, k_cache.data_as<float>(),
-                        v_cache.data_as<float>(), hkv, capacity, start_pos, scale,
-                        out.data_as<float>());
+// The layer's pools must be [num_blocks, kv_heads, block_size, head_dim] of one float dtype.
+void expect_pool(const KvLayer& cache, int64_t kv_heads, int64_t head_dim, const char* op) {
+  const Tensor& k = cache.keys;
+  expect(!k.empty() && k.device() == Device::CPU && k.rank() == 4 && is_float(k.dtype()) &&
+             cache.values.shape() == k.shape() && cache.values.dtype() == k.dtype(),
+         op, "cache pools must be [blocks, kv_heads, block_size, head_dim] of one float dtype");
+  expect(k.dim(1) == kv_heads && k.dim(3) == head_dim, op,
+         "cache " + k.shape().str() + " for " + std::to_string(kv_heads) + " kv heads of " +
+             std::to_string(head_dim));
 }
 
-void CpuBackend::kv_append(const Tensor& src, Tensor& cache, int64_t start_pos) {
-  expect_f32_cpu(src, "kv_append");
-  expect_f32_cpu(cache, "kv_append");
-  expect(src.rank() == 3 && cache.rank() == 3 && src.dim(1) == cache.dim(0) &&
-             src.dim(2) == cache.dim(2),
-         "kv_append", shapes(src, cache));
-  const int64_t n = src.dim(0), heads = src.dim(1), d = src.dim(2), capacity = cache.dim(1);
-  expect_within_cache("kv_append", start_pos, n, capacity);
-  const float* from = src.data_as<float>();
-  float* to = cache.data_as<float>();
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t h = 0; h < heads; ++h)
-      std::memcpy(to + (h * capacity + start_pos + i) * d, from + (i * heads + h) * d,
-                  static_cast<size_t>(d) * sizeof(float));
+// The batch's slots and block ids must lie inside this pool: a batch validated against another
+// cache must not write or read outside this one.
+void expect_batch_fits(const Batch& batch, const KvLayer& cache, const char* op) {
+  const int64_t blocks = cache.keys.dim(0), bs = cache.keys.dim(2);
+  const BatchDesc& d = *batch.desc;
+  for (int32_t s : d.slots)
+    expect(s >= 0 && s < blocks * bs, op,
+           "slot " + std::to_string(s) + " outside the cache's " + std::to_string(blocks * bs));
+  for (int64_t b = 0; b < d.num_seqs(); ++b) {
+    const int64_t used = (d.seq_lens[static_cast<size_t>(b)] + bs - 1) / bs;
+    expect(used <= d.max_blocks, op, "a sequence is longer than its block table");
+    for (int64_t k = 0; k < used; ++k) {
+      const int32_t id = d.block_table[static_cast<size_t>(b * d.max_blocks + k)];
+      expect(id >= 0 && id < blocks, op, "block " + std::to_string(id) + " outside the cache");
+    }
+  }
+}
+
+void CpuBackend::kv_write(const Tensor& k, const Tensor& v, KvLayer& cache, const Batch& batch) {
+  expect_f32_cpu(k, "kv_write");
+  expect_f32_cpu(v, "kv_write");
+  expect(k.rank() == 3 && v.shape() == k.shape() && k.dim(0) == batch.num_tokens(), "kv_write",
+         shapes(k, v));
+  expect_pool(cache, k.dim(1), k.dim(2), "kv_write");
+  expect_i32_rows(batch.slots, k.dim(0), "kv_write", "slots");
+  expect_batch_fits(batch, cache, "kv_write");
+  cpu::kv_write(k.data_as<float>(), v.data_as<float>(), k.dim(0), batch.slots.data_as<int32_t>(),
+                cache.keys.data(), cache.values.data(), cache.keys.dtype(), k.dim(1),
+                cache.keys.dim(2), k.dim(2));
+}
+
+void CpuBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& batch,
+                           const AttentionParams& params, Tensor& out) {
+  expect_f32_cpu(q, "attention");
+  expect_f32_cpu(out, "attention");
+  expect(q.rank() == 3 && out.shape() == q.shape() && q.dim(0) == batch.num_tokens(), "attention",
+         shapes(q, out));
+  const Tensor& k = cache.keys;
+  expect(k.rank() == 4 && k.dim(1) > 0 && q.dim(1) % k.dim(1) == 0, "attention",
+         "q heads " + std::to_string(q.dim(1)) + " must be a multiple of the cache's kv heads");
+  expect_pool(cache, k.dim(1), q.dim(2), "attention");
+  expect(!batch.desc->block_table.empty(), "attention", "the batch has no block table");
+  expect_batch_fits(batch, cache, "attention");
+  cpu::attention_paged(pool_, q.data_as<float>(), q.dim(1),
+                       {k.data(), cache.values.data(), k.dtype(), k.dim(1), k.dim(2), k.dim(3)},
+                       *batch.desc, params, out.data_as<float>());
 }
 
 }  // namespace

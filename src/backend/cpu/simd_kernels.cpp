@@ -13,7 +13,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "backend/cpu/convert.h"
+#include "core/dtype_convert.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace infera::cpu {
@@ -37,10 +37,10 @@ HWY_INLINE VF LoadWeight(DF d, const hwy::float16_t* p) {
 
 HWY_INLINE float WeightScalar(const float* p) { return *p; }
 HWY_INLINE float WeightScalar(const hwy::bfloat16_t* p) {
-  return bf16_to_f32(*reinterpret_cast<const uint16_t*>(p));
+  return infera::bf16_to_f32(*reinterpret_cast<const uint16_t*>(p));
 }
 HWY_INLINE float WeightScalar(const hwy::float16_t* p) {
-  return f16_to_f32(*reinterpret_cast<const uint16_t*>(p));
+  return infera::f16_to_f32(*reinterpret_cast<const uint16_t*>(p));
 }
 
 // A register tile: NX rows of x against NW rows of w, full dot products over k.
@@ -78,30 +78,32 @@ HWY_INLINE void Tile(const float* HWY_RESTRICT x, int64_t k, const WT* HWY_RESTR
   }
 }
 
-// NX rows of x against one weight row, two vectors per step. Streaming one weight row at a time
-// keeps the hardware prefetcher on a single sequential stream, which measured ~30% more
-// bandwidth than interleaving 4 rows when few x rows share each weight load (decode).
+// NX rows of x against one weight row. Streaming one weight row at a time keeps the hardware
+// prefetcher on a single sequential stream, which measured ~30% more bandwidth than interleaving
+// 4 rows when few x rows share each weight load (decode). One accumulator per x row, summed in the
+// same order as Tile(): every output element is then bit-identical whichever path computed it, so
+// a sequence's logits do not depend on what else shares its batch (batch invariance).
 template <int NX, typename WT>
 HWY_INLINE void RowStream(const float* HWY_RESTRICT x, int64_t k, const WT* HWY_RESTRICT w,
                           float* HWY_RESTRICT out, int64_t ldo) {
   const DF d;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
-  VF acc0[NX], acc1[NX];
-  for (int a = 0; a < NX; ++a) acc0[a] = acc1[a] = hn::Zero(d);
+  VF acc[NX];
+  for (int a = 0; a < NX; ++a) acc[a] = hn::Zero(d);
   int64_t p = 0;
   for (; p + 2 * lanes <= k; p += 2 * lanes) {
     const VF w0 = LoadWeight(d, w + p), w1 = LoadWeight(d, w + p + lanes);
     for (int a = 0; a < NX; ++a) {
-      acc0[a] = hn::MulAdd(hn::LoadU(d, x + a * k + p), w0, acc0[a]);
-      acc1[a] = hn::MulAdd(hn::LoadU(d, x + a * k + p + lanes), w1, acc1[a]);
+      acc[a] = hn::MulAdd(hn::LoadU(d, x + a * k + p), w0, acc[a]);
+      acc[a] = hn::MulAdd(hn::LoadU(d, x + a * k + p + lanes), w1, acc[a]);
     }
   }
   for (; p + lanes <= k; p += lanes) {
     const VF w0 = LoadWeight(d, w + p);
-    for (int a = 0; a < NX; ++a) acc0[a] = hn::MulAdd(hn::LoadU(d, x + a * k + p), w0, acc0[a]);
+    for (int a = 0; a < NX; ++a) acc[a] = hn::MulAdd(hn::LoadU(d, x + a * k + p), w0, acc[a]);
   }
   for (int a = 0; a < NX; ++a) {
-    float s = hn::GetLane(hn::SumOfLanes(d, hn::Add(acc0[a], acc1[a])));
+    float s = hn::GetLane(hn::SumOfLanes(d, acc[a]));
     for (int64_t q = p; q < k; ++q) s += x[a * k + q] * WeightScalar(w + q);
     out[a * ldo] = s;
   }
@@ -233,31 +235,51 @@ constexpr int kChunk = 8;
 constexpr int kChunk = 4;
 #endif
 
-void WeightedRowSum(const float* p, int64_t count, const float* v, int64_t dim, float* out) {
+// out (+)= sum_t p[t] * v[t]: with `accumulate` the running sums start from out, so a sum split
+// over several stretches of rows (cache blocks) adds in exactly the order of one long stretch.
+template <typename VT>
+void WeightedRowSumT(const float* p, int64_t count, const VT* v, int64_t dim, float* out,
+                     bool accumulate) {
   const DF d;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
   int64_t c = 0;
   for (; c + kChunk * lanes <= dim; c += kChunk * lanes) {
     VF acc[kChunk];
-    for (int u = 0; u < kChunk; ++u) acc[u] = hn::Zero(d);
+    for (int u = 0; u < kChunk; ++u)
+      acc[u] = accumulate ? hn::LoadU(d, out + c + u * lanes) : hn::Zero(d);
     for (int64_t t = 0; t < count; ++t) {
       const VF pt = hn::Set(d, p[t]);
-      const float* row = v + t * dim + c;
+      const VT* row = v + t * dim + c;
       for (int u = 0; u < kChunk; ++u)
-        acc[u] = hn::MulAdd(pt, hn::LoadU(d, row + u * lanes), acc[u]);
+        acc[u] = hn::MulAdd(pt, LoadWeight(d, row + u * lanes), acc[u]);
     }
     for (int u = 0; u < kChunk; ++u) hn::StoreU(acc[u], d, out + c + u * lanes);
   }
   for (; c + lanes <= dim; c += lanes) {
-    VF acc = hn::Zero(d);
+    VF acc = accumulate ? hn::LoadU(d, out + c) : hn::Zero(d);
     for (int64_t t = 0; t < count; ++t)
-      acc = hn::MulAdd(hn::Set(d, p[t]), hn::LoadU(d, v + t * dim + c), acc);
+      acc = hn::MulAdd(hn::Set(d, p[t]), LoadWeight(d, v + t * dim + c), acc);
     hn::StoreU(acc, d, out + c);
   }
   for (; c < dim; ++c) {
-    float acc = 0.0f;
-    for (int64_t t = 0; t < count; ++t) acc += p[t] * v[t * dim + c];
+    float acc = accumulate ? out[c] : 0.0f;
+    for (int64_t t = 0; t < count; ++t) acc += p[t] * WeightScalar(v + t * dim + c);
     out[c] = acc;
+  }
+}
+
+void WeightedRowSum(const float* p, int64_t count, const void* v, DType vtype, int64_t dim,
+                    float* out, bool accumulate) {
+  switch (vtype) {
+    case DType::F32:
+      return WeightedRowSumT(p, count, static_cast<const float*>(v), dim, out, accumulate);
+    case DType::BF16:
+      return WeightedRowSumT(p, count, static_cast<const hwy::bfloat16_t*>(v), dim, out,
+                             accumulate);
+    case DType::F16:
+      return WeightedRowSumT(p, count, static_cast<const hwy::float16_t*>(v), dim, out, accumulate);
+    default:
+      return;
   }
 }
 
@@ -289,8 +311,9 @@ float dot_f32(const float* a, const float* b, int64_t n) {
 float softmax_numerators_f32(float* s, int64_t n, float scale) {
   return HWY_DYNAMIC_DISPATCH(SoftmaxNumerators)(s, n, scale);
 }
-void weighted_row_sum_f32(const float* p, int64_t count, const float* v, int64_t d, float* out) {
-  HWY_DYNAMIC_DISPATCH(WeightedRowSum)(p, count, v, d, out);
+void weighted_row_sum(const float* p, int64_t count, const void* v, DType vtype, int64_t d,
+                      float* out, bool accumulate) {
+  HWY_DYNAMIC_DISPATCH(WeightedRowSum)(p, count, v, vtype, d, out, accumulate);
 }
 const char* simd_target_name() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }
 }  // namespace infera::cpu

@@ -23,8 +23,11 @@ void widen_row(const void* src, DType wtype, int64_t n, float* dst);
 
 // s[i] = exp(s[i] * scale - max_j s[j] * scale) for i < n; returns their sum. scale > 0.
 float softmax_numerators_f32(float* s, int64_t n, float scale);
-// out[0, d) = sum_{t < count} p[t] * v[t * d .. t * d + d): a probability-weighted sum of rows.
-void weighted_row_sum_f32(const float* p, int64_t count, const float* v, int64_t d, float* out);
+// out[0, d) (+)= sum_{t < count} p[t] * v[t * d .. t * d + d): a probability-weighted sum of rows
+// of `vtype` (F32, F16 or BF16). With `accumulate`, adds to out in the order a single call over
+// all the rows would, so a sum split across cache blocks is bit-identical to an unsplit one.
+void weighted_row_sum(const float* p, int64_t count, const void* v, DType vtype, int64_t d,
+                      float* out, bool accumulate);
 
 // Name of the instruction set chosen at run time ("AVX3", "AVX2", ...).
 const char* simd_target_name();

@@ -1,0 +1,38 @@
+#include "backend/registry.h"
+
+#include "backend/cpu/cpu_backend.h"
+#include "infera/error.h"
+
+#ifdef INFERA_WITH_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
+namespace infera {
+
+std::vector<std::string> known_devices() {
+#ifdef INFERA_WITH_CUDA
+  return {"cpu", "cuda"};
+#else
+  return {"cpu"};
+#endif
+}
+
+std::unique_ptr<Backend> make_backend(const BackendOptions& options) {
+  const std::string& d = options.device;
+  if (d == "cpu") return make_cpu_backend(options.threads);
+  if (d == "cuda" || d == "auto") {
+#ifdef INFERA_WITH_CUDA
+    if (cuda_device_count() > 0) return make_cuda_backend(0);
+    if (d == "cuda") throw Error("--device cuda: no CUDA device is visible on this machine");
+#else
+    if (d == "cuda")
+      throw Error(
+          "--device cuda: this build of infera has no CUDA backend "
+          "(configure with -DINFERA_CUDA=ON where nvcc is found)");
+#endif
+    return make_cpu_backend(options.threads);
+  }
+  throw InvalidArgument("--device " + d + ": unknown device (expected cpu, cuda or auto)");
+}
+
+}  // namespace infera

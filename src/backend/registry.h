@@ -1,0 +1,24 @@
+// Chooses a backend by device name, so that frontends and tests name no concrete backend.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ops/backend.h"
+
+namespace infera {
+
+struct BackendOptions {
+  std::string device = "auto";  // "cpu", "cuda" or "auto" (CUDA when a GPU is present)
+  int threads = 0;              // CPU threads (0: one per core)
+};
+
+// The backend for `options.device`; InvalidArgument for an unknown device, Error when the device
+// is known but not usable here (no GPU, or a build without CUDA), saying which.
+std::unique_ptr<Backend> make_backend(const BackendOptions& options);
+
+// Device names this build knows ("cpu", and "cuda" when compiled in), for --help and errors.
+std::vector<std::string> known_devices();
+
+}  // namespace infera

@@ -1,0 +1,136 @@
+#include "backend/op_harness.h"
+
+#include <gtest/gtest.h>
+#include <hwy/targets.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/simd_kernels.h"
+#include "backend/registry.h"
+#include "core/dtype_convert.h"
+#include "test_compare.h"
+
+namespace infera::test {
+
+std::vector<HarnessBackend> harness_backends() {
+  std::vector<HarnessBackend> list = {
+      {"cpu_1t", [] { return make_cpu_backend(1); }, true},
+      {"cpu_2t", [] { return make_cpu_backend(2); }, true},
+  };
+  for (const std::string& d : known_devices()) {
+    if (d == "cpu") continue;
+    try {
+      auto probe = make_backend({.device = d});
+      if (probe->device() != Device::CPU)
+        list.push_back({d, [d] { return make_backend({.device = d}); }, false});
+    } catch (const std::exception& e) {
+      std::printf("[op harness] %s backend not tested here: %s\n", d.c_str(), e.what());
+    }
+  }
+  return list;
+}
+
+double nmse_bound(DType dtype) {
+  switch (dtype) {
+    case DType::F32:
+      return 1e-7;
+    case DType::F16:
+      return 1e-5;
+    case DType::BF16:
+      return 1e-4;
+    default:
+      return 1e-4;
+  }
+}
+
+HostData make_host_data(DType dtype, size_t count, std::mt19937& rng, float scale) {
+  std::uniform_real_distribution<float> dist(-scale, scale);
+  HostData d;
+  d.values.resize(count);
+  d.bytes.resize(dtype_bytes(dtype, count));
+  for (size_t i = 0; i < count; ++i) {
+    const float v = dist(rng);
+    if (dtype == DType::F32) {
+      d.values[i] = v;
+      std::memcpy(d.bytes.data() + 4 * i, &v, 4);
+    } else {
+      const uint16_t h = dtype == DType::BF16 ? f32_to_bf16(v) : f32_to_f16(v);
+      d.values[i] = dtype == DType::BF16 ? bf16_to_f32(h) : f16_to_f32(h);
+      std::memcpy(d.bytes.data() + 2 * i, &h, 2);
+    }
+  }
+  return d;
+}
+
+Tensor to_backend(Backend& backend, const std::string& name, DType dtype, Shape shape,
+                  HostData& data) {
+  // The host tensor borrows `data`; prepare_weight either uses it in place (CPU) or copies it.
+  const Tensor host(name, dtype, shape, Device::CPU, data.bytes.data(), nullptr);
+  return backend.prepare_weight(host);
+}
+
+std::vector<float> read_back(Backend& backend, const Tensor& t) {
+  std::vector<float> v(static_cast<size_t>(t.numel()));
+  backend.to_host(t, v);
+  return v;
+}
+
+OpReport::Entry& OpReport::entry(Op op, DType dtype) {
+  for (Entry& e : entries_)
+    if (e.op == op && e.dtype == dtype) return e;
+  return entries_.emplace_back(Entry{op, dtype});
+}
+
+bool OpReport::check(Op op, DType dtype, const std::string& case_name, std::span<const float> got,
+                     std::span<const double> want) {
+  const double err = nmse(got, want);
+  Entry& e = entry(op, dtype);
+  ++e.cases;
+  e.worst = std::max(e.worst, err);  // err is +inf, never NaN, on a non-finite value
+  const double bound = nmse_bound(dtype);
+  if (!(err <= bound)) {
+    ADD_FAILURE() << label_ << " " << op_name(op) << " " << dtype_name(dtype) << " " << case_name
+                  << ": NMSE " << err << " over the bound " << bound;
+    return false;
+  }
+  return true;
+}
+
+void OpReport::declined(Op op, DType dtype) { entry(op, dtype).declined = true; }
+
+OpReport::~OpReport() {
+  for (const Entry& e : entries_) {
+    if (e.declined && e.cases == 0)
+      std::printf("[op harness] %s %s %s: declined by the backend\n", label_.c_str(),
+                  std::string(op_name(e.op)).c_str(), std::string(dtype_name(e.dtype)).c_str());
+    else
+      std::printf("[op harness] %s %s %s: %d cases, worst NMSE %.2e (bound %.0e)\n", label_.c_str(),
+                  std::string(op_name(e.op)).c_str(), std::string(dtype_name(e.dtype)).c_str(),
+                  e.cases, e.worst, nmse_bound(e.dtype));
+  }
+}
+
+void for_each_target(const HarnessBackend& hb,
+                     const std::function<void(Backend&, const std::string&)>& body) {
+  auto backend = hb.make();
+  if (!hb.simd_targets) {
+    body(*backend, hb.name);
+    return;
+  }
+  int tested = 0;
+  for (const int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    const std::string label = hb.name + "/" + hwy::TargetName(target);
+    SCOPED_TRACE(label);
+    EXPECT_STREQ(cpu::simd_target_name(), hwy::TargetName(target));
+    body(*backend, label);
+    ++tested;
+  }
+  hwy::SetSupportedTargetsForTest(0);
+  // Every x86-64 CPU supports at least the SSE4/SSSE3 baseline besides its best target.
+  EXPECT_GE(tested, 2);
+}
+
+}  // namespace infera::test
