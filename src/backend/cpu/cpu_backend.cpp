@@ -67,8 +67,7 @@ class CpuBackend final : public Backend {
   Device device() const override { return Device::CPU; }
   bool supports(Op op, std::initializer_list<DType> dtypes) const override {
     for (DType t : dtypes) {
-      const bool ok = (op == Op::Embedding || op == Op::Matmul)
-                          ? supports_weight(t)
+      const bool ok = (op == Op::Embedding || op == Op::Matmul) ? supports_weight(t)
                       : (op == Op::RmsNorm || op == Op::KvWrite || op == Op::Attention)
                           ? is_float(t)
                           : t == DType::F32;
