@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "infera/error.h"
@@ -158,6 +159,65 @@ TEST(GgufModel, RejectsOtherArchitecturesAndForeignTensors) {
   EXPECT_THAT([&] { load_gguf_model(path); },
               ::testing::ThrowsMessage<FormatError>(
                   ::testing::HasSubstr("metadata qwen3.embedding_length: missing")));
+  fs::remove(path);
+}
+
+// Hostile metadata in an otherwise valid Qwen3 file: each bad key is named in the error.
+TEST(GgufModel, BadMetadataIsNamed) {
+  const fs::path path = fs::temp_directory_path() / "infera_bad_metadata.gguf";
+  auto attempt = [&](const std::function<void(GgufWriter&)>& spoil) {
+    GgufWriter w;
+    w.set("general.architecture", GgufValue::string("qwen3"));
+    for (const char* key : {"qwen3.block_count", "qwen3.embedding_length",
+                            "qwen3.feed_forward_length", "qwen3.attention.head_count"})
+      w.set(key, GgufValue::u32(32));
+    w.set("tokenizer.ggml.model", GgufValue::string("gpt2"));
+    w.set("tokenizer.ggml.pre", GgufValue::string("qwen2"));
+    w.set("tokenizer.ggml.tokens", GgufValue::string_array({"a", "b", "<|im_end|>"}));
+    w.set("tokenizer.ggml.token_type", GgufValue::i32_array({1, 1, 3}));
+    w.set("tokenizer.ggml.merges", GgufValue::string_array({"a b"}));
+    spoil(w);
+    w.add_tensor("token_embd.weight", DType::F32, {3, 32}, [](std::vector<uint8_t>&) {});
+    w.write(path);
+    try {
+      load_gguf_model(path);
+      return std::string("loaded");
+    } catch (const FormatError& e) {
+      return std::string(e.what());
+    }
+  };
+  using ::testing::HasSubstr;
+  EXPECT_EQ(attempt([](GgufWriter&) {}), "loaded");  // the unspoiled file is fine
+  EXPECT_THAT(attempt([](GgufWriter& w) { w.set("qwen3.block_count", GgufValue::u32(0)); }),
+              HasSubstr("metadata qwen3.block_count: expected a positive integer"));
+  EXPECT_THAT(
+      attempt([](GgufWriter& w) { w.set("qwen3.attention.head_count", GgufValue::string("8")); }),
+      HasSubstr("metadata qwen3.attention.head_count: expected a positive integer, got a "
+                "STRING"));
+  EXPECT_THAT(attempt([](GgufWriter& w) { w.set("qwen3.rope.freq_base", GgufValue::f32(-1)); }),
+              HasSubstr("metadata qwen3.rope.freq_base"));
+  EXPECT_THAT(attempt([](GgufWriter& w) { w.set("qwen3.vocab_size", GgufValue::u32(4)); }),
+              HasSubstr("token_embd.weight has 3 rows but the vocabulary has 4 tokens"));
+  EXPECT_THAT(attempt([](GgufWriter& w) {
+                w.set("tokenizer.ggml.token_type", GgufValue::i32_array({1, 1}));
+              }),
+              HasSubstr("metadata tokenizer.ggml.token_type"));
+  EXPECT_THAT(attempt([](GgufWriter& w) {
+                w.set("tokenizer.ggml.token_type", GgufValue::i32_array({1, 1, 9}));
+              }),
+              HasSubstr("token type 9"));
+  EXPECT_THAT(
+      attempt([](GgufWriter& w) { w.set("tokenizer.ggml.pre", GgufValue::string("llama-bpe")); }),
+      HasSubstr("metadata tokenizer.ggml.pre: 'llama-bpe' is not supported"));
+  EXPECT_THAT(attempt([](GgufWriter& w) {
+                w.set("tokenizer.ggml.tokens", GgufValue::string_array({"a", "\xff", "c"}));
+              }),
+              HasSubstr("not valid UTF-8"));
+  EXPECT_THAT(
+      attempt([](GgufWriter& w) { w.set("tokenizer.ggml.eos_token_id", GgufValue::u32(3)); }),
+      HasSubstr("metadata tokenizer.ggml.eos_token_id: not a token id in [0, 3)"));
+  EXPECT_THAT(attempt([](GgufWriter& w) { w.set("tokenizer.ggml.merges", GgufValue::u32(1)); }),
+              HasSubstr("metadata tokenizer.ggml.merges: expected an array of strings"));
   fs::remove(path);
 }
 
