@@ -1,6 +1,7 @@
 #include "io/gguf_convert.h"
 
 #include <algorithm>
+#include <exception>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -214,6 +215,9 @@ std::vector<ConvertedTensor> convert_qwen3_to_gguf(const std::filesystem::path& 
   std::vector<ConvertedTensor> written;
   for (const auto& [gname, hf] : order) {
     const Tensor& src_t = store.get(hf);
+    if (src_t.dtype() != DType::F32 && src_t.dtype() != DType::F16 && src_t.dtype() != DType::BF16)
+      throw FormatError(dir.string() + ": tensor " + hf + " has dtype " +
+                        std::string(dtype_name(src_t.dtype())) + ", expected F32, F16 or BF16");
     const int64_t layer = gname.rfind("blk.", 0) == 0 ? std::stoll(gname.substr(4)) : 0;
     const DType dtype = gguf_tensor_type(type, gname, src_t.shape(), layer, layers, tied);
     ConvertedTensor info{gname, dtype, src_t.shape()};
@@ -223,10 +227,18 @@ std::vector<ConvertedTensor> convert_qwen3_to_gguf(const std::filesystem::path& 
                    const int64_t rows = src_t.numel() / src_t.dim(src_t.rank() - 1);
                    const int64_t per = (rows + n_threads - 1) / n_threads;
                    std::vector<std::thread> pool;
-                   for (int64_t b = 0; b < rows; b += per)
-                     pool.emplace_back(convert_rows, std::cref(src_t), dtype, b,
-                                       std::min(rows, b + per), bytes.data());
+                   std::vector<std::exception_ptr> errors(static_cast<size_t>(n_threads));
+                   for (int64_t b = 0, t = 0; b < rows; b += per, ++t)
+                     pool.emplace_back([&, b, t] {
+                       try {  // an exception must not escape a std::thread (terminate)
+                         convert_rows(src_t, dtype, b, std::min(rows, b + per), bytes.data());
+                       } catch (...) {
+                         errors[static_cast<size_t>(t)] = std::current_exception();
+                       }
+                     });
                    for (auto& t : pool) t.join();
+                   for (const auto& e : errors)
+                     if (e) std::rethrow_exception(e);
                    if (progress) progress(info);
                  });
   }

@@ -127,6 +127,20 @@ void GgufWriter::add_tensor(const std::string& name, DType dtype, const Shape& s
 
 void GgufWriter::write(const std::filesystem::path& path) const {
   const std::filesystem::path tmp = path.string() + ".partial";
+  try {
+    write_to(tmp);
+  } catch (...) {
+    std::error_code ignored;
+    std::filesystem::remove(tmp, ignored);  // never leave a truncated model behind
+    throw;
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec)
+    throw IoError(path.string() + ": cannot move the finished file into place: " + ec.message());
+}
+
+void GgufWriter::write_to(const std::filesystem::path& tmp) const {
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) throw IoError(tmp.string() + ": cannot create");
@@ -164,10 +178,6 @@ void GgufWriter::write(const std::filesystem::path& path) const {
     out.flush();
     if (!out) throw IoError(tmp.string() + ": write failed (disk full?)");
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec)
-    throw IoError(path.string() + ": cannot move the finished file into place: " + ec.message());
 }
 
 }  // namespace infera::io

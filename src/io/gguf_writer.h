@@ -38,6 +38,7 @@ class GgufWriter {
     uint64_t nbytes;
     Producer produce;
   };
+  void write_to(const std::filesystem::path& file) const;
   static constexpr uint64_t kAlignment = 32;
   std::vector<std::pair<std::string, GgufValue>> metadata_;
   std::vector<PendingTensor> tensors_;
