@@ -5,7 +5,6 @@
 // The kernels compute the same integer products exactly and differ only in f32 rounding of the
 // per-block scales and of the accumulation: 1e-5 of sum |w * a| bounds that (f32 epsilon 6e-8
 // times a few hundred blocks) while any wrong nibble, scale or offset moves the result by far more.
-#define HWY_WANT_AVX3_DL 1  // test the VNNI target too (the kernel files compile it)
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/quant_matmul.h"
 

@@ -9,6 +9,7 @@
 //    seeded byte mutations of the reference file either parse or throw FormatError, never crash.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -261,7 +262,9 @@ TEST(Gguf, TruncationsAndMutationsNeverCrash) {
 }
 
 TEST(Gguf, WriterOutputReadsBackIdentically) {
-  const auto path = std::filesystem::temp_directory_path() / "infera_gguf_writer_test.gguf";
+  // Per process: ctest runs tests in parallel processes.
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("infera_gguf_writer_test_" + std::to_string(::getpid()) + ".gguf");
   GgufWriter w;
   w.set("general.architecture", GgufValue::string("qwen3"));
   w.set("a.u32", GgufValue::u32(7));

@@ -6,6 +6,7 @@
 // exactly as Hugging Face tokenizers did, and the stop ids / chat template survive.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -32,17 +33,29 @@ using nlohmann::json;
 fs::path micro() { return test::fixture("qwen3-micro"); }
 fs::path tokenizer_dir() { return test::shared_dir() / "models" / "qwen3-0.6b"; }
 
-// One converted file per type, written once for the whole suite.
+// A temporary path private to this process: ctest runs the tests of this file as parallel
+// processes, which must not write the same file.
+fs::path temp_file(const std::string& stem) {
+  return fs::temp_directory_path() /
+         ("infera_" + stem + "_" + std::to_string(::getpid()) + ".gguf");
+}
+
+// One converted file per type, written once per process and removed at exit.
 fs::path converted(GgufFileType type) {
-  static std::map<GgufFileType, fs::path> files;
-  auto it = files.find(type);
-  if (it != files.end()) return it->second;
-  const fs::path out = fs::temp_directory_path() /
-                       ("infera_micro_" + std::string(gguf_file_type_name(type)) + ".gguf");
+  struct Files {
+    std::map<GgufFileType, fs::path> paths;
+    ~Files() {
+      for (const auto& [t, p] : paths) fs::remove(p);
+    }
+  };
+  static Files files;
+  auto it = files.paths.find(type);
+  if (it != files.paths.end()) return it->second;
+  const fs::path out = temp_file("micro_" + std::string(gguf_file_type_name(type)));
   ConvertOptions options;
   options.tokenizer_dir = tokenizer_dir();
   convert_qwen3_to_gguf(micro(), type, out, options);
-  return files[type] = out;
+  return files.paths[type] = out;
 }
 
 TEST(GgufModel, ConfigMatchesConfigJson) {
@@ -140,7 +153,7 @@ TEST(GgufModel, StopIdsBosAndChatTemplate) {
 }
 
 TEST(GgufModel, RejectsOtherArchitecturesAndForeignTensors) {
-  const fs::path path = fs::temp_directory_path() / "infera_foreign.gguf";
+  const fs::path path = temp_file("foreign");
   auto write = [&](const std::string& arch, const std::string& tensor) {
     GgufWriter w;
     w.set("general.architecture", GgufValue::string(arch));
@@ -164,7 +177,7 @@ TEST(GgufModel, RejectsOtherArchitecturesAndForeignTensors) {
 
 // Hostile metadata in an otherwise valid Qwen3 file: each bad key is named in the error.
 TEST(GgufModel, BadMetadataIsNamed) {
-  const fs::path path = fs::temp_directory_path() / "infera_bad_metadata.gguf";
+  const fs::path path = temp_file("bad_metadata");
   auto attempt = [&](const std::function<void(GgufWriter&)>& spoil) {
     GgufWriter w;
     w.set("general.architecture", GgufValue::string("qwen3"));
