@@ -41,7 +41,7 @@ std::vector<uint8_t> read_file(const std::filesystem::path& p) {
 GgufFile parse(const std::vector<uint8_t>& bytes) {
   // An exact-size heap copy, so AddressSanitizer sees any read past the end.
   std::unique_ptr<uint8_t[]> copy(new uint8_t[bytes.size()]);
-  std::memcpy(copy.get(), bytes.data(), bytes.size());
+  if (!bytes.empty()) std::memcpy(copy.get(), bytes.data(), bytes.size());
   return parse_gguf(copy.get(), bytes.size(), "test.gguf");
 }
 
