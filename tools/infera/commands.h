@@ -17,5 +17,6 @@ void add_bench_command(CLI::App& app);
 // The command line as typed, for records such as benchmark result files.
 void remember_command_line(int argc, char** argv);
 const std::string& command_line();
+void add_quantize_command(CLI::App& app);  // HF folder -> GGUF
 
 }  // namespace infera::cli
