@@ -92,6 +92,44 @@ class Outputs(unittest.TestCase):
         self.assertEqual(j["finish_reason"], "length")
         self.assertGreater(j["decode_tokens_per_second"], 0)
 
+    def test_batch_runs_copies_together_with_the_reference_output(self):
+        c = cases(MICRO)[1]
+        r = infera("run", "--model", MICRO, "--prompt-ids", ",".join(map(str, c["input_ids"])), "--greedy",
+                   "--max-tokens", len(c["greedy_new_ids"]), "--ignore-eos", "--json", "--batch", "3",
+                   "--kv-dtype", "f32", "--max-batch-tokens", "8")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        results = [json.loads(l) for l in r.stdout.splitlines()]
+        self.assertEqual(len(results), 3)
+        for j in results:
+            self.assertEqual(j["ids"], c["greedy_new_ids"])
+
+    def test_prompt_file_equals_each_prompt_alone(self):
+        prompts = ["The capital of France is", "Write a haiku about the sea.", "1 2 3 4"]
+        with tempfile.TemporaryDirectory() as d:
+            f = Path(d) / "prompts.txt"
+            f.write_text("\n".join(prompts) + "\n\n")
+            common = ["--model", MICRO, "--tokenizer", QWEN06, "--greedy", "--max-tokens", "6", "--ignore-eos",
+                      "--json"]
+            r = infera("run", *common, "--prompt-file", f)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            together = [json.loads(l)["ids"] for l in r.stdout.splitlines()]
+            self.assertEqual(len(together), 3)
+            for p, ids in zip(prompts, together):
+                alone = infera("run", *common, "--prompt", p)
+                self.assertEqual(alone.returncode, 0, alone.stderr)
+                self.assertEqual(json.loads(alone.stdout)["ids"], ids)
+            text = infera("run", *common[:-1], "--prompt-file", f)
+            self.assertEqual(text.returncode, 0, text.stderr)
+            self.assertIn("Requests: 3, run together", text.stdout)
+            self.assertIn("[2] Prompt: 1 2 3 4", text.stdout)
+            self.assertIn("requests", text.stdout.splitlines()[-1])
+
+    def test_unknown_device_and_bad_engine_options_are_named(self):
+        for args in (["--device", "tpu"], ["--kv-dtype", "int3"], ["--batch", "0"]):
+            r = infera("run", "--model", MICRO, "--prompt-ids", "1,2", *args)
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn(args[0], r.stderr.splitlines()[0])  # CLI11 adds a "Run with --help" line
+
     def test_run_prints_summary_prompt_output_and_speed(self):
         r = infera("run", "--model", MICRO, "--tokenizer", QWEN06, "--prompt-ids", "785,6722,315,9625,374",
                    "--greedy", "--max-tokens", "3")
