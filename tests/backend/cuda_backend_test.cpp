@@ -7,11 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <numeric>
 #include <string>
 
 #include "../model/fixture_cases.h"
-#include "../model/sequence_runner.h"
 #include "backend/cpu/cpu_backend.h"
 #include "engine/kv_cache.h"
 #include "engine/step.h"
