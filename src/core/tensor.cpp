@@ -168,6 +168,12 @@ Tensor Tensor::reshaped(Shape shape) const {
   return t;
 }
 
+Tensor Tensor::renamed(std::string name) const {
+  Tensor t = *this;
+  t.name_ = std::move(name);
+  return t;
+}
+
 Tensor Tensor::rows(int64_t begin, int64_t count) const {
   if (rank() < 1 || begin < 0 || count < 0 || begin + count > dim(0))
     throw InvalidArgument("tensor " + name_ + ": rows [" + std::to_string(begin) + ", " +
