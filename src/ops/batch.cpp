@@ -33,6 +33,18 @@ std::string_view op_name(Op op) {
       return "add";
     case Op::GatherRows:
       return "gather_rows";
+    case Op::LayerNorm:
+      return "layernorm";
+    case Op::Gelu:
+      return "gelu";
+    case Op::Geglu:
+      return "geglu";
+    case Op::AddBias:
+      return "add_bias";
+    case Op::AttentionPacked:
+      return "attention_packed";
+    case Op::MeanPool:
+      return "mean_pool";
   }
   return "?";
 }
