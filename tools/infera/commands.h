@@ -10,5 +10,6 @@ void add_run_command(CLI::App& app);
 void add_logits_command(CLI::App& app);
 void add_tokenize_commands(CLI::App& app);  // tokenize, detokenize
 void add_chat_command(CLI::App& app);
+void add_encoder_commands(CLI::App& app);  // embed, classify, fill-mask
 
 }  // namespace infera::cli
