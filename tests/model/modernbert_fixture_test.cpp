@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "../io/safetensors_writer.h"
@@ -289,6 +290,27 @@ TEST_F(ModernBertMicro, MeanPoolingMatchesHeadOverReferenceHiddenStates) {
   const double diff = max_abs_diff(got, want);
   EXPECT_LE(diff, kTolerance);
   std::printf("  mean pooling over the 300-token batch: max |logit diff| %.2e\n", diff);
+}
+
+TEST_F(ModernBertMicro, ActivationHookNamesEveryStage) {
+  auto model = load(test::fixture("modernbert-cls-micro"));
+  std::map<std::string, int> seen;
+  model->set_activation_hook([&](const Tensor& t, std::string_view name, int layer) {
+    ++seen[std::string(name)];
+    EXPECT_GE(layer, -1);
+    EXPECT_GT(t.numel(), 0);
+  });
+  const std::vector<std::vector<int32_t>> seqs = {{4090, 5, 6, 4091}, {4090, 4091}};
+  std::vector<float> logits(2 * 3);
+  model->classify(encoder_batch(seqs), logits);
+  const int layers = static_cast<int>(model->info().layers);
+  EXPECT_EQ(seen["embed"], 1);
+  EXPECT_EQ(seen["attn"], layers);
+  EXPECT_EQ(seen["attn_residual"], layers);
+  EXPECT_EQ(seen["layer_out"], layers);
+  EXPECT_EQ(seen["final_norm"], 1);
+  EXPECT_EQ(seen["pooled"], 1);
+  EXPECT_EQ(seen["head"], 1);
 }
 
 TEST_F(ModernBertMicro, HeadsTheCheckpointLacksAreErrors) {
