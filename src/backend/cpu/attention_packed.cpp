@@ -1,12 +1,14 @@
 // Attention of packed encoder sequences over their own rows (no KV cache), on the CPU.
 //
-// Keys and values arrive packed [T, kv_heads, d]; they are first copied head-major ([kv_heads, T,
-// d], one pass) so that each head's keys of a sequence are contiguous rows for matmul_rows.
+// Keys and values arrive packed [T, kv_heads, d]. One pass copies the values head-major
+// ([kv_heads, T, d]) and the keys transposed per key tile ([kv_heads, tile, d, kPackedKeyTile],
+// zero past a sequence's end), the layout the outer-product score kernel reads.
 // Work item: one sequence, one kv head g, one query tile of up to kPackedQueryTile rows. The
 // tile's queries of every q head sharing g form one matrix Q [group * rows, d]. The item visits
 // the key tiles (kPackedKeyTile keys, aligned to the sequence start) that overlap the union of
 // its rows' windows, and only those:
-//   S = Q . K^T   tile by tile (a local layer at L = 512 computes 5 of 16 key tiles per item),
+//   S = Q . K^T   tile by tile with scores_tile_f32 (a local layer at L = 512 computes 5 of 16
+//                 key tiles per item),
 //   softmax       per row over that row's own visible keys only (no mask is built: a row's
 //                 range [lo, hi) is contiguous, since windows and the causal limit are bands),
 //   out = P . V   as a register-accumulated weighted sum of the row's visible value rows.
@@ -22,6 +24,7 @@
 
 namespace infera::cpu {
 namespace {
+static_assert(kPackedKeyTile == kScoreTileKeys, "a key tile is what the score kernel reads");
 
 struct Item {
   int32_t seq, head, first, rows;  // first: row offset of the query tile within its sequence
@@ -49,6 +52,29 @@ void to_head_major(ThreadPool& pool, const float* src, int64_t n, int64_t heads,
   });
 }
 
+// Key tile `tile` of head g, transposed: [d][kPackedKeyTile] at kt + (g * tiles + tile) * d * kK.
+// Sequence b's tiles are tile_base[b] .. tile_base[b + 1) and start at its first row.
+void to_key_tiles(ThreadPool& pool, const float* k, const BatchDesc& batch,
+                  const std::vector<int64_t>& tile_base, int64_t heads, int64_t d, float* kt) {
+  const int64_t tiles = tile_base.back(), kk = kPackedKeyTile;
+  pool.parallel_for(batch.num_seqs(), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t b = begin; b < end; ++b) {
+      const int64_t start = batch.query_start[static_cast<size_t>(b)];
+      const int64_t len = batch.query_start[static_cast<size_t>(b + 1)] - start;
+      for (int64_t g = 0; g < heads; ++g) {
+        float* base = kt + (g * tiles + tile_base[static_cast<size_t>(b)]) * d * kk;
+        // The last tile's columns past the sequence are zero (their scores are never read).
+        std::fill_n(base + (len / kk) * d * kk, (len % kk == 0 ? 0 : d * kk), 0.0f);
+        for (int64_t j = 0; j < len; ++j) {
+          const float* src = k + ((start + j) * heads + g) * d;
+          float* dst = base + (j / kk) * d * kk + j % kk;
+          for (int64_t e = 0; e < d; ++e) dst[e * kk] = src[e];
+        }
+      }
+    }
+  });
+}
+
 }  // namespace
 
 int64_t attention_packed(ThreadPool& pool, const float* q, const float* k, const float* v,
@@ -56,10 +82,17 @@ int64_t attention_packed(ThreadPool& pool, const float* q, const float* k, const
                          const AttentionParams& params, bool window_tiles, float* out,
                          std::vector<float>& kv_scratch) {
   const int64_t n = batch.num_tokens(), group = hq / hkv;
-  kv_scratch.resize(static_cast<size_t>(2 * n * hkv * d));
-  float* kh = kv_scratch.data();
-  float* vh = kh + n * hkv * d;
-  to_head_major(pool, k, n, hkv, d, kh);
+  std::vector<int64_t> tile_base{0};
+  for (int64_t b = 0; b < batch.num_seqs(); ++b)
+    tile_base.push_back(tile_base.back() +
+                        (batch.query_start[static_cast<size_t>(b + 1)] -
+                         batch.query_start[static_cast<size_t>(b)] + kPackedKeyTile - 1) /
+                            kPackedKeyTile);
+  const int64_t tiles = tile_base.back();
+  kv_scratch.resize(static_cast<size_t>(hkv * (tiles * kPackedKeyTile + n) * d));
+  float* kt = kv_scratch.data();
+  float* vh = kt + hkv * tiles * kPackedKeyTile * d;
+  to_key_tiles(pool, k, batch, tile_base, hkv, d, kt);
   to_head_major(pool, v, n, hkv, d, vh);
 
   std::vector<Item> items;
@@ -74,7 +107,7 @@ int64_t attention_packed(ThreadPool& pool, const float* q, const float* k, const
   std::atomic<size_t> next{0};
   std::atomic<int64_t> tiles_visited{0};
   pool.parallel_for(pool.size(), 1, [&](int64_t, int64_t) {
-    std::vector<float> qblk, scores, panel(static_cast<size_t>(kPanelRows * d));
+    std::vector<float> qblk, scores;
     std::vector<int64_t> row_lo, row_hi;
     int64_t my_tiles = 0;
     for (size_t it; (it = next.fetch_add(1)) < items.size();) {
@@ -103,11 +136,12 @@ int64_t attention_packed(ThreadPool& pool, const float* q, const float* k, const
                       qblk.data() + (hg * nb + bi) * d);
       const int64_t width = tile_hi - tile_lo;
       scores.resize(static_cast<size_t>(rows * width));
-      const float* keys = kh + (g * n + start) * d;
+      const float* key_tiles =
+          kt + (g * tiles + tile_base[static_cast<size_t>(item.seq)]) * d * kPackedKeyTile;
       for (int64_t t = tile_lo; t < tile_hi; t += kPackedKeyTile) {
         const int64_t take = std::min(kPackedKeyTile, tile_hi - t);
-        matmul_rows(qblk.data(), rows, d, keys + t * d, DType::F32, 0, take,
-                    scores.data() + (t - tile_lo), width, panel.data());
+        scores_tile_f32(qblk.data(), rows, d, key_tiles + (t / kPackedKeyTile) * d * kPackedKeyTile,
+                        take, scores.data() + (t - tile_lo), width);
         ++my_tiles;
       }
       const float* values = vh + (g * n + start) * d;

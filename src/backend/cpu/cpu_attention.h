@@ -30,7 +30,7 @@ void attention_paged(ThreadPool& pool, const float* q, int64_t hq, const PagedKv
 
 // Tile sizes of attention_packed: query rows per work item, keys per score block.
 constexpr int64_t kPackedQueryTile = 32;
-constexpr int64_t kPackedKeyTile = 32;
+constexpr int64_t kPackedKeyTile = 32;  // = kScoreTileKeys of the score kernel
 
 // q, out [T, hq, d]; k, v [T, hkv, d]; see Backend::attention_packed. With `window_tiles` false,
 // every query tile visits every key tile of its sequence (the dense baseline; same result).
