@@ -143,8 +143,10 @@ struct LayerWeights {
   double theta = 0;
 };
 
-// The tensor-name table: every weight with its shape, for the loader, the dummy-weight maker and
-// the unknown-tensor check. Optional pieces (biases, layer 0's attn_norm, heads) follow the config.
+// The tensor-name table: every weight with its shape, for the dummy-weight maker and the
+// unknown-tensor check. Optional pieces (biases, layer 0's attn_norm, heads) follow the config.
+// The constructor reads the same names into their slots; a test loads dummy weights made from
+// this table with every optional piece switched on, so the two cannot drift apart unnoticed.
 std::vector<WeightSpec> modernbert_weight_specs(const ModernBertParams& p) {
   const int64_t d = p.hidden, f = p.intermediate;
   std::vector<WeightSpec> s;

@@ -61,8 +61,8 @@ class Backend {
   virtual Device device() const = 0;
   // Whether `op` runs with these dtypes: the weight dtype for Embedding/Matmul/RmsNorm/LayerNorm/
   // AddBias, the cache dtype for KvWrite/Attention, F32 for the elementwise ops, AttentionPacked
-  // and MeanPool. A backend may decline; callers
-  // (the loader, the op test harness) ask before use and say so.
+  // and MeanPool. A backend may decline; callers (the loader, the op test harness) ask before use
+  // and say so.
   virtual bool supports(Op op, std::initializer_list<DType> dtypes) const = 0;
 
   // --- memory -------------------------------------------------------------------------------
@@ -128,11 +128,13 @@ class Backend {
   //   batch has positions[i] = i - qs[b]; positions and seq_lens are not read here). Row at offset
   //   i sees key offset j when: not params.causal or j <= i; and params.window < 0 (global) or
   //   |i - j| <= params.window (inclusive; ModernBERT's local layers use local_attention / 2).
-  //   Head h reads kv head h / (hq / kv_heads). Scores q.k * params.scale, softmax in F32 over
-  //   the visible keys only (masked keys contribute exactly 0, no -inf arithmetic). A row with no
-  //   visible key cannot occur (j = i is always visible).
-  // Work must follow the window: a backend computes scores only for key tiles that overlap some
-  // row's window in the query tile (no dense L x L mask), and reports them in stats().
+  //   Head h reads kv head h / (hq / kv_heads). Scores q.k * params.scale (scale > 0, else
+  //   InvalidArgument), softmax in F32 over the visible keys only (masked keys contribute exactly
+  //   0, no -inf arithmetic). A row with no visible key cannot occur (j = i is always visible).
+  // Work must follow the window: a backend splits each sequence into query tiles and key tiles
+  // (its own sizes, aligned to the sequence's first row), computes scores only for the key tiles
+  // that overlap the union of the query tile's windows (no dense L x L mask), and counts them in
+  // stats(). Tests compare that count with the one computed from the definition.
   virtual void attention_packed(const Tensor& q, const Tensor& k, const Tensor& v,
                                 const Batch& batch, const AttentionParams& params, Tensor& out) = 0;
   // Mean of each sequence's rows: out[b, :] = sum_{i in [qs[b], qs[b+1])} x[i, :] / rows(b),
