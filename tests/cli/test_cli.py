@@ -26,7 +26,8 @@ def cases(folder):
 
 class Help(unittest.TestCase):
     def test_every_subcommand_has_help(self):
-        for sub in ["run", "chat", "logits", "tokenize", "detokenize", "embed", "classify", "fill-mask"]:
+        for sub in ["run", "chat", "logits", "tokenize", "detokenize", "bench", "embed", "classify",
+                    "fill-mask"]:
             r = infera(sub, "--help")
             self.assertEqual(r.returncode, 0, sub)
             self.assertIn("--model", r.stdout, sub)
@@ -67,6 +68,28 @@ class Errors(unittest.TestCase):
     def test_prompt_text_without_tokenizer(self):
         self.assert_one_line_error(infera("run", "--model", MICRO, "--prompt", "hi"), "tokenizer")
 
+    def test_deeply_nested_json_line_is_an_error_naming_the_line(self):
+        # 100,000 levels used to be parsed whole; the cap stops the parser at level 129.
+        for sub, line in [("tokenize", '{"text": "a", "x": %s}'), ("detokenize", '{"ids": %s}')]:
+            deep = line % ("[" * 100000 + "]" * 100000)
+            r = infera(sub, "--model", QWEN06, stdin='{"text": "ok", "ids": [1]}\n' + deep + "\n")
+            self.assert_one_line_error(r, "stdin line 2", "JSON nests deeper than 128 levels")
+            self.assertEqual(len(r.stdout.splitlines()), 1, sub)
+
+
+class Chat(unittest.TestCase):
+    def test_invalid_utf8_line_is_rejected_and_the_session_goes_on(self):
+        # Used to end the whole session with an error; now the line is refused and the next one
+        # is answered. Tiny random model (the micro fixture) with the real tokenizer.
+        stdin = b"caf\xe9 \xff\n" + b"hello\n"
+        r = subprocess.run([INFERA, "chat", "--model", MICRO, "--tokenizer", QWEN06, "--greedy",
+                            "--max-tokens", "2", "--ignore-eos"], input=stdin, capture_output=True,
+                           timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(b"line not sent: not valid UTF-8 (byte offset 3)", r.stderr)
+        self.assertEqual(r.stdout.count(b"\n[2 tokens,"), 1, r.stdout)  # one reply, to "hello"
+        self.assertEqual(r.stdout.count(b"> "), 3, r.stdout)  # prompts: bad line, hello, end
+
 
 class Outputs(unittest.TestCase):
     def test_logits_file_matches_reference(self):
@@ -91,6 +114,44 @@ class Outputs(unittest.TestCase):
         self.assertEqual(j["ids"], c["greedy_new_ids"])
         self.assertEqual(j["finish_reason"], "length")
         self.assertGreater(j["decode_tokens_per_second"], 0)
+
+    def test_batch_runs_copies_together_with_the_reference_output(self):
+        c = cases(MICRO)[1]
+        r = infera("run", "--model", MICRO, "--prompt-ids", ",".join(map(str, c["input_ids"])), "--greedy",
+                   "--max-tokens", len(c["greedy_new_ids"]), "--ignore-eos", "--json", "--batch", "3",
+                   "--kv-dtype", "f32", "--max-batch-tokens", "8")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        results = [json.loads(l) for l in r.stdout.splitlines()]
+        self.assertEqual(len(results), 3)
+        for j in results:
+            self.assertEqual(j["ids"], c["greedy_new_ids"])
+
+    def test_prompt_file_equals_each_prompt_alone(self):
+        prompts = ["The capital of France is", "Write a haiku about the sea.", "1 2 3 4"]
+        with tempfile.TemporaryDirectory() as d:
+            f = Path(d) / "prompts.txt"
+            f.write_text("\n".join(prompts) + "\n\n")
+            common = ["--model", MICRO, "--tokenizer", QWEN06, "--greedy", "--max-tokens", "6", "--ignore-eos",
+                      "--json"]
+            r = infera("run", *common, "--prompt-file", f)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            together = [json.loads(l)["ids"] for l in r.stdout.splitlines()]
+            self.assertEqual(len(together), 3)
+            for p, ids in zip(prompts, together):
+                alone = infera("run", *common, "--prompt", p)
+                self.assertEqual(alone.returncode, 0, alone.stderr)
+                self.assertEqual(json.loads(alone.stdout)["ids"], ids)
+            text = infera("run", *common[:-1], "--prompt-file", f)
+            self.assertEqual(text.returncode, 0, text.stderr)
+            self.assertIn("Requests: 3, run together", text.stdout)
+            self.assertIn("[2] Prompt: 1 2 3 4", text.stdout)
+            self.assertIn("requests", text.stdout.splitlines()[-1])
+
+    def test_unknown_device_and_bad_engine_options_are_named(self):
+        for args in (["--device", "tpu"], ["--kv-dtype", "int3"], ["--batch", "0"]):
+            r = infera("run", "--model", MICRO, "--prompt-ids", "1,2", *args)
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn(args[0], r.stderr.splitlines()[0])  # CLI11 adds a "Run with --help" line
 
     def test_run_prints_summary_prompt_output_and_speed(self):
         r = infera("run", "--model", MICRO, "--tokenizer", QWEN06, "--prompt-ids", "785,6722,315,9625,374",
@@ -125,6 +186,7 @@ class Outputs(unittest.TestCase):
 BERT = SHARED / "fixtures" / "modernbert-micro"
 BERT_MLM = SHARED / "fixtures" / "modernbert-mlm-micro"
 BERT_CLS = SHARED / "fixtures" / "modernbert-cls-micro"
+TOKENIZER_PARITY = Path(__file__).resolve().parents[1] / "data" / "tokenizer_parity"
 
 
 def read_f32(path):
@@ -204,23 +266,102 @@ class Encoders(unittest.TestCase):
             Errors.assert_one_line_error(self, infera("embed", "--model", BERT, "--text", "hi",
                                                       "--out", Path(d) / "x.f32"), "tokenizer")
 
-    def test_text_input_goes_through_the_tokenizer_with_cls_and_sep(self):
-        # No ModernBERT tokenizer.json is in the fixtures: the Qwen3 one (its ids fit a dummy
-        # ModernBERT of Qwen3's vocabulary size) shows the text path; [CLS]/[SEP] from config.json.
-        tok = infera("tokenize", "--model", QWEN06, stdin=json.dumps({"text": "The capital of France is"}) + "\n")
-        ids = json.loads(tok.stdout)["ids"]
+    def test_text_and_pairs_go_through_the_tokenizer_post_processor(self):
+        # The ModernBERT-style tokenizer built with HF tokenizers (tests/data/make_tokenizer_parity.py)
+        # and its reference ids with add_special_tokens; a dummy-weight model of the micro config.
+        cases = [json.loads(l) for l in (TOKENIZER_PARITY / "bytelevel_modernbert.cases.jsonl").read_text().split("\n") if l]
+        single = next(c for c in cases if len(c["ids_special"]) > 4)
+        pair = next(c for c in cases if "pair" in c and len(c["pair_ids"]) > 6)
         with tempfile.TemporaryDirectory() as d:
-            cfg = json.loads((BERT / "config.json").read_text())
-            cfg.update(vocab_size=151936, cls_token_id=151643, sep_token_id=151645)
-            (Path(d) / "config.json").write_text(json.dumps(cfg))
-            out_text, out_ids, ids_file = Path(d) / "t.f32", Path(d) / "i.f32", Path(d) / "ids.json"
-            ids_file.write_text(json.dumps([[151643] + ids + [151645]]))
-            common = ["--model", d, "--dummy-weights", "--tokenizer", QWEN06]
-            self.run_ok("embed", *common, "--text", "The capital of France is", "--out", out_text)
-            self.run_ok("embed", *common, "--input-ids-json", ids_file, "--out", out_ids)
-            a, b = read_f32(out_text), read_f32(out_ids)
-            self.assertEqual(len(a), (len(ids) + 2) * 64)
-            self.assertEqual(max_abs_diff(a, b), 0.0)
+            (Path(d) / "config.json").write_text((BERT / "config.json").read_text())
+            common = ["--model", d, "--dummy-weights", "--tokenizer", TOKENIZER_PARITY / "bytelevel_modernbert.json"]
+            for text_args, want_ids in [(["--text", single["text"]], single["ids_special"]),
+                                        (["--text", pair["text"], "--text-pair", pair["pair"]], pair["pair_ids"])]:
+                out_text, out_ids, ids_file = Path(d) / "t.f32", Path(d) / "i.f32", Path(d) / "ids.json"
+                ids_file.write_text(json.dumps([want_ids]))
+                self.run_ok("embed", *common, *text_args, "--out", out_text)
+                self.run_ok("embed", *common, "--input-ids-json", ids_file, "--out", out_ids)
+                a, b = read_f32(out_text), read_f32(out_ids)
+                self.assertEqual(len(a), len(want_ids) * 64)
+                self.assertEqual(max_abs_diff(a, b), 0.0)
+
+
+def fnv1a64(data: bytes) -> int:
+    h = 0xCBF29CE484222325
+    for b in data:
+        h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+class Bench(unittest.TestCase):
+    """`infera bench` on the micro fixture: the result file's shape, never its speed."""
+
+    ARGS = ["--prefill", "8,16", "--decode-context", "8", "--decode-steps", "3", "--repeats", "2", "--warmup", "1",
+            "--bandwidth-mib", "8", "--bandwidth-passes", "2", "--interleaved-passes", "1", "--fma-samples", "1",
+            "--threads", "2"]
+
+    def test_result_file(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = Path(d) / "sub" / "r.json"
+            r = infera("bench", "--model", MICRO, *self.ARGS, "--label", "cli test", "--out", out, "--quiet")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(r.stderr, "")  # --quiet
+            self.assertIn("prefill.16.tokens_per_second", r.stdout)
+            self.assertIn(f"result: {out}", r.stdout)
+            j = json.loads(out.read_text())
+        self.assertEqual(j["schema"], "infera.bench/1")
+        self.assertEqual(j["benchmark"], "causal_lm")
+        self.assertEqual(j["label"], "cli test")
+        env = j["environment"]
+        for key in ["git_revision", "compiler", "cxx_flags", "build_type", "cpu_model", "simd_dispatch_target",
+                    "backend", "weight_format"]:
+            self.assertIsInstance(env[key], str, key)
+            self.assertTrue(env[key], key)
+        self.assertEqual(env["threads"], 2)
+        self.assertEqual(env["weight_format"], "BF16")
+        self.assertIn(env["simd_dispatch_target"], env["backend"])  # the kernels' ISA, named twice
+        # The config hash is FNV-1a 64 of config.json with sorted keys and no whitespace.
+        canonical = json.dumps(json.loads((MICRO / "config.json").read_text()), sort_keys=True,
+                               separators=(",", ":"), ensure_ascii=False)
+        self.assertEqual(env["model_config_hash"], f"fnv1a64:{fnv1a64(canonical.encode()):016x}")
+
+        m = j["metrics"]
+        for n in (8, 16):
+            for stage in ("tokens_per_second", "ttft_seconds", "prepare_seconds", "forward_seconds",
+                          "postprocess_seconds"):
+                self.assertEqual(len(m[f"prefill.{n}.{stage}"]["samples"]), 2, stage)  # one per repeat
+        self.assertEqual(len(m["decode.8.tokens_per_second"]["samples"]), 2)
+        self.assertEqual(len(m["decode.8.step_seconds"]["samples"]), 6)  # every step of every repeat
+        # Before and after: 2 passes / 1 sample each; after each repeat: 1 pass and 1 sample.
+        self.assertEqual(len(m["machine.read_bandwidth_gbs"]["samples"]), 2 + 2 + 2)
+        self.assertEqual(len(m["machine.fma_peak_gflops"]["samples"]), 1 + 1 + 2)
+        self.assertEqual(len(m["load.seconds"]["samples"]), 1)
+        self.assertEqual(len(m["run.cpu_share"]["samples"]), 2)
+        self.assertEqual(len(m["machine.probe_cpu_share"]["samples"]), 4)  # before, 2 repeats, after
+        for name, metric in m.items():
+            s = metric["summary"]
+            self.assertEqual(s["count"], len(metric["samples"]), name)
+            self.assertTrue(s["min"] <= s["p50"] <= s["p95"] <= s["max"], name)
+            self.assertTrue(all(v > 0 for v in metric["samples"]), name)
+        self.assertEqual(m["load.seconds"]["better"], "lower")
+        self.assertEqual(m["decode.8.tokens_per_second"]["better"], "higher")
+        self.assertTrue(j["config"]["peak_rss_excludes_probes"])
+        self.assertGreater(m["memory.peak_rss_mib"]["samples"][0], 0)
+
+        roof = j["derived"]["roofline"]
+        self.assertGreater(roof["decode"]["8"]["fraction_of_bandwidth_roofline"], 0)
+        self.assertGreater(roof["prefill"]["16"]["fraction_of_fma_peak"], 0)
+        self.assertEqual(len(m["decode.8.bandwidth_roofline_fraction"]["samples"]), 2)
+        # Work per token from the fixture's shapes: 2 layers x K and V x 2 heads x 16 dims x f32.
+        self.assertEqual(j["derived"]["cost_model"]["kv_bytes_per_position"], 2 * 2 * 2 * 16 * 4)
+
+    def test_bad_lengths_are_one_line_errors(self):
+        for args, fragment in [(["--prefill", "0"], "--prefill"), (["--prefill", "50000"], "--prefill 50000"),
+                               (["--decode-context", "40950", "--decode-steps", "20"], "--decode-context")]:
+            r = infera("bench", "--model", MICRO, "--skip-machine", *args, "--out", "/nonexistent/never.json")
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertTrue(r.stderr.strip().splitlines()[-1].startswith("infera: error: "), r.stderr)
+            self.assertIn(fragment, r.stderr)
 
 
 if __name__ == "__main__":

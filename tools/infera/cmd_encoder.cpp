@@ -6,6 +6,7 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,7 +25,7 @@ using Json = nlohmann::json;
 struct EncoderOptions {
   ModelOptions model;
   std::string input_ids_json;
-  std::vector<std::string> texts;
+  std::vector<std::string> texts, pairs;
   std::string out;
   int top_k = 5;
   int mask_id = -1;
@@ -96,23 +97,27 @@ std::vector<std::vector<int32_t>> read_id_file(const std::string& path) {
   return unpad(padded);
 }
 
-// The sequences to run: from --input-ids-json, or --text through the tokenizer. Until the
-// tokenizer applies the file's post-processor, [CLS] ... [SEP] come from config.json's
-// cls_token_id / sep_token_id (ModernBERT's TemplateProcessing adds exactly these).
+// The sequences to run: from --input-ids-json, or --text (and --text-pair) through the tokenizer
+// with its post-processor, as transformers' tokenizer(text, text_pair) does ([CLS] a [SEP] b [SEP]
+// for ModernBERT; a file without a post-processor adds nothing). ModernBERT has no token type
+// embeddings, so the pair's type ids are not needed.
 std::vector<std::vector<int32_t>> sequences(const EncoderOptions& o, const LoadedEncoder& m) {
   if (o.input_ids_json.empty() == o.texts.empty())
     throw InvalidArgument("give exactly one of --input-ids-json or --text");
-  if (!o.input_ids_json.empty()) return read_id_file(o.input_ids_json);
+  if (!o.input_ids_json.empty()) {
+    if (!o.pairs.empty()) throw InvalidArgument("--text-pair goes with --text");
+    return read_id_file(o.input_ids_json);
+  }
   if (!m.tokenizer)
     throw InvalidArgument("--text needs a tokenizer.json in the model folder (or --tokenizer)");
-  const EncoderInfo& info = m.model->encoder_info();
+  if (!o.pairs.empty() && o.pairs.size() != o.texts.size())
+    throw InvalidArgument("give one --text-pair per --text (" + std::to_string(o.texts.size()) +
+                          " texts, " + std::to_string(o.pairs.size()) + " pairs)");
   std::vector<std::vector<int32_t>> seqs;
-  for (const std::string& text : o.texts) {
-    std::vector<int32_t> ids;
-    if (info.cls_token_id >= 0) ids.push_back(info.cls_token_id);
-    for (int32_t id : m.tokenizer->encode(text)) ids.push_back(id);
-    if (info.sep_token_id >= 0) ids.push_back(info.sep_token_id);
-    seqs.push_back(std::move(ids));
+  for (size_t i = 0; i < o.texts.size(); ++i) {
+    std::optional<std::string_view> pair;
+    if (!o.pairs.empty()) pair = o.pairs[i];
+    seqs.push_back(m.tokenizer->encode(o.texts[i], pair, /*add_special_tokens=*/true).ids);
   }
   return seqs;
 }
@@ -234,7 +239,10 @@ CLI::App* add_common(CLI::App& app, const char* name, const char* help,
                   "JSON file of token ids: [[ids], ...], or {\"input_ids\": [[...]], "
                   "\"attention_mask\": [[...]]} right-padded");
   cmd->add_option("--text", opts->texts,
-                  "Text to encode with the folder's tokenizer, [CLS]/[SEP] added (repeatable)");
+                  "Text to encode with the folder's tokenizer and its post-processor ([CLS] ... "
+                  "[SEP]); repeatable");
+  cmd->add_option("--text-pair", opts->pairs,
+                  "Second text of a pair, one per --text ([CLS] a [SEP] b [SEP])");
   return cmd;
 }
 
