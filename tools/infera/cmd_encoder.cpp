@@ -12,6 +12,7 @@
 
 #include "backend/registry.h"
 #include "commands.h"
+#include "encoder_input.h"
 #include "infera/error.h"
 #include "infera/tokenizer.h"
 #include "model/encoder.h"
@@ -53,46 +54,19 @@ LoadedEncoder load(const ModelOptions& o) {
   return m;
 }
 
-// --input-ids-json: [[ids], [ids]] (sequences of any lengths), [ids] (one sequence), or
-// {"input_ids": [[...]], "attention_mask": [[...]]} (right-padded, as tokenizers pads).
+// --input-ids-json, parsed by encoder_input.h; a right-padded file is unpadded here.
 std::vector<std::vector<int32_t>> read_id_file(const std::string& path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) throw IoError("cannot open --input-ids-json file " + path);
-  Json j;
-  try {
-    j = Json::parse(in);
-  } catch (const Json::exception& e) {
-    throw FormatError(path + ": not valid JSON (" + e.what() + ")");
-  }
-  auto rows = [&](Json v, const char* what) {
-    if (v.is_array() && !v.empty() && v[0].is_number_integer()) v = Json::array({v});
-    if (!v.is_array() || v.empty())
-      throw FormatError(path + ": " + what + " must be a non-empty list of lists of token ids");
-    std::vector<std::vector<int32_t>> out;
-    for (const Json& row : v) {
-      if (!row.is_array()) throw FormatError(path + ": " + what + " rows must be lists");
-      std::vector<int32_t> ids;
-      for (const Json& id : row) {
-        if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX)
-          throw FormatError(path + ": " + what + " holds " + id.dump() + ", not a token id");
-        ids.push_back(id.get<int32_t>());
-      }
-      out.push_back(std::move(ids));
-    }
-    return out;
-  };
-  if (!j.is_object()) return rows(j, "the file");
-  if (!j.contains("input_ids")) throw FormatError(path + ": the object has no input_ids");
-  const auto ids = rows(j["input_ids"], "input_ids");
-  if (!j.contains("attention_mask")) return ids;
-  const auto mask = rows(j["attention_mask"], "attention_mask");
-  PaddedIds padded{.batch = static_cast<int64_t>(ids.size()),
-                   .length = static_cast<int64_t>(ids[0].size())};
-  for (size_t b = 0; b < ids.size(); ++b) {
-    if (ids[b].size() != ids[0].size() || b >= mask.size() || mask[b].size() != ids[b].size())
-      throw FormatError(path + ": input_ids and attention_mask must be equal-length rows");
-    padded.ids.insert(padded.ids.end(), ids[b].begin(), ids[b].end());
-    padded.attention_mask.insert(padded.attention_mask.end(), mask[b].begin(), mask[b].end());
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EncoderIdsFile f = parse_encoder_ids(text, path);
+  if (f.attention_mask.empty()) return std::move(f.input_ids);
+  PaddedIds padded{.batch = static_cast<int64_t>(f.input_ids.size()),
+                   .length = static_cast<int64_t>(f.input_ids[0].size())};
+  for (size_t b = 0; b < f.input_ids.size(); ++b) {
+    padded.ids.insert(padded.ids.end(), f.input_ids[b].begin(), f.input_ids[b].end());
+    padded.attention_mask.insert(padded.attention_mask.end(), f.attention_mask[b].begin(),
+                                 f.attention_mask[b].end());
   }
   return unpad(padded);
 }
