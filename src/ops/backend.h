@@ -105,22 +105,31 @@ class Backend {
   virtual void gather_rows(const Tensor& src, const Tensor& rows, Tensor& dst) = 0;
 
   // --- encoder ops --------------------------------------------------------------------------
+  // Every backend is meant to implement these. One that does not yet inherits the defaults below,
+  // which throw InvalidArgument naming the op and the backend; its supports() must then decline
+  // the op, so that loaders and the op harness skip it rather than call it.
   // Row-wise LayerNorm over the last dimension, as torch.nn.LayerNorm:
   //   out = (x - mean) / sqrt(var + eps) * weight + bias, var the biased (1/dim) variance.
   // x [rows, dim] F32, weight [dim] and bias [dim] of any weight dtype; an empty `bias` Tensor
   // means none (ModernBERT's norm_bias=false). Mean and variance in F32, two-pass (mean first,
   // then the mean of squared deviations). In place (out aliasing x) is allowed.
   virtual void layernorm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
-                         Tensor& out) = 0;
+                         Tensor& out) {
+    unsupported(Op::LayerNorm);
+  }
   // out = gelu(x) elementwise, the exact erf form 0.5 * x * (1 + erf(x / sqrt(2))) (torch's
   // default GELU, not the tanh approximation). F32, same shapes; out may alias x.
-  virtual void gelu(const Tensor& x, Tensor& out) = 0;
+  virtual void gelu(const Tensor& x, Tensor& out) { unsupported(Op::Gelu); }
   // GeGLU: out = gelu(input) * gate elementwise, gelu the exact erf form above; all [n, f] F32.
   // ModernBERT's MLP splits Wi's output into (input, gate) in that order. out may alias either.
-  virtual void geglu(const Tensor& input, const Tensor& gate, Tensor& out) = 0;
+  virtual void geglu(const Tensor& input, const Tensor& gate, Tensor& out) {
+    unsupported(Op::Geglu);
+  }
   // out[i, :] = x[i, :] + bias[:]; x [n, m] F32 (any rank, m its last dim), bias [m] of any
   // weight dtype. out may alias x.
-  virtual void add_bias(const Tensor& x, const Tensor& bias, Tensor& out) = 0;
+  virtual void add_bias(const Tensor& x, const Tensor& bias, Tensor& out) {
+    unsupported(Op::AddBias);
+  }
   // Attention of packed sequences over their own rows (encoders: no KV cache).
   //   q [T, hq, d], k and v [T, kv_heads, d] F32, out [T, hq, d]; T = batch.num_tokens().
   //   Sequence b owns rows [qs[b], qs[b+1]) (qs = batch.query_start); its rows attend only to
@@ -136,10 +145,14 @@ class Backend {
   // that overlap the union of the query tile's windows (no dense L x L mask), and counts them in
   // stats(). Tests compare that count with the one computed from the definition.
   virtual void attention_packed(const Tensor& q, const Tensor& k, const Tensor& v,
-                                const Batch& batch, const AttentionParams& params, Tensor& out) = 0;
+                                const Batch& batch, const AttentionParams& params, Tensor& out) {
+    unsupported(Op::AttentionPacked);
+  }
   // Mean of each sequence's rows: out[b, :] = sum_{i in [qs[b], qs[b+1])} x[i, :] / rows(b),
   // summed in F32 in row order. x [T, w] F32, out [B, w] F32 (B = batch.num_seqs()).
-  virtual void mean_pool(const Tensor& x, const Batch& batch, Tensor& out) = 0;
+  virtual void mean_pool(const Tensor& x, const Batch& batch, Tensor& out) {
+    unsupported(Op::MeanPool);
+  }
 
   // Counters since the last reset_stats() (see OpStats).
   virtual OpStats stats() const { return {}; }
@@ -147,6 +160,10 @@ class Backend {
 
   // Waits for queued work (no-op on the CPU).
   virtual void synchronize() {}
+
+ protected:
+  // Throws InvalidArgument "[op] is not implemented by the NAME backend".
+  [[noreturn]] void unsupported(Op op) const;
 };
 
 }  // namespace infera

@@ -49,6 +49,11 @@ std::string_view op_name(Op op) {
   return "?";
 }
 
+void Backend::unsupported(Op op) const {
+  throw InvalidArgument("[" + std::string(op_name(op)) + "] is not implemented by the " + name() +
+                        " backend");
+}
+
 int64_t KvShape::bytes_per_token(DType dtype) const {
   return 2 * layers *
          static_cast<int64_t>(dtype_bytes(dtype, static_cast<size_t>(kv_heads * head_dim)));
