@@ -181,9 +181,9 @@ int main(int argc, char** argv) {
               .scale = 1.0f / std::sqrt(float(d)), .causal = false, .window = window};
           auto ms = interleaved(warmup, attention_runs, [&](int m) {
             infera::Backend& b = *modes[m].backend;
-            b.reset_stats();
+            b.reset_op_stats();
             b.attention_packed(q[m], q[m], q[m], batches[m], params, o[m]);
-            tiles[static_cast<size_t>(m)] = b.stats().packed_key_tiles;
+            tiles[static_cast<size_t>(m)] = b.op_stats().packed_key_tiles;
           });
           for (int m = 0; m < 2; ++m) modes[m].backend->to_host(o[m], out[static_cast<size_t>(m)]);
           Json c = {{"kind", "attention_local_layer"},
@@ -207,9 +207,9 @@ int main(int argc, char** argv) {
           std::array<int64_t, 2> tiles{};
           for (auto& h : hidden) h.resize(static_cast<size_t>(n * info.hidden));
           auto ms = interleaved(warmup, runs, [&](int m) {
-            modes[m].backend->reset_stats();
+            modes[m].backend->reset_op_stats();
             modes[m].model->hidden_states(batch, hidden[static_cast<size_t>(m)]);
-            tiles[static_cast<size_t>(m)] = modes[m].backend->stats().packed_key_tiles;
+            tiles[static_cast<size_t>(m)] = modes[m].backend->op_stats().packed_key_tiles;
           });
           Json c = {{"kind", "forward"},
                     {"config", config},

@@ -18,16 +18,28 @@ enum class DType : uint8_t {
   F16,
   BF16,
   I32,
-  // Block-quantized weight types plug in here (each with its own matmul kernel file).
+  // Block-quantized weight types with ggml's exact block layouts (src/quant/block_formats.h), so
+  // GGUF tensors are used in place. Elements come in blocks along the last dimension (a row); a
+  // block is never split across rows, so a quantized tensor's row length must be a multiple of
+  // dtype_block_size(): a row is then a whole number of blocks and row r starts at byte
+  // r * dtype_bytes(dtype, row_length), which is what views, matmul and embedding rely on.
+  Q8_0,  // 32 elements: f16 scale + 32 x int8                       (34 bytes, 8.5 bits/weight)
+  Q4_0,  // 32 elements: f16 scale + 32 x 4-bit (q - 8)              (18 bytes, 4.5 bits/weight)
+  Q4_K,  // 256 elements: f16 d, dmin; 8 x 6-bit scale/min; 4-bit q  (144 bytes, 4.5 bits/weight)
+  Q6_K,  // 256 elements: 6-bit q in 16 groups with int8 scales, f16 d (210 bytes, 6.56 bits/weight)
 };
 
 enum class Device : uint8_t { CPU, CUDA };
 
 std::string_view dtype_name(DType dtype);
 std::string_view device_name(Device device);
-// Bytes for `count` elements; quantized types will round up to whole blocks. Throws
-// InvalidArgument when the byte count does not fit int64.
+// Bytes for `count` elements; quantized types round up to whole blocks (callers that lay out rows
+// check that each row is whole blocks, see DType). Throws InvalidArgument when the byte count does
+// not fit int64.
 size_t dtype_bytes(DType dtype, size_t count);
+// Elements per block: 1 for F32/F16/BF16/I32, 32 for Q8_0/Q4_0, 256 for Q4_K/Q6_K.
+int64_t dtype_block_size(DType dtype);
+bool dtype_is_quantized(DType dtype);
 
 constexpr int kMaxDims = 4;
 
@@ -78,6 +90,8 @@ class Tensor {
 
   // Same memory, new shape with the same element count (row-major reinterpretation).
   Tensor reshaped(Shape shape) const;
+  // Same memory and owner under another name (a file's tensor under the model's naming).
+  Tensor renamed(std::string name) const;
   // Rows [begin, begin+count) along dimension 0, same memory.
   Tensor rows(int64_t begin, int64_t count) const;
 

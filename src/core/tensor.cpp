@@ -18,6 +18,14 @@ std::string_view dtype_name(DType dtype) {
       return "BF16";
     case DType::I32:
       return "I32";
+    case DType::Q8_0:
+      return "Q8_0";
+    case DType::Q4_0:
+      return "Q4_0";
+    case DType::Q4_K:
+      return "Q4_K";
+    case DType::Q6_K:
+      return "Q6_K";
   }
   return "?";
 }
@@ -26,7 +34,8 @@ std::string_view device_name(Device device) { return device == Device::CPU ? "cp
 
 namespace {
 
-size_t element_bytes(DType dtype) {
+// Bytes of one block of dtype_block_size(dtype) elements (ggml's layouts for the quantized types).
+size_t block_bytes(DType dtype) {
   switch (dtype) {
     case DType::F32:
     case DType::I32:
@@ -34,8 +43,22 @@ size_t element_bytes(DType dtype) {
     case DType::F16:
     case DType::BF16:
       return 2;
+    case DType::Q8_0:
+      return 34;
+    case DType::Q4_0:
+      return 18;
+    case DType::Q4_K:
+      return 144;
+    case DType::Q6_K:
+      return 210;
   }
   throw Error("dtype_bytes: unknown dtype");
+}
+
+// Whole blocks for `count` elements.
+uint64_t blocks_for(DType dtype, uint64_t count) {
+  const auto bs = static_cast<uint64_t>(dtype_block_size(dtype));
+  return count / bs + (count % bs != 0);
 }
 
 constexpr uint64_t kMaxCount = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
@@ -67,9 +90,24 @@ bool has_zero_dim(const Shape& shape) {
 
 }  // namespace
 
+int64_t dtype_block_size(DType dtype) {
+  switch (dtype) {
+    case DType::Q8_0:
+    case DType::Q4_0:
+      return 32;
+    case DType::Q4_K:
+    case DType::Q6_K:
+      return 256;
+    default:
+      return 1;
+  }
+}
+
+bool dtype_is_quantized(DType dtype) { return dtype_block_size(dtype) > 1; }
+
 size_t dtype_bytes(DType dtype, size_t count) {
   uint64_t bytes = 0;
-  if (__builtin_mul_overflow(static_cast<uint64_t>(count), element_bytes(dtype), &bytes) ||
+  if (__builtin_mul_overflow(blocks_for(dtype, count), block_bytes(dtype), &bytes) ||
       bytes > kMaxCount)
     throw InvalidArgument("dtype_bytes: " + std::to_string(count) + " " +
                           std::string(dtype_name(dtype)) + " elements do not fit int64 bytes");
@@ -80,7 +118,8 @@ size_t shape_nbytes(DType dtype, const Shape& shape) {
   const auto product = nonzero_product(shape);
   if (!product) too_large(shape, "a negative dimension, or more than 2^63-1 elements");
   uint64_t bytes = 0;
-  if (__builtin_mul_overflow(*product, element_bytes(dtype), &bytes) || bytes > kMaxCount)
+  if (__builtin_mul_overflow(blocks_for(dtype, *product), block_bytes(dtype), &bytes) ||
+      bytes > kMaxCount)
     too_large(shape, "more than 2^63-1 bytes in " + std::string(dtype_name(dtype)));
   return has_zero_dim(shape) ? 0 : static_cast<size_t>(bytes);
 }
@@ -126,6 +165,12 @@ Tensor Tensor::reshaped(Shape shape) const {
                           shape.str());
   Tensor t = *this;
   t.shape_ = shape;
+  return t;
+}
+
+Tensor Tensor::renamed(std::string name) const {
+  Tensor t = *this;
+  t.name_ = std::move(name);
   return t;
 }
 

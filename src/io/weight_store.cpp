@@ -129,6 +129,17 @@ WeightStore WeightStore::open_folder(const fs::path& dir) {
   return store;
 }
 
+WeightStore WeightStore::from_tensors(std::vector<Tensor> tensors, std::string origin) {
+  WeightStore store;
+  store.origin_ = std::move(origin);
+  for (Tensor& t : tensors) {
+    std::string name = t.name();
+    if (!store.tensors_.emplace(name, std::move(t)).second)
+      throw FormatError(store.origin_ + ": tensor " + name + " appears twice");
+  }
+  return store;
+}
+
 bool WeightStore::contains(const std::string& name) const { return tensors_.count(name) != 0; }
 
 const Tensor& WeightStore::get(const std::string& name) const {
@@ -139,10 +150,15 @@ const Tensor& WeightStore::get(const std::string& name) const {
 
 const Tensor& WeightStore::require(const std::string& name, const Shape& expected) const {
   const Tensor& t = get(name);
-  if (t.dtype() != DType::F32 && t.dtype() != DType::F16 && t.dtype() != DType::BF16)
-    throw FormatError("tensor " + name + " in " + origin_ + ": dtype " +
-                      std::string(dtype_name(t.dtype())) +
-                      ", expected a float weight type (F32, F16, BF16)");
+  const bool float_type =
+      t.dtype() == DType::F32 || t.dtype() == DType::F16 || t.dtype() == DType::BF16;
+  const bool quantized_matrix =
+      dtype_is_quantized(t.dtype()) && t.rank() == 2 && t.dim(1) % dtype_block_size(t.dtype()) == 0;
+  if (!float_type && !quantized_matrix)
+    throw FormatError(
+        "tensor " + name + " in " + origin_ + ": dtype " + std::string(dtype_name(t.dtype())) +
+        (dtype_is_quantized(t.dtype()) ? ", a quantized type, is only supported for matrices"
+                                       : ", expected a float weight type (F32, F16, BF16)"));
   if (!(t.shape() == expected))
     throw FormatError("tensor " + name + ": shape " + t.shape().str() + ", expected " +
                       expected.str() + " (in " + origin_ + ")");

@@ -19,11 +19,16 @@ class WeightStore {
   static WeightStore open_folder(const std::filesystem::path& dir);
   // Opens one safetensors file.
   static WeightStore open_file(const std::filesystem::path& file);
+  // Tensors already loaded (a GGUF file's, renamed); `origin` names their file in errors.
+  // FormatError when two share a name.
+  static WeightStore from_tensors(std::vector<Tensor> tensors, std::string origin);
 
   bool contains(const std::string& name) const;
   // Throws FormatError "missing tensor NAME in DIR" when absent.
   const Tensor& get(const std::string& name) const;
-  // get() plus a check of the shape; dtype must be a float weight type (F32, F16, BF16).
+  // get() plus a check of the shape; dtype must be a float weight type (F32, F16, BF16), or, for a
+  // matrix (rank 2: projections, embeddings, LM head), a block-quantized type whose rows are
+  // whole blocks. Vectors (norm weights) stay float: the ops that read them widen, not dequantize.
   // Error: "tensor NAME: shape [a, b], expected [c, d]".
   const Tensor& require(const std::string& name, const Shape& expected) const;
   std::vector<std::string> names() const;

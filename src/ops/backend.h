@@ -143,7 +143,7 @@ class Backend {
   // Work must follow the window: a backend splits each sequence into query tiles and key tiles
   // (its own sizes, aligned to the sequence's first row), computes scores only for the key tiles
   // that overlap the union of the query tile's windows (no dense L x L mask), and counts them in
-  // stats(). Tests compare that count with the one computed from the definition.
+  // op_stats(). Tests compare that count with the one computed from the definition.
   virtual void attention_packed(const Tensor& q, const Tensor& k, const Tensor& v,
                                 const Batch& batch, const AttentionParams& params, Tensor& out) {
     unsupported(Op::AttentionPacked);
@@ -154,9 +154,9 @@ class Backend {
     unsupported(Op::MeanPool);
   }
 
-  // Counters since the last reset_stats() (see OpStats).
-  virtual OpStats stats() const { return {}; }
-  virtual void reset_stats() {}
+  // Counters since the last reset_op_stats() (see OpStats).
+  virtual OpStats op_stats() const { return {}; }
+  virtual void reset_op_stats() {}
 
   // Waits for queued work (no-op on the CPU).
   virtual void synchronize() {}

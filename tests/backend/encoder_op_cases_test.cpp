@@ -252,9 +252,9 @@ int64_t run_packed(Backend& b, OpReport& report, const PackedCase& c, std::mt199
   Tensor kt = to_backend(b, "k", DType::F32, {n, c.hkv, c.d}, k);
   Tensor vt = to_backend(b, "v", DType::F32, {n, c.hkv, c.d}, v);
   Tensor out = b.alloc("out", DType::F32, {n, c.hq, c.d});
-  b.reset_stats();
+  b.reset_op_stats();
   b.attention_packed(qt, kt, vt, batch, c.params, out);
-  const int64_t tiles = b.stats().packed_key_tiles;
+  const int64_t tiles = b.op_stats().packed_key_tiles;
   report.check(Op::AttentionPacked, DType::F32, c.name, read_back(b, out),
                dense_masked_reference(c, d, q.values, k.values, v.values));
   return tiles;
@@ -296,14 +296,14 @@ TEST_P(EncoderOps, WindowedAttentionEqualsDenseMaskAndSkipsTiles) {
     if (!b.supports(Op::AttentionPacked, {DType::F32}))
       return report.declined(Op::AttentionPacked, DType::F32);
     std::mt19937 rng(25);
-    const OpStats probe = b.stats();
+    const OpStats probe = b.op_stats();
     const bool counts = probe.packed_key_tile > 0;
     if (!counts) std::printf("[op harness] %s does not count key tiles\n", label.c_str());
     for (int32_t len : lengths) {
       const PackedCase c{"window 64, L=" + std::to_string(len), {len}, hq, hkv, d, params};
       const int64_t tiles = run_packed(b, report, c, rng);
       if (!counts) continue;
-      const OpStats s = b.stats();
+      const OpStats s = b.op_stats();
       const int64_t want =
           windowed
               ? expected_windowed_tiles({len}, window, hkv, s.packed_query_tile, s.packed_key_tile)
@@ -320,7 +320,7 @@ TEST_P(EncoderOps, WindowedAttentionEqualsDenseMaskAndSkipsTiles) {
     const PackedCase all{"window 64, all lengths packed", lengths, hq, hkv, d, params};
     const int64_t tiles = run_packed(b, report, all, rng);
     if (counts) {
-      const OpStats s = b.stats();
+      const OpStats s = b.op_stats();
       EXPECT_EQ(tiles, windowed
                            ? expected_windowed_tiles(lengths, window, hkv, s.packed_query_tile,
                                                      s.packed_key_tile)

@@ -26,8 +26,8 @@ def cases(folder):
 
 class Help(unittest.TestCase):
     def test_every_subcommand_has_help(self):
-        for sub in ["run", "chat", "logits", "tokenize", "detokenize", "bench", "embed", "classify",
-                    "fill-mask"]:
+        for sub in ["run", "chat", "logits", "tokenize", "detokenize", "bench", "quantize", "embed",
+                    "classify", "fill-mask"]:
             r = infera(sub, "--help")
             self.assertEqual(r.returncode, 0, sub)
             self.assertIn("--model", r.stdout, sub)
@@ -46,6 +46,16 @@ class Errors(unittest.TestCase):
 
     def test_missing_model_folder(self):
         self.assert_one_line_error(infera("run", "--model", "/nonexistent/x", "--prompt-ids", "1"), "/nonexistent/x")
+
+    def test_quantize_errors(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = Path(d) / "m.gguf"
+            self.assert_one_line_error(
+                infera("quantize", "--model", MICRO, "--type", "q5_k", "--out", out), "'q5_k'", "q4_k_m")
+            # The fixture has no tokenizer.json of its own: named, and no file left behind.
+            self.assert_one_line_error(
+                infera("quantize", "--model", MICRO, "--type", "q8_0", "--out", out), "tokenizer.json")
+            self.assertEqual(list(Path(d).iterdir()), [])
 
     def test_bad_prompt_ids(self):
         self.assert_one_line_error(infera("run", "--model", MICRO, "--prompt-ids", "1,abc"), "'abc'")

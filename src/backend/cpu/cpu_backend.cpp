@@ -11,6 +11,7 @@
 
 #include "backend/cpu/cpu_attention.h"
 #include "backend/cpu/encoder_ops.h"
+#include "backend/cpu/quant_matmul.h"
 #include "backend/cpu/simd_kernels.h"
 #include "backend/cpu/thread_pool.h"
 #include "infera/error.h"
@@ -68,16 +69,17 @@ class CpuBackend final : public Backend {
   Device device() const override { return Device::CPU; }
   bool supports(Op op, std::initializer_list<DType> dtypes) const override {
     for (DType t : dtypes) {
-      const bool ok =
-          (op == Op::Embedding || op == Op::Matmul || op == Op::RmsNorm || op == Op::KvWrite ||
-           op == Op::Attention || op == Op::LayerNorm || op == Op::AddBias)
-              ? is_float(t)
-              : t == DType::F32;
+      const bool ok = (op == Op::Embedding || op == Op::Matmul) ? supports_weight(t)
+                      : (op == Op::RmsNorm || op == Op::KvWrite || op == Op::Attention ||
+                         op == Op::LayerNorm || op == Op::AddBias)
+                          ? is_float(t)
+                          : t == DType::F32;
       if (!ok) return false;
     }
     return true;
   }
-  bool supports_weight(DType dtype) const { return is_float(dtype); }
+  // Matmul and embedding weights: float, or block-quantized (quant_matmul.h).
+  bool supports_weight(DType dtype) const { return is_float(dtype) || dtype_is_quantized(dtype); }
 
   Tensor alloc(const std::string& name, DType dtype, Shape shape) override {
     // calloc maps large blocks lazily as zero pages, so a KV cache sized for a long context costs
@@ -118,7 +120,7 @@ class CpuBackend final : public Backend {
   void embedding(const Tensor& table, const Tensor& ids, Tensor& out) override {
     expect_f32_cpu(out, "embedding");
     expect(table.rank() == 2 && out.rank() == 2 && out.dim(1) == table.dim(1) &&
-               is_float(table.dtype()),
+               supports_weight(table.dtype()),
            "embedding", shapes(table, out));
     expect_i32_rows(ids, out.dim(0), "embedding", "ids");
     const int64_t dim = table.dim(1);
@@ -129,7 +131,7 @@ class CpuBackend final : public Backend {
                  std::to_string(table.dim(0)) + ")");
       const char* row = static_cast<const char*>(table.data()) +
                         dtype_bytes(table.dtype(), static_cast<size_t>(id[i] * dim));
-      cpu::widen_row(row, table.dtype(), dim, out.data_as<float>() + i * dim);
+      cpu::weight_row_to_f32(row, table.dtype(), dim, out.data_as<float>() + i * dim);
     }
   }
 
@@ -163,6 +165,9 @@ class CpuBackend final : public Backend {
     expect(w.rank() == 2 && w.dim(1) == k, "matmul", shapes(x, w));
     const int64_t m = w.dim(0);
     expect(row_width(out) == m && row_count(out) == n, "matmul", shapes(out, w));
+    if (dtype_is_quantized(w.dtype()))  // integer kernels on the blocks (quant_matmul.h)
+      return cpu::matmul_quantized(pool_, x.data_as<float>(), n, k, w.data(), w.dtype(), m,
+                                   out.data_as<float>());
     for (auto& p : panels_) p.resize(static_cast<size_t>(cpu::kPanelRows * k));
     const float* xs = x.data_as<float>();
     float* os = out.data_as<float>();
@@ -276,12 +281,12 @@ class CpuBackend final : public Backend {
                         out.data_as<float>());
   }
 
-  OpStats stats() const override {
+  OpStats op_stats() const override {
     return {.packed_key_tiles = packed_key_tiles_,
             .packed_query_tile = cpu::kPackedQueryTile,
             .packed_key_tile = cpu::kPackedKeyTile};
   }
-  void reset_stats() override { packed_key_tiles_ = 0; }
+  void reset_op_stats() override { packed_key_tiles_ = 0; }
 
   void kv_write(const Tensor& k, const Tensor& v, KvLayer& cache, const Batch& batch) override;
   void attention(const Tensor& q, const KvLayer& cache, const Batch& batch,

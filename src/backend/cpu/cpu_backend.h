@@ -1,5 +1,6 @@
-// The CPU backend: F32 activations, weights used in place (F32/F16/BF16), SIMD kernels with
-// run-time dispatch, one thread pool. Frontends get it through backend/registry.h.
+// The CPU backend: F32 activations, weights used in place (F32/F16/BF16 and the block-quantized
+// types of quant_matmul.h), SIMD kernels with run-time dispatch, one thread pool. Frontends get it
+// through backend/registry.h.
 #pragma once
 
 #include <memory>

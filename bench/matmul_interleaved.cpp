@@ -1,0 +1,140 @@
+// Matmul throughput of every weight type on the same shapes, interleaved in one run (each
+// repetition times bf16, q8_0, q4_0, q4_k, q6_k back to back, so machine noise hits all alike),
+// reported as min / median / p95 with the median ratio to bf16, and written with the raw samples
+// to bench/results/matmul_interleaved-<time>.json.
+//   build/release/bench/matmul_interleaved [--repeats 15] [--threads 2]
+// Decode shapes (1 row) are memory bound: weight GB/s is the number that matters. Prefill
+// (128 rows) is compute bound: GFLOP/s (2 * n * m * k per call).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/quant_matmul.h"
+#include "infera/tensor.h"
+#include "ops/backend.h"
+#include "quant/block_formats.h"
+
+namespace {
+
+using infera::DType;
+using infera::Tensor;
+
+struct Case {
+  const char* name;
+  int64_t n, m, k;
+};
+
+// Random blocks with finite scales (|d| < 1): timing does not depend on the values, and random
+// bytes avoid quantizing 155M floats first.
+std::vector<uint8_t> random_weight(DType dtype, int64_t m, int64_t k, uint32_t seed) {
+  std::vector<uint8_t> w(infera::dtype_bytes(dtype, static_cast<size_t>(m * k)));
+  std::mt19937 rng(seed);
+  for (size_t i = 0; i + 4 <= w.size(); i += 4) {
+    const uint32_t r = rng();
+    std::memcpy(&w[i], &r, 4);
+  }
+  if (dtype == DType::BF16) {
+    for (size_t i = 1; i < w.size(); i += 2) w[i] &= 0x3F;  // small finite values
+    return w;
+  }
+  const size_t block =
+      infera::dtype_bytes(dtype, static_cast<size_t>(infera::dtype_block_size(dtype)));
+  std::vector<size_t> halves = dtype == DType::Q4_K   ? std::vector<size_t>{0, 2}
+                               : dtype == DType::Q6_K ? std::vector<size_t>{208}
+                                                      : std::vector<size_t>{0};
+  for (size_t off = 0; off + block <= w.size(); off += block)
+    for (size_t h : halves) w[off + h + 1] &= 0x3B;
+  return w;
+}
+
+double percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  const size_t i = std::min(v.size() - 1, static_cast<size_t>(p * double(v.size() - 1) + 0.5));
+  return v[i];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int repeats = 15, threads = 2;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--repeats")) repeats = std::max(1, std::atoi(argv[i + 1]));
+    if (!std::strcmp(argv[i], "--threads")) threads = std::max(1, std::atoi(argv[i + 1]));
+  }
+  auto backend = infera::make_cpu_backend(threads);
+  const DType types[] = {DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K};
+  const Case cases[] = {{"lm_head_decode", 1, 151936, 1024},
+                        {"mlp_up_decode", 1, 3072, 1024},
+                        {"mlp_up_batch8", 8, 3072, 1024},
+                        {"mlp_up_prefill128", 128, 3072, 1024}};
+  std::string json = "{\"threads\": " + std::to_string(threads) + ", \"isa\": \"" +
+                     infera::cpu::quant_kernel_target_name() + "\", \"backend\": \"" +
+                     backend->name() + "\", \"repeats\": " + std::to_string(repeats) +
+                     ", \"cases\": [";
+  std::printf("%s, quantized kernels on %s, %d repeats interleaved\n", backend->name().c_str(),
+              infera::cpu::quant_kernel_target_name(), repeats);
+  for (size_t ci = 0; ci < std::size(cases); ++ci) {
+    const Case& c = cases[ci];
+    std::vector<std::vector<uint8_t>> weights;
+    std::vector<Tensor> w;
+    for (DType t : types) {
+      weights.push_back(random_weight(t, c.m, c.k, 7));
+      w.emplace_back("w", t, infera::Shape{c.m, c.k}, infera::Device::CPU, weights.back().data(),
+                     nullptr);
+    }
+    Tensor x = backend->alloc("x", DType::F32, {c.n, c.k});
+    std::mt19937 rng(3);
+    std::normal_distribution<float> dist;
+    for (int64_t i = 0; i < c.n * c.k; ++i) x.data_as<float>()[i] = dist(rng);
+    Tensor out = backend->alloc("out", DType::F32, {c.n, c.m});
+    std::vector<std::vector<double>> seconds(std::size(types));
+    for (int r = -1; r < repeats; ++r) {  // r = -1: warm-up, not recorded
+      for (size_t ti = 0; ti < std::size(types); ++ti) {
+        const auto t0 = std::chrono::steady_clock::now();
+        backend->matmul(x, w[ti], out);
+        const double s =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (r >= 0) seconds[ti].push_back(s);
+      }
+    }
+    std::printf("\n%s: x [%ld, %ld] . w [%ld, %ld]^T\n", c.name, long(c.n), long(c.k), long(c.m),
+                long(c.k));
+    std::printf("  %-5s %10s %10s %10s %12s %10s %12s\n", "type", "min ms", "median ms", "p95 ms",
+                "weight GB/s", "GFLOP/s", "vs bf16 (x)");
+    const double bf16_median = percentile(seconds[0], 0.5);
+    json += std::string(ci ? ", " : "") + "{\"name\": \"" + c.name +
+            "\", \"n\": " + std::to_string(c.n) + ", \"m\": " + std::to_string(c.m) +
+            ", \"k\": " + std::to_string(c.k) + ", \"types\": [";
+    for (size_t ti = 0; ti < std::size(types); ++ti) {
+      const double med = percentile(seconds[ti], 0.5);
+      const double bytes = double(weights[ti].size());
+      const double flops = 2.0 * double(c.n) * double(c.m) * double(c.k);
+      std::printf("  %-5s %10.3f %10.3f %10.3f %12.2f %10.1f %12.2f\n",
+                  std::string(infera::dtype_name(types[ti])).c_str(),
+                  1e3 * percentile(seconds[ti], 0), 1e3 * med, 1e3 * percentile(seconds[ti], 0.95),
+                  bytes / med / 1e9, flops / med / 1e9, bf16_median / med);
+      json += std::string(ti ? ", " : "") + "{\"dtype\": \"" +
+              std::string(infera::dtype_name(types[ti])) +
+              "\", \"weight_bytes\": " + std::to_string(weights[ti].size()) + ", \"seconds\": [";
+      for (size_t i = 0; i < seconds[ti].size(); ++i)
+        json += (i ? ", " : "") + std::to_string(seconds[ti][i]);
+      json += "]}";
+    }
+    json += "]}";
+  }
+  json += "]}\n";
+  const std::filesystem::path dir = std::filesystem::path(INFERA_SOURCE_DIR) / "bench" / "results";
+  std::filesystem::create_directories(dir);
+  const auto path = dir / ("matmul_interleaved-" + std::to_string(std::time(nullptr)) + ".json");
+  std::ofstream(path) << json;
+  std::printf("\nraw samples: %s\n", path.c_str());
+  return 0;
+}

@@ -1,0 +1,130 @@
+// Q4_K weights x Q8K activations. Per super-block of 256 and sub-block s of 32:
+//   w = d * sc[s] * q - dmin * m[s]  (q the 4-bit nibble)
+//   sum(w * a) = d_a * (d * sum_s sc[s] * sum(q * a_s) - dmin * sum_s m[s] * sum(a_s))
+// The first sum is integer byte products weighted by the 6-bit scales; the second uses the
+// activation block's 16-element sums, so the mins cost one vpmaddwd per super-block.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "backend/cpu/matmul_q4_k.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include <cstring>
+
+#include "backend/cpu/int8_dot-inl.h"
+#include "backend/cpu/quant_matmul.h"
+#include "quant/block_formats.h"
+
+HWY_BEFORE_NAMESPACE();
+#if HWY_TARGET == HWY_AVX3_DL && defined(__GNUC__) && !defined(__clang__)
+#pragma GCC target("avx512vnni")
+#endif
+namespace infera::cpu {
+namespace HWY_NAMESPACE {
+
+// The 12 packed bytes as 8 scale bytes and 8 min bytes (q4_k_scale_min for all j at once, on
+// 32-bit words): j < 4 are the low six bits of bytes j (scales) and j + 4 (mins); j >= 4 take
+// their low nibble from byte j + 4 and their top two bits from bits 6-7 of bytes j - 4 / j.
+HWY_INLINE void UnpackScalesMins(const uint8_t* packed, uint8_t scales[8], uint8_t mins[8]) {
+  uint32_t w[3];
+  std::memcpy(w, packed, 12);
+  const uint32_t sc[2] = {w[0] & 0x3F3F3F3Fu,
+                          (w[2] & 0x0F0F0F0Fu) | (((w[0] >> 6) & 0x03030303u) << 4)};
+  const uint32_t mn[2] = {w[1] & 0x3F3F3F3Fu,
+                          ((w[2] >> 4) & 0x0F0F0F0Fu) | (((w[1] >> 6) & 0x03030303u) << 4)};
+  std::memcpy(scales, sc, 8);
+  std::memcpy(mins, mn, 8);
+}
+
+struct KernelQ4_K {
+  template <int NX>
+  static HWY_INLINE void Row(const uint8_t* wrow, const uint8_t* acts, int64_t act_row_bytes,
+                             int64_t blocks, float* out, int64_t ldo) {
+    const auto* w = reinterpret_cast<const quant::BlockQ4_K*>(wrow);
+    const ActBlockQ8K* a[NX];
+    for (int x = 0; x < NX; ++x)
+      a[x] = reinterpret_cast<const ActBlockQ8K*>(acts + x * act_row_bytes);
+#if INFERA_INT8_SIMD
+    // Per sub-block: vpmaddubsw (nibble x activation pairs, at most 2 * 15 * 127) then vpmaddwd
+    // by the 6-bit scale, which applies the scale and widens to int32 in one step; the mins meet
+    // the activation group sums in one more vpmaddwd. Everything stays in vectors until the end.
+    __m256 acc[NX], acc_min[NX];
+    for (int x = 0; x < NX; ++x) acc[x] = acc_min[x] = _mm256_setzero_ps();
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    for (int64_t b = 0; b < blocks; ++b) {
+      const quant::BlockQ4_K& blk = w[b];
+      uint8_t sc[8], mn[8];
+      UnpackScalesMins(blk.scales, sc, mn);
+      const float d = HalfToFloat(blk.d), dmin = HalfToFloat(blk.dmin);
+      // mins as int16 [m0, m0, m1, m1, ...]: vpmaddwd with the 16 group sums gives m[s] * sum(a_s).
+      const __m128i m8 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn)));
+      const __m256i mins16 =
+          _mm256_set_m128i(_mm_unpackhi_epi16(m8, m8), _mm_unpacklo_epi16(m8, m8));
+      __m256i q[8], scale16[8];
+      for (int c = 0; c < 4; ++c) {
+        const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * c));
+        q[2 * c] = _mm256_and_si256(raw, low4);
+        q[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+      }
+      for (int s = 0; s < 8; ++s) scale16[s] = _mm256_set1_epi16(sc[s]);
+      for (int x = 0; x < NX; ++x) {
+        const ActBlockQ8K& ab = a[x][b];
+        __m256i sumi = _mm256_setzero_si256();
+        for (int s = 0; s < 8; ++s) {
+          const __m256i aq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs + 32 * s));
+          sumi =
+              _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(q[s], aq), scale16[s]));
+        }
+        acc[x] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(d * ab.d), acc[x]);
+        const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.bsums));
+        acc_min[x] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(bsums, mins16)),
+                                     _mm256_set1_ps(dmin * ab.d), acc_min[x]);
+      }
+    }
+    for (int x = 0; x < NX; ++x) out[x * ldo] = HorizontalSum(acc[x]) - HorizontalSum(acc_min[x]);
+#else
+    for (int x = 0; x < NX; ++x) {
+      float sum = 0.0f, mins = 0.0f;
+      for (int64_t b = 0; b < blocks; ++b) {
+        const quant::BlockQ4_K& blk = w[b];
+        int32_t sumi = 0, msum = 0;
+        for (int s = 0; s < 8; ++s) {
+          uint8_t sc, m;
+          quant::q4_k_scale_min(s, blk.scales, sc, m);
+          const uint8_t* qs = blk.qs + 32 * (s / 2);
+          const int shift = 4 * (s % 2);
+          int32_t dot = 0;
+          for (int l = 0; l < 32; ++l) dot += ((qs[l] >> shift) & 0xF) * a[x][b].qs[32 * s + l];
+          sumi += sc * dot;
+          msum += m * (a[x][b].bsums[2 * s] + a[x][b].bsums[2 * s + 1]);
+        }
+        sum += static_cast<float>(sumi) * (HalfToFloat(blk.d) * a[x][b].d);
+        mins += static_cast<float>(msum) * (HalfToFloat(blk.dmin) * a[x][b].d);
+      }
+      out[x * ldo] = sum - mins;
+    }
+#endif
+  }
+};
+
+void MatmulRowsQ4_K(const void* acts, int64_t n, int64_t k, const void* w, int64_t j_begin,
+                    int64_t j_end, float* out, int64_t ldo) {
+  const int64_t blocks = k / quant::kQkK;
+  MatmulRowsQ<KernelQ4_K>(
+      static_cast<const uint8_t*>(acts), blocks * static_cast<int64_t>(sizeof(ActBlockQ8K)), n,
+      blocks, static_cast<const uint8_t*>(w),
+      blocks * static_cast<int64_t>(sizeof(quant::BlockQ4_K)), j_begin, j_end, out, ldo);
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace infera::cpu
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace infera::cpu {
+HWY_EXPORT(MatmulRowsQ4_K);
+void matmul_rows_q4_k(const void* acts, int64_t n, int64_t k, const void* w, int64_t j_begin,
+                      int64_t j_end, float* out, int64_t ldo) {
+  HWY_DYNAMIC_DISPATCH(MatmulRowsQ4_K)(acts, n, k, w, j_begin, j_end, out, ldo);
+}
+}  // namespace infera::cpu
+#endif

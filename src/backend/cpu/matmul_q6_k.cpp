@@ -1,0 +1,121 @@
+// Q6_K weights x Q8K activations. Per super-block of 256 and group g of 16:
+//   w = d * sc[g] * (q - 32)  (q the 6-bit value, sc int8)
+//   sum(w * a) = d * d_a * (sum_g sc[g] * sum(q * a_g) - 32 * sum_g sc[g] * sum(a_g))
+// q in [0, 63] is the unsigned side of the byte products; the -32 offset comes from the
+// activation block's 16-element sums. A 32-byte chunk covers two groups.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "backend/cpu/matmul_q6_k.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include "backend/cpu/int8_dot-inl.h"
+#include "backend/cpu/quant_matmul.h"
+#include "quant/block_formats.h"
+
+HWY_BEFORE_NAMESPACE();
+#if HWY_TARGET == HWY_AVX3_DL && defined(__GNUC__) && !defined(__clang__)
+#pragma GCC target("avx512vnni")
+#endif
+namespace infera::cpu {
+namespace HWY_NAMESPACE {
+
+struct KernelQ6_K {
+  template <int NX>
+  static HWY_INLINE void Row(const uint8_t* wrow, const uint8_t* acts, int64_t act_row_bytes,
+                             int64_t blocks, float* out, int64_t ldo) {
+    const auto* w = reinterpret_cast<const quant::BlockQ6_K*>(wrow);
+    const ActBlockQ8K* a[NX];
+    for (int x = 0; x < NX; ++x)
+      a[x] = reinterpret_cast<const ActBlockQ8K*>(acts + x * act_row_bytes);
+#if INFERA_INT8_SIMD
+    // Per 32-byte chunk: vpmaddubsw (6-bit q x activation pairs, at most 2 * 63 * 127) then
+    // vpmaddwd by the chunk's two group scales (int16 lanes 0-7 and 8-15 hold the pairs of elements
+    // 0-15 and 16-31). The -32 offset is sum_g sc[g] * sum(a_g): one vpmaddwd of the scales with
+    // the activation group sums.
+    __m256 acc[NX];
+    for (int x = 0; x < NX; ++x) acc[x] = _mm256_setzero_ps();
+    const __m256i low4 = _mm256_set1_epi8(0x0F), low2 = _mm256_set1_epi8(0x03);
+    for (int64_t b = 0; b < blocks; ++b) {
+      const quant::BlockQ6_K& blk = w[b];
+      const float d = HalfToFloat(blk.d);
+      const __m256i sc16 =
+          _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)));
+      __m256i q[8], scales[8];
+      for (int half = 0; half < 2; ++half) {
+        const uint8_t* ql = blk.ql + 64 * half;
+        const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
+        const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
+        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * half));
+        const __m256i lows[4] = {_mm256_and_si256(ql0, low4), _mm256_and_si256(ql1, low4),
+                                 _mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
+                                 _mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4)};
+        for (int g = 0; g < 4; ++g) {
+          const __m256i high = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * g), low2);
+          q[4 * half + g] = _mm256_or_si256(lows[g], _mm256_slli_epi16(high, 4));
+          const int group = 8 * half + 2 * g;
+          scales[4 * half + g] = _mm256_set_m128i(_mm_set1_epi16(blk.scales[group + 1]),
+                                                  _mm_set1_epi16(blk.scales[group]));
+        }
+      }
+      for (int x = 0; x < NX; ++x) {
+        const ActBlockQ8K& ab = a[x][b];
+        __m256i sumi = _mm256_setzero_si256();
+        for (int c = 0; c < 8; ++c) {
+          const __m256i aq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs + 32 * c));
+          sumi =
+              _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(q[c], aq), scales[c]));
+        }
+        const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.bsums));
+        sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(_mm256_madd_epi16(bsums, sc16), 5));
+        acc[x] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(d * ab.d), acc[x]);
+      }
+    }
+    for (int x = 0; x < NX; ++x) out[x * ldo] = HorizontalSum(acc[x]);
+#else
+    for (int x = 0; x < NX; ++x) {
+      float sum = 0.0f;
+      for (int64_t b = 0; b < blocks; ++b) {
+        const quant::BlockQ6_K& blk = w[b];
+        int32_t sumi = 0;
+        for (int half = 0; half < 2; ++half) {
+          const uint8_t* ql = blk.ql + 64 * half;
+          const uint8_t* qh = blk.qh + 32 * half;
+          for (int g = 0; g < 4; ++g) {
+            for (int l = 0; l < 32; ++l) {
+              const int low = (ql[l + 32 * (g & 1)] >> (4 * (g >> 1))) & 0xF;
+              const int q = (low | (((qh[l] >> (2 * g)) & 3) << 4)) - 32;
+              sumi +=
+                  blk.scales[8 * half + 2 * g + l / 16] * q * a[x][b].qs[128 * half + 32 * g + l];
+            }
+          }
+        }
+        sum += static_cast<float>(sumi) * (HalfToFloat(blk.d) * a[x][b].d);
+      }
+      out[x * ldo] = sum;
+    }
+#endif
+  }
+};
+
+void MatmulRowsQ6_K(const void* acts, int64_t n, int64_t k, const void* w, int64_t j_begin,
+                    int64_t j_end, float* out, int64_t ldo) {
+  const int64_t blocks = k / quant::kQkK;
+  MatmulRowsQ<KernelQ6_K>(
+      static_cast<const uint8_t*>(acts), blocks * static_cast<int64_t>(sizeof(ActBlockQ8K)), n,
+      blocks, static_cast<const uint8_t*>(w),
+      blocks * static_cast<int64_t>(sizeof(quant::BlockQ6_K)), j_begin, j_end, out, ldo);
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace infera::cpu
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace infera::cpu {
+HWY_EXPORT(MatmulRowsQ6_K);
+void matmul_rows_q6_k(const void* acts, int64_t n, int64_t k, const void* w, int64_t j_begin,
+                      int64_t j_end, float* out, int64_t ldo) {
+  HWY_DYNAMIC_DISPATCH(MatmulRowsQ6_K)(acts, n, k, w, j_begin, j_end, out, ldo);
+}
+}  // namespace infera::cpu
+#endif

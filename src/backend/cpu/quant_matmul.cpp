@@ -1,0 +1,141 @@
+// The quantized matmul op: activation quantization, the split over threads, and the dispatch to
+// the per-type kernel files.
+#include "backend/cpu/quant_matmul.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/simd_kernels.h"
+#include "infera/error.h"
+#include "quant/block_formats.h"
+#include "quant/quantize.h"
+
+namespace infera::cpu {
+
+// Defined in matmul_q8_0.cpp, matmul_q4_0.cpp, matmul_q4_k.cpp, matmul_q6_k.cpp.
+void matmul_rows_q8_0(const void* acts, int64_t n, int64_t k, const void* w, int64_t j_begin,
+                      int64_t j_end, float* out, int64_t ldo);
+void matmul_rows_q4_0(const void* acts, int64_t n, int64_t k, const void* w, int64_t j_begin,
+                      int64_t j_end, float* out, int64_t ldo);
+void matmul_rows_q4_k(const void* acts, int64_t n, int64_t k, const void* w, int64_t j_begin,
+                      int64_t j_end, float* out, int64_t ldo);
+void matmul_rows_q6_k(const void* acts, int64_t n, int64_t k, const void* w, int64_t j_begin,
+                      int64_t j_end, float* out, int64_t ldo);
+
+namespace {
+
+// d = max|x| / 127 and q = round-half-even(x * 127 / max|x|), so |q| <= 127 (the kernels rely on
+// -128 never occurring) and |x - d * q| <= d / 2.
+template <int N>
+float quantize_group(const float* x, int8_t* q) {
+  float amax = 0.0f;
+  for (int i = 0; i < N; ++i) amax = std::max(amax, std::fabs(x[i]));
+  const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+  for (int i = 0; i < N; ++i) q[i] = static_cast<int8_t>(std::nearbyint(x[i] * inv));
+  return amax / 127.0f;
+}
+
+void quantize_row_q8(const float* x, int64_t k, ActBlockQ8* out) {
+  for (int64_t b = 0; b < k / 32; ++b) {
+    out[b].d = quantize_group<32>(x + 32 * b, out[b].qs);
+    for (int lane = 0; lane < 8; ++lane) {
+      const int8_t* q = out[b].qs + 4 * lane;
+      out[b].offset[lane] = -8 * (q[0] + q[1] + q[2] + q[3]);
+    }
+  }
+}
+
+void quantize_row_q8k(const float* x, int64_t k, ActBlockQ8K* out) {
+  for (int64_t b = 0; b < k / 256; ++b) {
+    out[b].d = quantize_group<256>(x + 256 * b, out[b].qs);
+    for (int g = 0; g < 16; ++g) {
+      int32_t sum = 0;
+      for (int i = 0; i < 16; ++i) sum += out[b].qs[16 * g + i];
+      out[b].bsums[g] = static_cast<int16_t>(sum);
+    }
+  }
+}
+
+}  // namespace
+
+bool uses_q8k_activations(DType weight_type) {
+  return weight_type == DType::Q4_K || weight_type == DType::Q6_K;
+}
+
+int64_t activation_row_bytes(DType weight_type, int64_t k) {
+  return uses_q8k_activations(weight_type) ? k / 256 * static_cast<int64_t>(sizeof(ActBlockQ8K))
+                                           : k / 32 * static_cast<int64_t>(sizeof(ActBlockQ8));
+}
+
+void quantize_activation_row(DType weight_type, const float* x, int64_t k, void* out) {
+  if (uses_q8k_activations(weight_type)) {
+    quantize_row_q8k(x, k, static_cast<ActBlockQ8K*>(out));
+  } else {
+    quantize_row_q8(x, k, static_cast<ActBlockQ8*>(out));
+  }
+}
+
+void matmul_rows_quantized(const void* acts, int64_t n, int64_t k, const void* w, DType wtype,
+                           int64_t j_begin, int64_t j_end, float* out, int64_t ldo) {
+  switch (wtype) {
+    case DType::Q8_0:
+      return matmul_rows_q8_0(acts, n, k, w, j_begin, j_end, out, ldo);
+    case DType::Q4_0:
+      return matmul_rows_q4_0(acts, n, k, w, j_begin, j_end, out, ldo);
+    case DType::Q4_K:
+      return matmul_rows_q4_k(acts, n, k, w, j_begin, j_end, out, ldo);
+    case DType::Q6_K:
+      return matmul_rows_q6_k(acts, n, k, w, j_begin, j_end, out, ldo);
+    default:
+      throw InvalidArgument("[matmul] weight type " + std::string(dtype_name(wtype)) +
+                            " has no quantized kernel");
+  }
+}
+
+void matmul_quantized(ThreadPool& pool, const float* x, int64_t n, int64_t k, const void* w,
+                      DType wtype, int64_t m, float* out) {
+  const int64_t block = dtype_block_size(wtype);
+  if (k % block != 0)
+    throw InvalidArgument("[matmul] " + std::string(dtype_name(wtype)) + " weight rows of " +
+                          std::to_string(k) + " elements are not whole blocks of " +
+                          std::to_string(block));
+  if (n >= kQuantPrefillRows) {
+    const size_t row_bytes = dtype_bytes(wtype, static_cast<size_t>(k));
+    const int64_t panels = (m + kPanelRows - 1) / kPanelRows;
+    pool.parallel_for(panels, 1, [&](int64_t begin, int64_t end) {
+      thread_local std::vector<float> panel;  // one panel per thread, reused across calls
+      panel.resize(static_cast<size_t>(kPanelRows * k));
+      for (int64_t p = begin; p < end; ++p) {
+        const int64_t j = p * kPanelRows, rows = std::min(kPanelRows, m - j);
+        dequantize_rows(static_cast<const uint8_t*>(w) + row_bytes * j, wtype, rows, k,
+                        panel.data());
+        matmul_rows(x, n, k, panel.data(), DType::F32, 0, rows, out + j, m, nullptr);
+      }
+    });
+    return;
+  }
+  const int64_t act_bytes = activation_row_bytes(wtype, k);
+  // Reused across calls by this (calling) thread: a forward pass allocates nothing here once the
+  // largest activation has been seen.
+  thread_local std::vector<uint8_t> acts;
+  if (acts.size() < static_cast<size_t>(n * act_bytes))
+    acts.resize(static_cast<size_t>(n * act_bytes));
+  uint8_t* a = acts.data();
+  for (int64_t i = 0; i < n; ++i) quantize_activation_row(wtype, x + i * k, k, a + i * act_bytes);
+  // Whole weight rows per thread; at least 16 rows per chunk so small matrices stay on one core.
+  pool.parallel_for(m, 16, [&](int64_t begin, int64_t end) {
+    matmul_rows_quantized(a, n, k, w, wtype, begin, end, out, m);
+  });
+}
+
+void weight_row_to_f32(const void* row, DType dtype, int64_t n, float* out) {
+  if (dtype_is_quantized(dtype)) {
+    quant::dequantize_row(dtype, row, n, out);
+  } else {
+    widen_row(row, dtype, n, out);
+  }
+}
+
+}  // namespace infera::cpu

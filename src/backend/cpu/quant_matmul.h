@@ -1,0 +1,71 @@
+// Matmul on block-quantized weights (Q8_0, Q4_0, Q4_K, Q6_K), computed on the blocks in place:
+// each activation row is quantized on the fly to 8-bit blocks, and every weight block meets its
+// activation block in an integer dot product (AVX512-VNNI vpdpbusd where the CPU has it, AVX2
+// vpmaddubsw otherwise, plain integer loops on older targets), scaled to f32 once per block.
+// No float copy of any weight row is ever made.
+//
+// Kernels live one file per weight type (matmul_q8_0.cpp, ...), compiled by Highway for every
+// x86 target and dispatched at run time like simd_kernels.cpp.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/cpu/thread_pool.h"
+#include "infera/tensor.h"
+
+namespace infera::cpu {
+
+// 32 activations as int8 with one f32 scale: a ~= d * qs. offset[i] = -8 * (qs[4i] + ... +
+// qs[4i + 3]): the Q4_0 kernel starts each block's int32 lanes there, so the weights' -8 offset
+// costs no instruction (sum((q - 8) * a) = offset + sum(q * a), lane by lane).
+struct ActBlockQ8 {
+  float d;
+  int32_t offset[8];
+  int8_t qs[32];
+};
+// 256 activations for the K-quant kernels; bsums[g] = sum of qs[16g, 16g + 16), which turns the
+// weights' per-group offsets (Q4_K mins, Q6_K's -32) into one multiply per group.
+struct ActBlockQ8K {
+  float d;
+  int16_t bsums[16];
+  int8_t qs[256];
+};
+
+// The activation block type a weight type's kernel reads, and bytes of one quantized row of k.
+bool uses_q8k_activations(DType weight_type);
+int64_t activation_row_bytes(DType weight_type, int64_t k);
+// Quantizes one f32 row of k (a multiple of the weight type's block size) for that weight type:
+// d = max|x| / 127, q = round-half-even(x / d). Scalar and deterministic: every SIMD target reads
+// the same activation blocks, so kernels can be compared exactly against a scalar reference.
+void quantize_activation_row(DType weight_type, const float* x, int64_t k, void* out);
+
+// out[i * ldo + j] = dot(activation row i, weight row j) for i < n, j in [j_begin, j_end).
+// `acts` holds n rows of activation_row_bytes(wtype, k) bytes; `w` the whole weight, rows of
+// dtype_bytes(wtype, k) bytes.
+void matmul_rows_quantized(const void* acts, int64_t n, int64_t k, const void* w, DType wtype,
+                           int64_t j_begin, int64_t j_end, float* out, int64_t ldo);
+
+// The whole op: out[n, m] = x[n, k] . w[m, k]^T for a quantized w, weight rows split over the
+// pool. Below kQuantPrefillRows rows of x (decode, small batches) x is quantized once and every
+// weight row streams through the integer kernels above. From kQuantPrefillRows on (prefill) each
+// thread dequantizes a panel of kPanelRows weight rows at a time into a cache-sized f32 scratch
+// and runs the f32 register-tile kernel of simd_kernels.cpp over all x rows, as the bf16 path
+// widens its panels: the dequantization is amortized over the rows, the f32 tiles do more
+// multiply-adds per instruction than byte dot products with per-block f32 scaling, and no more
+// than one panel per thread ever exists in f32. Throws InvalidArgument when k is not whole blocks.
+constexpr int64_t kQuantPrefillRows = 16;
+void matmul_quantized(ThreadPool& pool, const float* x, int64_t n, int64_t k, const void* w,
+                      DType wtype, int64_t m, float* out);
+
+// `rows` consecutive quantized weight rows of k elements at `w` to f32 (prefill panels; SIMD,
+// within one rounding of quant::dequantize_row).
+void dequantize_rows(const void* w, DType dtype, int64_t rows, int64_t k, float* out);
+
+// Converts one weight row of any dtype to f32 (quantized rows dequantized, others widened):
+// the embedding gather.
+void weight_row_to_f32(const void* row, DType dtype, int64_t n, float* out);
+
+// Instruction set the quantized kernels dispatch to ("AVX3_DL" means AVX512-VNNI).
+const char* quant_kernel_target_name();
+
+}  // namespace infera::cpu

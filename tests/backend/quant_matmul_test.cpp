@@ -1,0 +1,295 @@
+// The quantized matmul kernels against a plain reference, on every SIMD target this CPU runs
+// (AVX512-VNNI as Highway's AVX3_DL, AVX-512, AVX2, SSE4/SSSE3 integer loops), odd shapes, one and
+// two threads. Reference: the weights dequantized by the reference dequantizer (bit-identical to
+// the gguf package, tests/quant) times the activations as quantized (d * q), summed in double.
+// The kernels compute the same integer products exactly and differ only in f32 rounding of the
+// per-block scales and of the accumulation: 1e-5 of sum |w * a| bounds that (f32 epsilon 6e-8
+// times a few hundred blocks) while any wrong nibble, scale or offset moves the result by far more.
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/quant_matmul.h"
+
+#include <gtest/gtest.h>
+#include <hwy/targets.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "infera/error.h"
+#include "ops/backend.h"
+#include "quant/block_formats.h"
+#include "quant/quantize.h"
+
+namespace infera {
+namespace {
+
+const DType kQuantTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K};
+
+std::vector<float> random_values(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+// Weight rows: either quantized from random values, or raw random bytes (every bit pattern of
+// nibbles, scales and mins, including Q8_0's -128) with finite f16 scale fields.
+std::vector<uint8_t> make_weight(DType dtype, int64_t m, int64_t k, bool raw, uint32_t seed) {
+  const size_t row_bytes = dtype_bytes(dtype, static_cast<size_t>(k));
+  std::vector<uint8_t> w(row_bytes * static_cast<size_t>(m));
+  if (!raw) {
+    const auto values = random_values(static_cast<size_t>(m * k), seed, 0.05f);
+    for (int64_t j = 0; j < m; ++j)
+      quant::quantize_row(dtype, values.data() + j * k, k, w.data() + row_bytes * size_t(j));
+    return w;
+  }
+  std::mt19937 rng(seed);
+  for (auto& b : w) b = static_cast<uint8_t>(rng());
+  const size_t block_bytes = dtype_bytes(dtype, static_cast<size_t>(dtype_block_size(dtype)));
+  for (size_t off = 0; off < w.size(); off += block_bytes) {
+    std::vector<size_t> halves;  // offsets of f16 fields in the block
+    if (dtype == DType::Q8_0 || dtype == DType::Q4_0) halves = {0};
+    if (dtype == DType::Q4_K) halves = {0, 2};
+    if (dtype == DType::Q6_K) halves = {208};
+    for (size_t h : halves) w[off + h + 1] &= 0x3B;  // positive, exponent <= 14: |d| < 1
+  }
+  return w;
+}
+
+struct Shape3 {
+  int64_t n, k, m;
+};
+
+std::vector<Shape3> shapes_for(DType dtype) {
+  if (dtype_block_size(dtype) == 32)
+    return {{1, 32, 1},  {1, 96, 37}, {2, 64, 17}, {3, 160, 5},
+            {4, 32, 33}, {5, 128, 9}, {9, 64, 40}, {17, 96, 3}};
+  return {{1, 256, 1},  {1, 512, 19}, {2, 256, 7},  {3, 768, 5},
+          {4, 256, 33}, {5, 512, 9},  {9, 256, 20}, {17, 256, 3}};
+}
+
+// Reference dot products and the bound for each output.
+void reference(DType dtype, const std::vector<uint8_t>& acts, int64_t n, int64_t k,
+               const std::vector<uint8_t>& w, int64_t m, std::vector<double>& want,
+               std::vector<double>& bound) {
+  const int64_t act_bytes = cpu::activation_row_bytes(dtype, k);
+  const size_t row_bytes = dtype_bytes(dtype, static_cast<size_t>(k));
+  std::vector<double> a(static_cast<size_t>(n * k));
+  for (int64_t i = 0; i < n; ++i) {
+    const uint8_t* row = acts.data() + i * act_bytes;
+    for (int64_t p = 0; p < k; ++p) {
+      double v;
+      if (cpu::uses_q8k_activations(dtype)) {
+        const auto& blk = reinterpret_cast<const cpu::ActBlockQ8K*>(row)[p / 256];
+        v = double(blk.d) * blk.qs[p % 256];
+      } else {
+        const auto& blk = reinterpret_cast<const cpu::ActBlockQ8*>(row)[p / 32];
+        v = double(blk.d) * blk.qs[p % 32];
+      }
+      a[size_t(i * k + p)] = v;
+    }
+  }
+  std::vector<float> wrow(static_cast<size_t>(k));
+  want.assign(size_t(n * m), 0.0);
+  bound.assign(size_t(n * m), 0.0);
+  for (int64_t j = 0; j < m; ++j) {
+    quant::dequantize_row(dtype, w.data() + row_bytes * size_t(j), k, wrow.data());
+    for (int64_t i = 0; i < n; ++i) {
+      double s = 0, s_abs = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        s += double(wrow[size_t(p)]) * a[size_t(i * k + p)];
+        s_abs += std::fabs(double(wrow[size_t(p)]) * a[size_t(i * k + p)]);
+      }
+      want[size_t(i * m + j)] = s;
+      bound[size_t(i * m + j)] = 1e-5 * s_abs + 1e-30;
+    }
+  }
+}
+
+template <typename Body>
+void for_each_simd_target(Body body) {
+  int tested = 0;
+  for (const int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    ++tested;
+    SCOPED_TRACE(hwy::TargetName(target));
+    ASSERT_STREQ(cpu::quant_kernel_target_name(), hwy::TargetName(target));
+    body();
+  }
+  hwy::SetSupportedTargetsForTest(0);
+  EXPECT_GE(tested, 2);
+}
+
+TEST(QuantMatmul, KernelsMatchReferenceOnEverySimdTarget) {
+  for (const DType dtype : kQuantTypes) {
+    SCOPED_TRACE(dtype_name(dtype));
+    for (const bool raw : {false, true}) {
+      for (const Shape3 c : shapes_for(dtype)) {
+        SCOPED_TRACE(testing::Message()
+                     << "raw=" << raw << " n=" << c.n << " k=" << c.k << " m=" << c.m);
+        const auto w = make_weight(dtype, c.m, c.k, raw, uint32_t(c.n * 7 + c.m));
+        const auto x = random_values(size_t(c.n * c.k), uint32_t(c.k + c.m));
+        const int64_t act_bytes = cpu::activation_row_bytes(dtype, c.k);
+        std::vector<uint8_t> acts(size_t(c.n * act_bytes));
+        for (int64_t i = 0; i < c.n; ++i)
+          cpu::quantize_activation_row(dtype, x.data() + i * c.k, c.k, acts.data() + i * act_bytes);
+        std::vector<double> want, bound;
+        reference(dtype, acts, c.n, c.k, w, c.m, want, bound);
+        for_each_simd_target([&] {
+          // A sub-range of weight rows, into a wider output (ldo > m), as the threads call it.
+          const int64_t ldo = c.m + 3, j_begin = c.m > 2 ? 1 : 0;
+          std::vector<float> out(size_t(c.n * ldo), NAN);
+          cpu::matmul_rows_quantized(acts.data(), c.n, c.k, w.data(), dtype, j_begin, c.m,
+                                     out.data(), ldo);
+          for (int64_t i = 0; i < c.n; ++i) {
+            for (int64_t j = 0; j < c.m; ++j) {
+              const float got = out[size_t(i * ldo + j)];
+              if (j < j_begin) {
+                ASSERT_TRUE(std::isnan(got)) << "row " << j << " written outside its range";
+                continue;
+              }
+              const double e = want[size_t(i * c.m + j)];
+              ASSERT_TRUE(std::fabs(got - e) <= bound[size_t(i * c.m + j)])
+                  << "out[" << i << ", " << j << "] = " << got << ", want " << e;
+            }
+            ASSERT_TRUE(std::isnan(out[size_t(i * ldo + c.m)])) << "wrote past m";
+          }
+          // The prefill panels' dequantization (vectorized per target): the reference values,
+          // up to one rounding where the target fuses d * q - m (relative 2^-22 of the row's
+          // largest term is far below any wrong nibble or scale).
+          std::vector<float> panel(size_t(c.m * c.k), NAN), ref(size_t(c.k));
+          cpu::dequantize_rows(w.data(), dtype, c.m, c.k, panel.data());
+          for (int64_t j = 0; j < c.m; ++j) {
+            quant::dequantize_row(dtype, w.data() + dtype_bytes(dtype, size_t(c.k)) * size_t(j),
+                                  c.k, ref.data());
+            float big = 0;
+            for (float v : ref) big = std::max(big, std::fabs(v));
+            for (int64_t p = 0; p < c.k; ++p)
+              ASSERT_TRUE(std::fabs(panel[size_t(j * c.k + p)] - ref[size_t(p)]) <=
+                          big * std::ldexp(1.0f, -22))
+                  << "dequantized row " << j << " element " << p;
+          }
+        });
+      }
+    }
+  }
+}
+
+// Activation quantization: |x - d * q| <= d / 2, |q| <= 127, sums consistent.
+TEST(QuantMatmul, ActivationBlocksRepresentTheirRow) {
+  const auto x = random_values(512, 3, 2.0f);
+  for (const DType dtype : {DType::Q8_0, DType::Q4_K}) {
+    std::vector<uint8_t> acts(size_t(cpu::activation_row_bytes(dtype, 512)));
+    cpu::quantize_activation_row(dtype, x.data(), 512, acts.data());
+    for (int64_t p = 0; p < 512; ++p) {
+      float d;
+      int q;
+      if (cpu::uses_q8k_activations(dtype)) {
+        const auto& blk = reinterpret_cast<const cpu::ActBlockQ8K*>(acts.data())[p / 256];
+        d = blk.d;
+        q = blk.qs[p % 256];
+        if (p % 16 == 0) {
+          int s = 0;
+          for (int i = 0; i < 16; ++i) s += blk.qs[p % 256 + i];
+          ASSERT_EQ(blk.bsums[(p % 256) / 16], s);
+        }
+      } else {
+        const auto& blk = reinterpret_cast<const cpu::ActBlockQ8*>(acts.data())[p / 32];
+        d = blk.d;
+        q = blk.qs[p % 32];
+      }
+      ASSERT_GT(d, 0.0f);
+      ASSERT_LE(std::abs(q), 127);
+      ASSERT_LE(std::fabs(x[size_t(p)] - d * float(q)), d * 0.5f * 1.0001f) << p;
+    }
+  }
+}
+
+// The op through the backend, both paths: below kQuantPrefillRows the integer kernels (checked
+// against dequantized weights x quantized activations as above), from it on the prefill path
+// (dequantized panels x f32 activations, checked against dequantized weights x the f32 inputs in
+// double: f32 sums of 512 products in another order stay within 1e-5 of sum |w * x|).
+TEST(QuantMatmul, BackendMatmulAndEmbeddingOnQuantizedWeights) {
+  for (const int threads : {1, 2}) {
+    auto backend = make_cpu_backend(threads);
+    for (const DType dtype : kQuantTypes) {
+      SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " threads=" << threads);
+      const int64_t k = 512, m = 70;
+      for (const int64_t n : {int64_t{1}, int64_t{3}, cpu::kQuantPrefillRows - 1,
+                              cpu::kQuantPrefillRows, int64_t{37}}) {
+        SCOPED_TRACE(testing::Message() << "n=" << n);
+        auto wbytes = make_weight(dtype, m, k, false, 11);
+        Tensor w("w", dtype, {m, k}, Device::CPU, wbytes.data(), nullptr);
+        ASSERT_TRUE(backend->supports(Op::Matmul, {dtype}));
+        ASSERT_TRUE(backend->supports(Op::Embedding, {dtype}));
+        ASSERT_FALSE(backend->supports(Op::RmsNorm, {dtype}));
+        const auto xv = random_values(size_t(n * k), 5);
+        Tensor x = backend->alloc("x", DType::F32, {n, k});
+        std::memcpy(x.data(), xv.data(), xv.size() * 4);
+        Tensor out = backend->alloc("out", DType::F32, {n, m});
+        backend->matmul(x, w, out);
+        std::vector<double> want, bound;
+        if (n < cpu::kQuantPrefillRows) {
+          const int64_t act_bytes = cpu::activation_row_bytes(dtype, k);
+          std::vector<uint8_t> acts(size_t(n * act_bytes));
+          for (int64_t i = 0; i < n; ++i)
+            cpu::quantize_activation_row(dtype, xv.data() + i * k, k, acts.data() + i * act_bytes);
+          reference(dtype, acts, n, k, wbytes, m, want, bound);
+        } else {
+          std::vector<float> wrow(static_cast<size_t>(k));
+          want.assign(size_t(n * m), 0.0);
+          bound.assign(size_t(n * m), 0.0);
+          for (int64_t j = 0; j < m; ++j) {
+            quant::dequantize_row(dtype, wbytes.data() + dtype_bytes(dtype, size_t(k)) * size_t(j),
+                                  k, wrow.data());
+            for (int64_t i = 0; i < n; ++i) {
+              double s = 0, s_abs = 0;
+              for (int64_t p = 0; p < k; ++p) {
+                s += double(wrow[size_t(p)]) * xv[size_t(i * k + p)];
+                s_abs += std::fabs(double(wrow[size_t(p)]) * xv[size_t(i * k + p)]);
+              }
+              want[size_t(i * m + j)] = s;
+              bound[size_t(i * m + j)] = 1e-5 * s_abs + 1e-30;
+            }
+          }
+        }
+        for (size_t i = 0; i < want.size(); ++i)
+          ASSERT_TRUE(std::fabs(out.data_as<float>()[i] - want[i]) <= bound[i])
+              << i << ": " << out.data_as<float>()[i] << " vs " << want[i];
+      }
+      // Embedding: gathered rows dequantized exactly as the reference dequantizer does.
+      auto table_bytes = make_weight(dtype, 9, k, true, 13);
+      Tensor table("embed", dtype, {9, k}, Device::CPU, table_bytes.data(), nullptr);
+      std::vector<int32_t> ids = {8, 0, 8, 3};
+      Tensor id_tensor("ids", DType::I32, {4}, Device::CPU, ids.data(), nullptr);
+      Tensor rows = backend->alloc("rows", DType::F32, {4, k});
+      backend->embedding(table, id_tensor, rows);
+      std::vector<float> want(static_cast<size_t>(k));
+      for (size_t i = 0; i < ids.size(); ++i) {
+        quant::dequantize_row(dtype, table_bytes.data() + dtype_bytes(dtype, size_t(k)) * ids[i], k,
+                              want.data());
+        ASSERT_EQ(0,
+                  std::memcmp(want.data(), rows.data_as<float>() + i * size_t(k), size_t(k) * 4));
+      }
+    }
+  }
+}
+
+TEST(QuantMatmul, RowsThatAreNotWholeBlocksAreRejected) {
+  auto backend = make_cpu_backend(1);
+  std::vector<uint8_t> bytes(4096);
+  Tensor w("w", DType::Q4_K, {2, 128}, Device::CPU, bytes.data(), nullptr);
+  Tensor x = backend->alloc("x", DType::F32, {1, 128});
+  Tensor out = backend->alloc("out", DType::F32, {1, 2});
+  EXPECT_THROW(backend->matmul(x, w, out), InvalidArgument);
+  Tensor table("t", DType::Q8_0, {2, 48}, Device::CPU, bytes.data(), nullptr);
+  Tensor rows = backend->alloc("rows", DType::F32, {1, 48});
+  std::vector<int32_t> ids = {1};
+  Tensor id_tensor("ids", DType::I32, {1}, Device::CPU, ids.data(), nullptr);
+  EXPECT_THROW(backend->embedding(table, id_tensor, rows), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace infera
