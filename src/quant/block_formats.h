@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/dtype_convert.h"
+
 namespace infera::quant {
 
 constexpr int kQk0 = 32;   // elements per Q8_0 / Q4_0 block
@@ -57,55 +59,8 @@ inline void q4_k_scale_min(int j, const uint8_t* q, uint8_t& scale, uint8_t& min
 }
 
 // IEEE half <-> float. Round-to-nearest-even (as numpy's astype(float16), F16C and ggml).
-inline float half_to_float(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu;
-  uint32_t mant = h & 0x3ffu;
-  uint32_t bits;
-  if (exp == 0) {
-    if (mant == 0) {
-      bits = sign;
-    } else {  // subnormal: renormalise
-      exp = 127 - 15 + 1;
-      while ((mant & 0x400u) == 0) {
-        mant <<= 1;
-        --exp;
-      }
-      bits = sign | (exp << 23) | ((mant & 0x3ffu) << 13);
-    }
-  } else if (exp == 0x1f) {
-    bits = sign | 0x7f800000u | (mant << 13);
-  } else {
-    bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-inline uint16_t float_to_half(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  const uint32_t sign = (x >> 16) & 0x8000u;
-  const uint32_t abs = x & 0x7fffffffu;
-  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // NaN stays NaN
-  if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to >= 65520: inf
-  if (abs < 0x38800000u) {  // below the smallest normal half: subnormal or zero
-    if (abs < 0x33000000u) return static_cast<uint16_t>(sign);  // below half the smallest subnormal
-    const uint32_t exp = abs >> 23;
-    const uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
-    const uint32_t shift = 126 - exp;  // 14 + (113 - exp) - 1 ... bits dropped to reach 2^-24 units
-    const uint32_t half_ulp = 1u << (shift - 1);
-    uint32_t q = mant >> shift;
-    const uint32_t rem = mant & ((1u << shift) - 1);
-    if (rem > half_ulp || (rem == half_ulp && (q & 1))) ++q;
-    return static_cast<uint16_t>(sign | q);
-  }
-  // Normal: rebias the exponent, round the 13 dropped mantissa bits to nearest even.
-  uint32_t h = ((abs >> 13) - ((127 - 15) << 10));
-  const uint32_t rem = abs & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) ++h;  // may carry into the exponent: correct
-  return static_cast<uint16_t>(sign | h);
-}
+// ggml's fp16 scales: the core conversions (round to nearest even, as numpy's float16 cast).
+inline float half_to_float(uint16_t h) { return f16_to_f32(h); }
+inline uint16_t float_to_half(float f) { return f32_to_f16(f); }
 
 }  // namespace infera::quant
