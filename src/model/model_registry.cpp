@@ -8,6 +8,18 @@
 namespace infera {
 namespace {
 const ModelFactory* const kFactories[] = {&kQwen3Factory};
+const EncoderFactory* const kEncoderFactories[] = {&kModernBertFactory};
+
+io::HfConfig load_config(const std::filesystem::path& dir) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec))
+    throw IoError("model folder " + dir.string() + " does not exist or is not a folder");
+  const auto config_path = dir / "config.json";
+  if (!std::filesystem::exists(config_path, ec))
+    throw FormatError("no config.json in " + dir.string() +
+                      " (expected a Hugging Face model folder)");
+  return io::HfConfig::load(config_path);
+}
 }  // namespace
 
 std::string format_parameter_count(int64_t parameters) {
@@ -33,21 +45,31 @@ std::string ModelInfo::summary() const {
 
 std::unique_ptr<CausalLM> load_causal_lm(const std::filesystem::path& dir, Backend& backend,
                                          const LoadOptions& options) {
-  std::error_code ec;
-  if (!std::filesystem::is_directory(dir, ec))
-    throw IoError("model folder " + dir.string() + " does not exist or is not a folder");
-  const auto config_path = dir / "config.json";
-  if (!std::filesystem::exists(config_path, ec))
-    throw FormatError("no config.json in " + dir.string() +
-                      " (expected a Hugging Face model folder)");
-  const io::HfConfig config = io::HfConfig::load(config_path);
+  const io::HfConfig config = load_config(dir);
   const std::string type = config.model_type();
   std::string known;
   for (const ModelFactory* f : kFactories) {
     if (type == f->model_type) return f->load(dir, config, backend, options);
     known += std::string(known.empty() ? "" : ", ") + f->model_type;
   }
-  throw FormatError(config_path.string() + ": model_type '" + type + "' is not supported (" +
+  for (const EncoderFactory* f : kEncoderFactories)
+    if (type == f->model_type)
+      throw InvalidArgument(config.origin() + ": model_type '" + type +
+                            "' is an encoder; use infera embed, classify or fill-mask");
+  throw FormatError(config.origin() + ": model_type '" + type + "' is not supported (" + known +
+                    ")");
+}
+
+std::unique_ptr<Encoder> load_encoder(const std::filesystem::path& dir, Backend& backend,
+                                      const LoadOptions& options) {
+  const io::HfConfig config = load_config(dir);
+  const std::string type = config.model_type();
+  std::string known;
+  for (const EncoderFactory* f : kEncoderFactories) {
+    if (type == f->model_type) return f->load(dir, config, backend, options);
+    known += std::string(known.empty() ? "" : ", ") + f->model_type;
+  }
+  throw FormatError(config.origin() + ": model_type '" + type + "' is not a supported encoder (" +
                     known + ")");
 }
 

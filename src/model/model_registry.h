@@ -8,6 +8,7 @@
 
 #include "io/hf_config.h"
 #include "model/causal_lm.h"
+#include "model/encoder.h"
 
 namespace infera {
 
@@ -18,6 +19,14 @@ struct ModelFactory {
 };
 
 extern const ModelFactory kQwen3Factory;
+
+struct EncoderFactory {
+  const char* model_type;
+  std::unique_ptr<Encoder> (*load)(const std::filesystem::path& dir, const io::HfConfig& config,
+                                   Backend& backend, const LoadOptions& options);
+};
+
+extern const EncoderFactory kModernBertFactory;
 
 // "0.6B", "1.7B", "14M": the parameter count the way model names state it.
 std::string format_parameter_count(int64_t parameters);

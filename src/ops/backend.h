@@ -22,6 +22,17 @@
 
 namespace infera {
 
+// Work counters a backend keeps for tests and benchmarks (a schedule property, so a device backend
+// can count on the host what it launches). Zero where a backend does not count.
+struct OpStats {
+  // attention_packed: the (query tile, kv head, key tile) blocks of scores it computed, with the
+  // tile sizes it used. A dense schedule computes ceil(L / query_tile) * ceil(L / key_tile) *
+  // kv_heads blocks for a sequence of L rows; a windowed one only those whose key tile overlaps
+  // the union of the query tile's windows.
+  int64_t packed_key_tiles = 0;
+  int64_t packed_query_tile = 0, packed_key_tile = 0;
+};
+
 // The closed set of ops, for supports() and for the op test harness.
 enum class Op : uint8_t {
   Embedding,
@@ -33,6 +44,13 @@ enum class Op : uint8_t {
   Swiglu,
   Add,
   GatherRows,
+  // Encoder ops (ModernBERT).
+  LayerNorm,
+  Gelu,
+  Geglu,
+  AddBias,
+  AttentionPacked,
+  MeanPool,
 };
 std::string_view op_name(Op op);
 
@@ -41,9 +59,10 @@ class Backend {
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
   virtual Device device() const = 0;
-  // Whether `op` runs with these dtypes: the weight dtype for Embedding/Matmul/RmsNorm, the cache
-  // dtype for KvWrite/Attention, F32 for the elementwise ops. A backend may decline; callers
-  // (the loader, the op test harness) ask before use and say so.
+  // Whether `op` runs with these dtypes: the weight dtype for Embedding/Matmul/RmsNorm/LayerNorm/
+  // AddBias, the cache dtype for KvWrite/Attention, F32 for the elementwise ops, AttentionPacked
+  // and MeanPool. A backend may decline; callers (the loader, the op test harness) ask before use
+  // and say so.
   virtual bool supports(Op op, std::initializer_list<DType> dtypes) const = 0;
 
   // --- memory -------------------------------------------------------------------------------
@@ -85,8 +104,66 @@ class Backend {
   // dst[i, :] = src[rows[i], :] for rows I32 [r]; src [n, w], dst [r, w] F32.
   virtual void gather_rows(const Tensor& src, const Tensor& rows, Tensor& dst) = 0;
 
+  // --- encoder ops --------------------------------------------------------------------------
+  // Every backend is meant to implement these. One that does not yet inherits the defaults below,
+  // which throw InvalidArgument naming the op and the backend; its supports() must then decline
+  // the op, so that loaders and the op harness skip it rather than call it.
+  // Row-wise LayerNorm over the last dimension, as torch.nn.LayerNorm:
+  //   out = (x - mean) / sqrt(var + eps) * weight + bias, var the biased (1/dim) variance.
+  // x [rows, dim] F32, weight [dim] and bias [dim] of any weight dtype; an empty `bias` Tensor
+  // means none (ModernBERT's norm_bias=false). Mean and variance in F32, two-pass (mean first,
+  // then the mean of squared deviations). In place (out aliasing x) is allowed.
+  virtual void layernorm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
+                         Tensor& out) {
+    unsupported(Op::LayerNorm);
+  }
+  // out = gelu(x) elementwise, the exact erf form 0.5 * x * (1 + erf(x / sqrt(2))) (torch's
+  // default GELU, not the tanh approximation). F32, same shapes; out may alias x.
+  virtual void gelu(const Tensor& x, Tensor& out) { unsupported(Op::Gelu); }
+  // GeGLU: out = gelu(input) * gate elementwise, gelu the exact erf form above; all [n, f] F32.
+  // ModernBERT's MLP splits Wi's output into (input, gate) in that order. out may alias either.
+  virtual void geglu(const Tensor& input, const Tensor& gate, Tensor& out) {
+    unsupported(Op::Geglu);
+  }
+  // out[i, :] = x[i, :] + bias[:]; x [n, m] F32 (any rank, m its last dim), bias [m] of any
+  // weight dtype. out may alias x.
+  virtual void add_bias(const Tensor& x, const Tensor& bias, Tensor& out) {
+    unsupported(Op::AddBias);
+  }
+  // Attention of packed sequences over their own rows (encoders: no KV cache).
+  //   q [T, hq, d], k and v [T, kv_heads, d] F32, out [T, hq, d]; T = batch.num_tokens().
+  //   Sequence b owns rows [qs[b], qs[b+1]) (qs = batch.query_start); its rows attend only to
+  //   keys of the same sequence. Distances are row offsets within the sequence (an encoder
+  //   batch has positions[i] = i - qs[b]; positions and seq_lens are not read here). Row at offset
+  //   i sees key offset j when: not params.causal or j <= i; and params.window < 0 (global) or
+  //   |i - j| <= params.window (inclusive; ModernBERT's local layers use local_attention / 2).
+  //   Head h reads kv head h / (hq / kv_heads). Scores q.k * params.scale (scale > 0, else
+  //   InvalidArgument), softmax in F32 over the visible keys only (masked keys contribute exactly
+  //   0, no -inf arithmetic). A row with no visible key cannot occur (j = i is always visible).
+  // Work must follow the window: a backend splits each sequence into query tiles and key tiles
+  // (its own sizes, aligned to the sequence's first row), computes scores only for the key tiles
+  // that overlap the union of the query tile's windows (no dense L x L mask), and counts them in
+  // op_stats(). Tests compare that count with the one computed from the definition.
+  virtual void attention_packed(const Tensor& q, const Tensor& k, const Tensor& v,
+                                const Batch& batch, const AttentionParams& params, Tensor& out) {
+    unsupported(Op::AttentionPacked);
+  }
+  // Mean of each sequence's rows: out[b, :] = sum_{i in [qs[b], qs[b+1])} x[i, :] / rows(b),
+  // summed in F32 in row order. x [T, w] F32, out [B, w] F32 (B = batch.num_seqs()).
+  virtual void mean_pool(const Tensor& x, const Batch& batch, Tensor& out) {
+    unsupported(Op::MeanPool);
+  }
+
+  // Counters since the last reset_op_stats() (see OpStats).
+  virtual OpStats op_stats() const { return {}; }
+  virtual void reset_op_stats() {}
+
   // Waits for queued work (no-op on the CPU).
   virtual void synchronize() {}
+
+ protected:
+  // Throws InvalidArgument "[op] is not implemented by the NAME backend".
+  [[noreturn]] void unsupported(Op op) const;
 };
 
 }  // namespace infera

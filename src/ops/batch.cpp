@@ -33,8 +33,25 @@ std::string_view op_name(Op op) {
       return "add";
     case Op::GatherRows:
       return "gather_rows";
+    case Op::LayerNorm:
+      return "layernorm";
+    case Op::Gelu:
+      return "gelu";
+    case Op::Geglu:
+      return "geglu";
+    case Op::AddBias:
+      return "add_bias";
+    case Op::AttentionPacked:
+      return "attention_packed";
+    case Op::MeanPool:
+      return "mean_pool";
   }
   return "?";
+}
+
+void Backend::unsupported(Op op) const {
+  throw InvalidArgument("[" + std::string(op_name(op)) + "] is not implemented by the " + name() +
+                        " backend");
 }
 
 int64_t KvShape::bytes_per_token(DType dtype) const {

@@ -26,7 +26,8 @@ def cases(folder):
 
 class Help(unittest.TestCase):
     def test_every_subcommand_has_help(self):
-        for sub in ["run", "chat", "logits", "tokenize", "detokenize", "bench", "quantize"]:
+        for sub in ["run", "chat", "logits", "tokenize", "detokenize", "bench", "quantize", "embed",
+                    "classify", "fill-mask"]:
             r = infera(sub, "--help")
             self.assertEqual(r.returncode, 0, sub)
             self.assertIn("--model", r.stdout, sub)
@@ -190,6 +191,109 @@ class Outputs(unittest.TestCase):
         self.assertEqual(back.returncode, 0, back.stderr)
         self.assertEqual([json.loads(l)["text"] for l in back.stdout.splitlines()],
                          ["The capital of France is", "héllo 👋\n\tworld"])
+
+
+BERT = SHARED / "fixtures" / "modernbert-micro"
+BERT_MLM = SHARED / "fixtures" / "modernbert-mlm-micro"
+BERT_CLS = SHARED / "fixtures" / "modernbert-cls-micro"
+TOKENIZER_PARITY = Path(__file__).resolve().parents[1] / "data" / "tokenizer_parity"
+
+
+def read_f32(path):
+    a = array.array("f")
+    a.frombytes(Path(path).read_bytes())
+    return a
+
+
+class Encoders(unittest.TestCase):
+    """embed / fill-mask / classify on token ids against the transformers fixtures (max abs 1e-3)."""
+
+    def run_ok(self, *args):
+        r = infera(*args)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return r
+
+    def test_embed_ragged_and_padded_inputs_match_reference(self):
+        c = cases(BERT)[1]
+        with tempfile.TemporaryDirectory() as d:
+            ragged, padded, out = Path(d) / "ids.json", Path(d) / "padded.json", Path(d) / "h.f32"
+            ragged.write_text(json.dumps(c["input_ids"]))
+            width = max(map(len, c["input_ids"]))
+            padded.write_text(json.dumps({
+                "input_ids": [s + [4092] * (width - len(s)) for s in c["input_ids"]],
+                "attention_mask": [[1] * len(s) + [0] * (width - len(s)) for s in c["input_ids"]]}))
+            want = read_f32(BERT / c["hidden_file"])
+            for f in (ragged, padded):
+                self.run_ok("embed", "--model", BERT, "--input-ids-json", f, "--out", out)
+                self.assertLessEqual(max_abs_diff(read_f32(out), want), 1e-3, f.name)
+
+    def test_fill_mask_logits_and_top_ids_match_reference(self):
+        cs = cases(BERT_MLM)[:2]  # the cases whose positions are [MASK] tokens
+        with tempfile.TemporaryDirectory() as d:
+            ids, out = Path(d) / "ids.json", Path(d) / "m.f32"
+            ids.write_text(json.dumps([c["input_ids"] for c in cs]))
+            r = self.run_ok("fill-mask", "--model", BERT_MLM, "--input-ids-json", ids, "--mask-id", "4093",
+                            "--out", out)
+            want = array.array("f")
+            for c in cs:
+                want.extend(read_f32(BERT_MLM / c["logits_file"]))
+            self.assertLessEqual(max_abs_diff(read_f32(out), want), 1e-3)
+            lines = [json.loads(l) for l in r.stdout.splitlines()]
+            self.assertEqual([(l["sequence"], l["position"]) for l in lines], [(0, 5), (0, 77), (0, 150), (1, 3)])
+            self.assertEqual([[t["id"] for t in l["top"]] for l in lines], [t for c in cs for t in c["top5_ids"]])
+
+    def test_classify_logits_match_reference(self):
+        cs = cases(BERT_CLS)
+        with tempfile.TemporaryDirectory() as d:
+            ids = Path(d) / "ids.json"
+            ids.write_text(json.dumps([c["input_ids"] for c in cs]))
+            r = self.run_ok("classify", "--model", BERT_CLS, "--input-ids-json", ids)
+            lines = [json.loads(l) for l in r.stdout.splitlines()]
+            self.assertEqual(len(lines), 3)
+            for line, c in zip(lines, cs):
+                self.assertLessEqual(max_abs_diff(line["logits"], c["logits"]), 1e-3)
+                best = max(range(3), key=lambda i: c["logits"][i])
+                self.assertEqual(line["label"], f"LABEL_{best}")
+
+    def test_encoder_errors_are_one_line(self):
+        with tempfile.TemporaryDirectory() as d:
+            ids = Path(d) / "ids.json"
+            ids.write_text("[[4090, 5, 4091]]")
+            Errors.assert_one_line_error(self, infera("classify", "--model", BERT, "--input-ids-json", ids),
+                                         "no classifier head")
+            Errors.assert_one_line_error(self, infera("fill-mask", "--model", BERT_MLM, "--input-ids-json", ids,
+                                                      "--mask-id", "4093"), "no mask token")
+            Errors.assert_one_line_error(self, infera("run", "--model", BERT, "--prompt-ids", "1"), "encoder")
+            ids.write_text('{"input_ids": [[1, 2]], "attention_mask": [[0, 1]]}')
+            Errors.assert_one_line_error(self, infera("embed", "--model", BERT, "--input-ids-json", ids,
+                                                      "--out", Path(d) / "x.f32"), "right padding")
+            ids.write_text('[[1, "a"]]')
+            Errors.assert_one_line_error(self, infera("embed", "--model", BERT, "--input-ids-json", ids,
+                                                      "--out", Path(d) / "x.f32"), "not a token id")
+            ids.write_text('[[1, 99999]]')
+            Errors.assert_one_line_error(self, infera("embed", "--model", BERT, "--input-ids-json", ids,
+                                                      "--out", Path(d) / "x.f32"), "vocabulary")
+            Errors.assert_one_line_error(self, infera("embed", "--model", BERT, "--text", "hi",
+                                                      "--out", Path(d) / "x.f32"), "tokenizer")
+
+    def test_text_and_pairs_go_through_the_tokenizer_post_processor(self):
+        # The ModernBERT-style tokenizer built with HF tokenizers (tests/data/make_tokenizer_parity.py)
+        # and its reference ids with add_special_tokens; a dummy-weight model of the micro config.
+        cases = [json.loads(l) for l in (TOKENIZER_PARITY / "bytelevel_modernbert.cases.jsonl").read_text().split("\n") if l]
+        single = next(c for c in cases if len(c["ids_special"]) > 4)
+        pair = next(c for c in cases if "pair" in c and len(c["pair_ids"]) > 6)
+        with tempfile.TemporaryDirectory() as d:
+            (Path(d) / "config.json").write_text((BERT / "config.json").read_text())
+            common = ["--model", d, "--dummy-weights", "--tokenizer", TOKENIZER_PARITY / "bytelevel_modernbert.json"]
+            for text_args, want_ids in [(["--text", single["text"]], single["ids_special"]),
+                                        (["--text", pair["text"], "--text-pair", pair["pair"]], pair["pair_ids"])]:
+                out_text, out_ids, ids_file = Path(d) / "t.f32", Path(d) / "i.f32", Path(d) / "ids.json"
+                ids_file.write_text(json.dumps([want_ids]))
+                self.run_ok("embed", *common, *text_args, "--out", out_text)
+                self.run_ok("embed", *common, "--input-ids-json", ids_file, "--out", out_ids)
+                a, b = read_f32(out_text), read_f32(out_ids)
+                self.assertEqual(len(a), len(want_ids) * 64)
+                self.assertEqual(max_abs_diff(a, b), 0.0)
 
 
 def fnv1a64(data: bytes) -> int:

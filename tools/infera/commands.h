@@ -12,6 +12,7 @@ void add_logits_command(CLI::App& app);
 void add_perplexity_command(CLI::App& app);
 void add_tokenize_commands(CLI::App& app);  // tokenize, detokenize
 void add_chat_command(CLI::App& app);
+void add_encoder_commands(CLI::App& app);  // embed, classify, fill-mask
 void add_bench_command(CLI::App& app);
 
 // The command line as typed, for records such as benchmark result files.

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "backend/cpu/thread_pool.h"
 #include "infera/tensor.h"
@@ -26,5 +27,17 @@ void kv_write(const float* k, const float* v, int64_t n, const int32_t* slots, v
 // q, out [T, hq, head_dim]; see Backend::attention.
 void attention_paged(ThreadPool& pool, const float* q, int64_t hq, const PagedKv& kv,
                      const BatchDesc& batch, const AttentionParams& params, float* out);
+
+// Tile sizes of attention_packed: query rows per work item, keys per score block.
+constexpr int64_t kPackedQueryTile = 32;
+constexpr int64_t kPackedKeyTile = 32;  // = kScoreTileKeys of the score kernel
+
+// q, out [T, hq, d]; k, v [T, hkv, d]; see Backend::attention_packed. With `window_tiles` false,
+// every query tile visits every key tile of its sequence (the dense baseline; same result).
+// `kv_scratch` is reused across calls. Returns the (query tile, kv head, key tile) blocks computed.
+int64_t attention_packed(ThreadPool& pool, const float* q, const float* k, const float* v,
+                         int64_t hq, int64_t hkv, int64_t d, const BatchDesc& batch,
+                         const AttentionParams& params, bool window_tiles, float* out,
+                         std::vector<float>& kv_scratch);
 
 }  // namespace infera::cpu

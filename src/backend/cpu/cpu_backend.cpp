@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_attention.h"
+#include "backend/cpu/encoder_ops.h"
 #include "backend/cpu/quant_matmul.h"
 #include "backend/cpu/simd_kernels.h"
 #include "backend/cpu/thread_pool.h"
@@ -58,7 +59,8 @@ struct HeapFree {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int threads) : pool_(threads), panels_(static_cast<size_t>(pool_.size())) {}
+  CpuBackend(int threads, PackedAttentionSchedule schedule)
+      : pool_(threads), panels_(static_cast<size_t>(pool_.size())), schedule_(schedule) {}
 
   std::string name() const override {
     return std::string("cpu (") + cpu::simd_target_name() + ", " + std::to_string(pool_.size()) +
@@ -68,7 +70,8 @@ class CpuBackend final : public Backend {
   bool supports(Op op, std::initializer_list<DType> dtypes) const override {
     for (DType t : dtypes) {
       const bool ok = (op == Op::Embedding || op == Op::Matmul) ? supports_weight(t)
-                      : (op == Op::RmsNorm || op == Op::KvWrite || op == Op::Attention)
+                      : (op == Op::RmsNorm || op == Op::KvWrite || op == Op::Attention ||
+                         op == Op::LayerNorm || op == Op::AddBias)
                           ? is_float(t)
                           : t == DType::F32;
       if (!ok) return false;
@@ -222,6 +225,69 @@ class CpuBackend final : public Backend {
     }
   }
 
+  void layernorm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
+                 Tensor& out) override {
+    expect_f32_cpu(x, "layernorm");
+    expect_f32_cpu(out, "layernorm");
+    const int64_t dim = row_width(x);
+    expect(weight.numel() == dim && is_float(weight.dtype()) && out.numel() == x.numel() &&
+               (bias.empty() || (bias.numel() == dim && is_float(bias.dtype()))),
+           "layernorm", shapes(x, weight) + (bias.empty() ? "" : ", bias " + bias.shape().str()));
+    const std::vector<float> w = widened(weight),
+                             b = bias.empty() ? std::vector<float>{} : widened(bias);
+    cpu::layernorm_rows(pool_, x.data_as<float>(), row_count(x), dim, w.data(),
+                        b.empty() ? nullptr : b.data(), eps, out.data_as<float>());
+  }
+
+  void gelu(const Tensor& x, Tensor& out) override {
+    expect_f32_cpu(x, "gelu");
+    expect_f32_cpu(out, "gelu");
+    expect(out.numel() == x.numel(), "gelu", shapes(x, out));
+    cpu::gelu_erf(pool_, x.data_as<float>(), x.numel(), out.data_as<float>());
+  }
+
+  void geglu(const Tensor& input, const Tensor& gate, Tensor& out) override {
+    expect_f32_cpu(input, "geglu");
+    expect_f32_cpu(gate, "geglu");
+    expect_f32_cpu(out, "geglu");
+    expect(gate.numel() == input.numel() && out.numel() == input.numel(), "geglu",
+           shapes(input, gate));
+    cpu::geglu_erf(pool_, input.data_as<float>(), gate.data_as<float>(), input.numel(),
+                   out.data_as<float>());
+  }
+
+  void add_bias(const Tensor& x, const Tensor& bias, Tensor& out) override {
+    expect_f32_cpu(x, "add_bias");
+    expect_f32_cpu(out, "add_bias");
+    const int64_t width = row_width(x);
+    expect(bias.numel() == width && is_float(bias.dtype()) && out.numel() == x.numel(), "add_bias",
+           shapes(x, bias));
+    const std::vector<float> b = widened(bias);
+    cpu::add_bias_rows(pool_, x.data_as<float>(), row_count(x), width, b.data(),
+                       out.data_as<float>());
+  }
+
+  void attention_packed(const Tensor& q, const Tensor& k, const Tensor& v, const Batch& batch,
+                        const AttentionParams& params, Tensor& out) override;
+
+  void mean_pool(const Tensor& x, const Batch& batch, Tensor& out) override {
+    expect_f32_cpu(x, "mean_pool");
+    expect_f32_cpu(out, "mean_pool");
+    const int64_t width = row_width(x), seqs = batch.num_seqs();
+    expect(row_count(x) == batch.num_tokens() && row_width(out) == width && row_count(out) == seqs,
+           "mean_pool", shapes(x, out) + " for " + std::to_string(seqs) + " sequences");
+    expect_i32_rows(batch.query_start, seqs + 1, "mean_pool", "query_start");
+    cpu::mean_pool_rows(x.data_as<float>(), width, batch.query_start.data_as<const int32_t>(), seqs,
+                        out.data_as<float>());
+  }
+
+  OpStats op_stats() const override {
+    return {.packed_key_tiles = packed_key_tiles_,
+            .packed_query_tile = cpu::kPackedQueryTile,
+            .packed_key_tile = cpu::kPackedKeyTile};
+  }
+  void reset_op_stats() override { packed_key_tiles_ = 0; }
+
   void kv_write(const Tensor& k, const Tensor& v, KvLayer& cache, const Batch& batch) override;
   void attention(const Tensor& q, const KvLayer& cache, const Batch& batch,
                  const AttentionParams& params, Tensor& out) override;
@@ -285,8 +351,17 @@ class CpuBackend final : public Backend {
     return *t;
   }
 
+  static std::vector<float> widened(const Tensor& t) {
+    std::vector<float> w(static_cast<size_t>(t.numel()));
+    cpu::widen_row(t.data(), t.dtype(), t.numel(), w.data());
+    return w;
+  }
+
   cpu::ThreadPool pool_;
   std::vector<std::vector<float>> panels_;  // per-thread matmul scratch
+  PackedAttentionSchedule schedule_;
+  std::vector<float> packed_kv_;  // attention_packed's head-major keys and values
+  int64_t packed_key_tiles_ = 0;
   std::vector<RopeTable> rope_tables_;
 };
 
@@ -349,10 +424,34 @@ void CpuBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& b
                        *batch.desc, params, out.data_as<float>());
 }
 
+void CpuBackend::attention_packed(const Tensor& q, const Tensor& k, const Tensor& v,
+                                  const Batch& batch, const AttentionParams& params, Tensor& out) {
+  for (const Tensor* t : {&q, &k, &v, static_cast<const Tensor*>(&out)})
+    expect_f32_cpu(*t, "attention_packed");
+  expect(q.rank() == 3 && out.shape() == q.shape() && q.dim(0) == batch.num_tokens(),
+         "attention_packed",
+         shapes(q, out) + " for " + std::to_string(batch.num_tokens()) + " tokens");
+  expect(k.rank() == 3 && v.shape() == k.shape() && k.dim(0) == q.dim(0) && k.dim(2) == q.dim(2) &&
+             k.dim(1) > 0 && q.dim(1) % k.dim(1) == 0,
+         "attention_packed",
+         shapes(q, k) + ", " + shapes(k, v) + ": q heads must be a multiple of kv heads");
+  const BatchDesc& d = *batch.desc;
+  expect(d.num_seqs() > 0 && d.query_start.front() == 0 && d.query_start.back() == q.dim(0),
+         "attention_packed", "query_start must run from 0 to the token count");
+  for (int64_t b = 0; b < d.num_seqs(); ++b)
+    expect(d.query_start[static_cast<size_t>(b)] < d.query_start[static_cast<size_t>(b + 1)],
+           "attention_packed", "sequence " + std::to_string(b) + " has no rows");
+  expect(params.scale > 0, "attention_packed", "scale must be positive");
+  packed_key_tiles_ += cpu::attention_packed(pool_, q.data_as<float>(), k.data_as<float>(),
+                                             v.data_as<float>(), q.dim(1), k.dim(1), q.dim(2), d,
+                                             params, schedule_ == PackedAttentionSchedule::Windowed,
+                                             out.data_as<float>(), packed_kv_);
+}
+
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend(int threads) {
-  return std::make_unique<CpuBackend>(threads);
+std::unique_ptr<Backend> make_cpu_backend(int threads, PackedAttentionSchedule schedule) {
+  return std::make_unique<CpuBackend>(threads, schedule);
 }
 
 }  // namespace infera

@@ -9,7 +9,13 @@
 
 namespace infera {
 
+// How attention_packed schedules a local (windowed) layer: only the key tiles that overlap the
+// window (the default), or every key tile with the window applied per row (the dense baseline
+// that benchmarks compare against; identical results).
+enum class PackedAttentionSchedule { Windowed, Dense };
+
 // The CPU backend with `threads` workers (0: one per core).
-std::unique_ptr<Backend> make_cpu_backend(int threads = 0);
+std::unique_ptr<Backend> make_cpu_backend(
+    int threads = 0, PackedAttentionSchedule schedule = PackedAttentionSchedule::Windowed);
 
 }  // namespace infera

@@ -235,32 +235,40 @@ constexpr int kChunk = 8;
 constexpr int kChunk = 4;
 #endif
 
+// U vectors of out, [c, c + U * lanes), accumulated over all rows t in registers.
+template <int U, typename VT>
+HWY_INLINE void WeightedChunk(const float* p, int64_t count, const VT* v, int64_t dim, int64_t c,
+                              float* out, bool accumulate) {
+  const DF d;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  VF acc[U];
+  for (int u = 0; u < U; ++u) acc[u] = accumulate ? hn::LoadU(d, out + c + u * lanes) : hn::Zero(d);
+  for (int64_t t = 0; t < count; ++t) {
+    const VF pt = hn::Set(d, p[t]);
+    const VT* row = v + t * dim + c;
+    for (int u = 0; u < U; ++u) acc[u] = hn::MulAdd(pt, LoadWeight(d, row + u * lanes), acc[u]);
+  }
+  for (int u = 0; u < U; ++u) hn::StoreU(acc[u], d, out + c + u * lanes);
+}
+
 // out (+)= sum_t p[t] * v[t]: with `accumulate` the running sums start from out, so a sum split
 // over several stretches of rows (cache blocks) adds in exactly the order of one long stretch.
+// Every output element adds its rows in order t = 0..count-1 whichever chunk computes it; the
+// chunks only decide how many independent accumulators run at once (d = 64 on AVX-512 is 4
+// vectors: one chunk of 4, not 4 serial passes).
 template <typename VT>
 void WeightedRowSumT(const float* p, int64_t count, const VT* v, int64_t dim, float* out,
                      bool accumulate) {
   const DF d;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
   int64_t c = 0;
-  for (; c + kChunk * lanes <= dim; c += kChunk * lanes) {
-    VF acc[kChunk];
-    for (int u = 0; u < kChunk; ++u)
-      acc[u] = accumulate ? hn::LoadU(d, out + c + u * lanes) : hn::Zero(d);
-    for (int64_t t = 0; t < count; ++t) {
-      const VF pt = hn::Set(d, p[t]);
-      const VT* row = v + t * dim + c;
-      for (int u = 0; u < kChunk; ++u)
-        acc[u] = hn::MulAdd(pt, LoadWeight(d, row + u * lanes), acc[u]);
-    }
-    for (int u = 0; u < kChunk; ++u) hn::StoreU(acc[u], d, out + c + u * lanes);
-  }
-  for (; c + lanes <= dim; c += lanes) {
-    VF acc = accumulate ? hn::LoadU(d, out + c) : hn::Zero(d);
-    for (int64_t t = 0; t < count; ++t)
-      acc = hn::MulAdd(hn::Set(d, p[t]), LoadWeight(d, v + t * dim + c), acc);
-    hn::StoreU(acc, d, out + c);
-  }
+  for (; c + kChunk * lanes <= dim; c += kChunk * lanes)
+    WeightedChunk<kChunk>(p, count, v, dim, c, out, accumulate);
+  for (; c + 4 * lanes <= dim; c += 4 * lanes)
+    WeightedChunk<4>(p, count, v, dim, c, out, accumulate);
+  for (; c + 2 * lanes <= dim; c += 2 * lanes)
+    WeightedChunk<2>(p, count, v, dim, c, out, accumulate);
+  for (; c + lanes <= dim; c += lanes) WeightedChunk<1>(p, count, v, dim, c, out, accumulate);
   for (; c < dim; ++c) {
     float acc = accumulate ? out[c] : 0.0f;
     for (int64_t t = 0; t < count; ++t) acc += p[t] * WeightScalar(v + t * dim + c);
@@ -283,6 +291,43 @@ void WeightedRowSum(const float* p, int64_t count, const void* v, DType vtype, i
   }
 }
 
+// R query rows against the kScoreTileKeys keys of kt: R x NV accumulators stay in registers
+// (AVX-512: 8 rows x 2 vectors, AVX2: 2 x 4, SSE4: 1 x 8).
+constexpr int64_t kScoreLanes = static_cast<int64_t>(HWY_LANES(float));
+constexpr int kScoreVectors = static_cast<int>(kScoreTileKeys / kScoreLanes);
+constexpr int kScoreRows = kScoreVectors <= 2 ? 8 : (kScoreVectors <= 4 ? 2 : 1);
+
+template <int R>
+HWY_INLINE void ScoreRows(const float* HWY_RESTRICT q, int64_t d, const float* HWY_RESTRICT kt,
+                          int64_t cols, float* HWY_RESTRICT out, int64_t ldo) {
+  const DF df;
+  VF acc[R][kScoreVectors];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < kScoreVectors; ++v) acc[r][v] = hn::Zero(df);
+  for (int64_t e = 0; e < d; ++e) {
+    VF k[kScoreVectors];
+    for (int v = 0; v < kScoreVectors; ++v)
+      k[v] = hn::LoadU(df, kt + e * kScoreTileKeys + v * kScoreLanes);
+    for (int r = 0; r < R; ++r) {
+      const VF qe = hn::Set(df, q[r * d + e]);
+      for (int v = 0; v < kScoreVectors; ++v) acc[r][v] = hn::MulAdd(qe, k[v], acc[r][v]);
+    }
+  }
+  HWY_ALIGN float row[kScoreTileKeys];
+  for (int r = 0; r < R; ++r) {
+    for (int v = 0; v < kScoreVectors; ++v) hn::Store(acc[r][v], df, row + v * kScoreLanes);
+    std::copy_n(row, cols, out + r * ldo);
+  }
+}
+
+void ScoresTile(const float* q, int64_t rows, int64_t d, const float* kt, int64_t cols, float* out,
+                int64_t ldo) {
+  int64_t r = 0;
+  for (; r + kScoreRows <= rows; r += kScoreRows)
+    ScoreRows<kScoreRows>(q + r * d, d, kt, cols, out + r * ldo, ldo);
+  for (; r < rows; ++r) ScoreRows<1>(q + r * d, d, kt, cols, out + r * ldo, ldo);
+}
+
 const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
 
 }  // namespace HWY_NAMESPACE
@@ -296,6 +341,7 @@ HWY_EXPORT(WidenRow);
 HWY_EXPORT(Dot);
 HWY_EXPORT(SoftmaxNumerators);
 HWY_EXPORT(WeightedRowSum);
+HWY_EXPORT(ScoresTile);
 HWY_EXPORT(TargetName);
 
 void matmul_rows(const float* x, int64_t n, int64_t k, const void* w, DType wtype, int64_t j_begin,
@@ -314,6 +360,10 @@ float softmax_numerators_f32(float* s, int64_t n, float scale) {
 void weighted_row_sum(const float* p, int64_t count, const void* v, DType vtype, int64_t d,
                       float* out, bool accumulate) {
   HWY_DYNAMIC_DISPATCH(WeightedRowSum)(p, count, v, vtype, d, out, accumulate);
+}
+void scores_tile_f32(const float* q, int64_t rows, int64_t d, const float* kt, int64_t cols,
+                     float* out, int64_t ldo) {
+  HWY_DYNAMIC_DISPATCH(ScoresTile)(q, rows, d, kt, cols, out, ldo);
 }
 const char* simd_target_name() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }
 }  // namespace infera::cpu

@@ -29,6 +29,14 @@ float softmax_numerators_f32(float* s, int64_t n, float scale);
 void weighted_row_sum(const float* p, int64_t count, const void* v, DType vtype, int64_t d,
                       float* out, bool accumulate);
 
+// Attention scores against one tile of keys stored transposed: out[r * ldo + j] =
+// sum_e q[r * d + e] * kt[e * kScoreTileKeys + j] for r < rows, j < cols <= kScoreTileKeys.
+// Outer-product form (a query element broadcast against a vector of keys), so no output needs a
+// horizontal sum; each output adds its d products in order e = 0..d-1.
+constexpr int64_t kScoreTileKeys = 32;
+void scores_tile_f32(const float* q, int64_t rows, int64_t d, const float* kt, int64_t cols,
+                     float* out, int64_t ldo);
+
 // Name of the instruction set chosen at run time ("AVX3", "AVX2", ...).
 const char* simd_target_name();
 

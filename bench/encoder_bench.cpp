@@ -1,0 +1,239 @@
+// Encoder latency on dummy weights (ModernBERT-large and mmBERT-base shapes by default), with
+// local layers scheduled windowed (only the key tiles a window needs) and dense (every key tile,
+// masked per row), the two interleaved run by run so that machine noise hits both alike:
+//  - attention: one local layer's attention_packed at the model's shape and the batch's lengths;
+//  - forward:   the whole forward pass (last hidden states) of the packed batch.
+// Prints min / median / p95 per case and the median ratio dense / windowed; writes every sample
+// to a JSON file.
+//
+//   build/release/bench/encoder_bench --runs 50 --attention-runs 50 --out bench/results/enc.json
+//   build/release/bench/encoder_bench --config bench/configs/mmbert-base --batch 10x512 --runs 5
+#include <sys/resource.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "model/encoder.h"
+
+namespace {
+
+using infera::BatchDesc;
+using Json = nlohmann::json;
+
+double peak_rss_mb() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;
+}
+
+double percentile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  const double pos = q * static_cast<double>(v.size() - 1);
+  const auto lo = static_cast<size_t>(std::floor(pos));
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+}
+
+Json summary(const std::vector<double>& ms) {
+  return {{"min_ms", percentile(ms, 0.0)},
+          {"median_ms", percentile(ms, 0.5)},
+          {"p95_ms", percentile(ms, 0.95)},
+          {"runs", ms.size()}};
+}
+
+// Interleaved timing of f(0) (windowed) and f(1) (dense); returns the samples of each, in ms.
+template <typename F>
+std::array<std::vector<double>, 2> interleaved(int warmup, int runs, F&& f) {
+  std::array<std::vector<double>, 2> ms;
+  for (int r = 0; r < warmup + runs; ++r)
+    for (int k = 0; k < 2; ++k) {  // alternate which goes first, so neither always runs warmer
+      const int m = (r + k) % 2;
+      const auto t0 = std::chrono::steady_clock::now();
+      f(m);
+      const double t =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      if (r >= warmup) ms[static_cast<size_t>(m)].push_back(t);
+    }
+  return ms;
+}
+
+double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double d = std::fabs(double(a[i]) - double(b[i]));
+    if (!std::isfinite(d)) return INFINITY;
+    diff = std::max(diff, d);
+  }
+  return diff;
+}
+
+void report(const char* what, const std::string& spec, Json& c, int64_t tokens) {
+  const char* names[2] = {"windowed", "dense"};
+  for (const char* n : names)
+    std::printf(
+        "  %-9s %-7s %-8s min %9.2f  median %9.2f  p95 %9.2f ms  (%.0f tokens/s, %lld key "
+        "tiles)\n",
+        what, spec.c_str(), n, c[n]["min_ms"].get<double>(), c[n]["median_ms"].get<double>(),
+        c[n]["p95_ms"].get<double>(), double(tokens) / c[n]["median_ms"].get<double>() * 1e3,
+        static_cast<long long>(c[n]["key_tiles"].get<int64_t>()));
+  c["dense_over_windowed_median"] =
+      c["dense"]["median_ms"].get<double>() / c["windowed"]["median_ms"].get<double>();
+  std::printf("  %-9s %-7s dense / windowed median %.3f; outputs differ by %.1e\n", what,
+              spec.c_str(), c["dense_over_windowed_median"].get<double>(),
+              c["windowed_vs_dense_max_abs_diff"].get<double>());
+  std::fflush(stdout);
+}
+
+struct Mode {
+  const char* name;
+  std::unique_ptr<infera::Backend> backend;
+  std::unique_ptr<infera::Encoder> model;
+};
+
+int64_t local_attention(const std::string& config_dir) {
+  std::ifstream in(std::filesystem::path(config_dir) / "config.json");
+  const Json j = Json::parse(in);
+  return j.value("local_attention", int64_t{128});
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Encoder forward latency, windowed vs dense local attention, on dummy weights"};
+  std::vector<std::string> configs = {"bench/configs/modernbert-large",
+                                      "bench/configs/mmbert-base"};
+  std::vector<std::string> batches = {"50x93", "10x512"};
+  int runs = 50, attention_runs = 50, warmup = 1, threads = 0;
+  std::string out;
+  app.add_option("--config", configs, "Model folders (config.json) to run with dummy weights");
+  app.add_option("--batch", batches, "Batches as SEQUENCESxTOKENS");
+  app.add_option("--runs", runs, "Measured forward runs per case and mode (0: none)")
+      ->check(CLI::Range(0, 100000));
+  app.add_option("--attention-runs", attention_runs,
+                 "Measured runs of one local layer's attention per case and mode (0: none)")
+      ->check(CLI::Range(0, 100000));
+  app.add_option("--warmup", warmup, "Unmeasured runs first")->check(CLI::Range(0, 100));
+  app.add_option("--threads", threads, "CPU threads (0: one per core)");
+  app.add_option("--out", out, "JSON file for every sample");
+  CLI11_PARSE(app, argc, argv);
+
+  Json result = {{"runs", runs},
+                 {"attention_runs", attention_runs},
+                 {"warmup", warmup},
+                 {"threads", threads},
+                 {"cases", Json::array()}};
+  try {
+    for (const std::string& config : configs) {
+      Mode modes[2] = {{"windowed", nullptr, nullptr}, {"dense", nullptr, nullptr}};
+      for (Mode& m : modes) {
+        m.backend = infera::make_cpu_backend(
+            threads, std::string(m.name) == "dense" ? infera::PackedAttentionSchedule::Dense
+                                                    : infera::PackedAttentionSchedule::Windowed);
+        m.model =
+            infera::load_encoder(config, *m.backend, {.dummy_weights = true, .dummy_seed = 1});
+      }
+      const infera::ModelInfo& info = modes[0].model->info();
+      std::printf("%s: %s, %s\n", config.c_str(), info.summary().c_str(),
+                  modes[0].backend->name().c_str());
+      for (const std::string& spec : batches) {
+        const auto x = spec.find('x');
+        const int seqs = std::stoi(spec.substr(0, x)), len = std::stoi(spec.substr(x + 1));
+        std::mt19937 rng(7);
+        std::vector<std::vector<int32_t>> ids(static_cast<size_t>(seqs));
+        for (auto& s : ids)
+          for (int i = 0; i < len; ++i)
+            s.push_back(static_cast<int32_t>(rng() % uint32_t(info.vocab)));
+        const BatchDesc batch = infera::encoder_batch(ids);
+        const int64_t n = batch.num_tokens();
+
+        // One local layer's attention at this shape: q, k, v random, window local_attention / 2.
+        if (attention_runs > 0) {
+          std::array<std::vector<float>, 2> out;
+          std::array<int64_t, 2> tiles{};
+          const int64_t heads = info.q_heads, d = info.head_dim;
+          std::vector<float> host(static_cast<size_t>(n * heads * d));
+          std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+          for (float& v : host) v = dist(rng);
+          const infera::Shape shape{n, heads, d};
+          const int32_t window = static_cast<int32_t>(local_attention(config) / 2);
+          std::array<infera::Tensor, 2> q, o;
+          for (int m = 0; m < 2; ++m) {
+            infera::Backend& b = *modes[m].backend;
+            q[m] = b.alloc("q", infera::DType::F32, shape);
+            o[m] = b.alloc("out", infera::DType::F32, shape);
+            std::copy(host.begin(), host.end(), q[m].data_as<float>());  // the CPU: host memory
+            out[m].resize(host.size());
+          }
+          const infera::Batch batches[2] = {modes[0].backend->upload_batch(batch),
+                                            modes[1].backend->upload_batch(batch)};
+          const infera::AttentionParams params{
+              .scale = 1.0f / std::sqrt(float(d)), .causal = false, .window = window};
+          auto ms = interleaved(warmup, attention_runs, [&](int m) {
+            infera::Backend& b = *modes[m].backend;
+            b.reset_op_stats();
+            b.attention_packed(q[m], q[m], q[m], batches[m], params, o[m]);
+            tiles[static_cast<size_t>(m)] = b.op_stats().packed_key_tiles;
+          });
+          for (int m = 0; m < 2; ++m) modes[m].backend->to_host(o[m], out[static_cast<size_t>(m)]);
+          Json c = {{"kind", "attention_local_layer"},
+                    {"config", config},
+                    {"batch", spec},
+                    {"tokens", n},
+                    {"window", window},
+                    {"backend", modes[0].backend->name()},
+                    {"windowed_vs_dense_max_abs_diff", max_abs_diff(out[0], out[1])}};
+          for (int m = 0; m < 2; ++m) {
+            c[modes[m].name] = summary(ms[static_cast<size_t>(m)]);
+            c[modes[m].name]["samples_ms"] = ms[static_cast<size_t>(m)];
+            c[modes[m].name]["key_tiles"] = tiles[static_cast<size_t>(m)];
+          }
+          report("attention", spec, c, n);
+          result["cases"].push_back(c);
+        }
+
+        if (runs > 0) {
+          std::array<std::vector<float>, 2> hidden;
+          std::array<int64_t, 2> tiles{};
+          for (auto& h : hidden) h.resize(static_cast<size_t>(n * info.hidden));
+          auto ms = interleaved(warmup, runs, [&](int m) {
+            modes[m].backend->reset_op_stats();
+            modes[m].model->hidden_states(batch, hidden[static_cast<size_t>(m)]);
+            tiles[static_cast<size_t>(m)] = modes[m].backend->op_stats().packed_key_tiles;
+          });
+          Json c = {{"kind", "forward"},
+                    {"config", config},
+                    {"model", info.summary()},
+                    {"batch", spec},
+                    {"tokens", n},
+                    {"backend", modes[0].backend->name()},
+                    {"windowed_vs_dense_max_abs_diff", max_abs_diff(hidden[0], hidden[1])}};
+          for (int m = 0; m < 2; ++m) {
+            c[modes[m].name] = summary(ms[static_cast<size_t>(m)]);
+            c[modes[m].name]["samples_ms"] = ms[static_cast<size_t>(m)];
+            c[modes[m].name]["key_tiles"] = tiles[static_cast<size_t>(m)];
+          }
+          report("forward", spec, c, n);
+          result["cases"].push_back(c);
+        }
+      }
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "encoder_bench: error: %s\n", e.what());
+    return 1;
+  }
+  result["peak_rss_mb"] = peak_rss_mb();
+  std::printf("peak RSS %.0f MB\n", peak_rss_mb());
+  if (!out.empty()) std::ofstream(out) << result.dump(1) << "\n";
+  return 0;
+}
