@@ -34,7 +34,8 @@ enum class Device : uint8_t { CPU, CUDA };
 std::string_view dtype_name(DType dtype);
 std::string_view device_name(Device device);
 // Bytes for `count` elements; quantized types round up to whole blocks (callers that lay out rows
-// check that each row is whole blocks, see DType).
+// check that each row is whole blocks, see DType). Throws InvalidArgument when the byte count
+// does not fit int64.
 size_t dtype_bytes(DType dtype, size_t count);
 // Elements per block: 1 for F32/F16/BF16/I32, 32 for Q8_0/Q4_0, 256 for Q4_K/Q6_K.
 int64_t dtype_block_size(DType dtype);
@@ -49,10 +50,18 @@ struct Shape {
   Shape() = default;
   Shape(std::initializer_list<int64_t> d);
   int64_t operator[](int i) const { return dims[static_cast<size_t>(i)]; }
+  // The one place shape arithmetic is checked. A shape is valid when every dimension is >= 0 and
+  // the product of its non-zero dimensions fits int64: then numel(), every partial product of
+  // dimensions (row widths, strides) and the product in any order fit too, even for a shape with a
+  // zero dimension whose other dimensions are huge. numel() throws InvalidArgument otherwise.
   int64_t numel() const;
   bool operator==(const Shape& other) const;
   std::string str() const;  // "[3072, 1024]"
 };
+
+// Bytes of a `dtype` tensor of `shape`: Shape::numel()'s checks, plus the byte count fitting
+// int64 (counting non-zero dimensions only, as numel() does). Throws InvalidArgument otherwise.
+size_t shape_nbytes(DType dtype, const Shape& shape);
 
 class Tensor {
  public:
@@ -69,7 +78,7 @@ class Tensor {
   int64_t dim(int i) const { return shape_[i]; }
   int rank() const { return shape_.rank; }
   int64_t numel() const { return shape_.numel(); }
-  size_t nbytes() const { return dtype_bytes(dtype_, static_cast<size_t>(numel())); }
+  size_t nbytes() const { return shape_nbytes(dtype_, shape_); }
   bool empty() const { return data_ == nullptr; }
 
   // Raw pointer; only backends of the tensor's device dereference it.
