@@ -34,8 +34,8 @@ enum class Device : uint8_t { CPU, CUDA };
 std::string_view dtype_name(DType dtype);
 std::string_view device_name(Device device);
 // Bytes for `count` elements; quantized types round up to whole blocks (callers that lay out rows
-// check that each row is whole blocks, see DType). Throws InvalidArgument when the byte count
-// does not fit int64.
+// check that each row is whole blocks, see DType). Throws InvalidArgument when the byte count does
+// not fit int64.
 size_t dtype_bytes(DType dtype, size_t count);
 // Elements per block: 1 for F32/F16/BF16/I32, 32 for Q8_0/Q4_0, 256 for Q4_K/Q6_K.
 int64_t dtype_block_size(DType dtype);

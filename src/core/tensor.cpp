@@ -34,7 +34,8 @@ std::string_view device_name(Device device) { return device == Device::CPU ? "cp
 
 namespace {
 
-size_t element_bytes(DType dtype) {
+// Bytes of one block of dtype_block_size(dtype) elements (ggml's layouts for the quantized types).
+size_t block_bytes(DType dtype) {
   switch (dtype) {
     case DType::F32:
     case DType::I32:
@@ -42,41 +43,25 @@ size_t element_bytes(DType dtype) {
     case DType::F16:
     case DType::BF16:
       return 2;
-    default:  // block-quantized: see block_layout()
-      break;
+    case DType::Q8_0:
+      return 34;
+    case DType::Q4_0:
+      return 18;
+    case DType::Q4_K:
+      return 144;
+    case DType::Q6_K:
+      return 210;
   }
   throw Error("dtype_bytes: unknown dtype");
 }
 
-// Elements and bytes of one block: (1, element size) for the plain types.
-struct BlockLayout {
-  uint64_t elements, bytes;
-};
-BlockLayout block_layout(DType dtype) {
-  switch (dtype) {
-    case DType::Q8_0:
-      return {32, 34};
-    case DType::Q4_0:
-      return {32, 18};
-    case DType::Q4_K:
-      return {256, 144};
-    case DType::Q6_K:
-      return {256, 210};
-    default:
-      return {1, element_bytes(dtype)};
-  }
+// Whole blocks for `count` elements.
+uint64_t blocks_for(DType dtype, uint64_t count) {
+  const auto bs = static_cast<uint64_t>(dtype_block_size(dtype));
+  return count / bs + (count % bs != 0);
 }
 
 constexpr uint64_t kMaxCount = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
-
-// Bytes of `count` elements, whole blocks for the quantized types; nullopt past int64.
-std::optional<uint64_t> count_bytes(DType dtype, uint64_t count) {
-  const BlockLayout b = block_layout(dtype);
-  const uint64_t blocks = count / b.elements + (count % b.elements != 0);
-  uint64_t bytes = 0;
-  if (__builtin_mul_overflow(blocks, b.bytes, &bytes) || bytes > kMaxCount) return std::nullopt;
-  return bytes;
-}
 
 // Product of the non-zero dimensions, or nullopt when a dimension is negative or the product
 // exceeds int64. Zeros are skipped so that [0, 2^40, 2^40] is rejected like [2^40, 2^40]:
@@ -105,25 +90,39 @@ bool has_zero_dim(const Shape& shape) {
 
 }  // namespace
 
+int64_t dtype_block_size(DType dtype) {
+  switch (dtype) {
+    case DType::Q8_0:
+    case DType::Q4_0:
+      return 32;
+    case DType::Q4_K:
+    case DType::Q6_K:
+      return 256;
+    default:
+      return 1;
+  }
+}
+
+bool dtype_is_quantized(DType dtype) { return dtype_block_size(dtype) > 1; }
+
 size_t dtype_bytes(DType dtype, size_t count) {
-  const auto bytes = count_bytes(dtype, static_cast<uint64_t>(count));
-  if (!bytes)
+  uint64_t bytes = 0;
+  if (__builtin_mul_overflow(blocks_for(dtype, count), block_bytes(dtype), &bytes) ||
+      bytes > kMaxCount)
     throw InvalidArgument("dtype_bytes: " + std::to_string(count) + " " +
                           std::string(dtype_name(dtype)) + " elements do not fit int64 bytes");
-  return static_cast<size_t>(*bytes);
+  return static_cast<size_t>(bytes);
 }
 
 size_t shape_nbytes(DType dtype, const Shape& shape) {
   const auto product = nonzero_product(shape);
   if (!product) too_large(shape, "a negative dimension, or more than 2^63-1 elements");
-  const auto bytes = count_bytes(dtype, *product);
-  if (!bytes) too_large(shape, "more than 2^63-1 bytes in " + std::string(dtype_name(dtype)));
-  return has_zero_dim(shape) ? 0 : static_cast<size_t>(*bytes);
+  uint64_t bytes = 0;
+  if (__builtin_mul_overflow(blocks_for(dtype, *product), block_bytes(dtype), &bytes) ||
+      bytes > kMaxCount)
+    too_large(shape, "more than 2^63-1 bytes in " + std::string(dtype_name(dtype)));
+  return has_zero_dim(shape) ? 0 : static_cast<size_t>(bytes);
 }
-
-int64_t dtype_block_size(DType dtype) { return static_cast<int64_t>(block_layout(dtype).elements); }
-
-bool dtype_is_quantized(DType dtype) { return dtype_block_size(dtype) > 1; }
 
 Shape::Shape(std::initializer_list<int64_t> d) {
   if (d.size() > kMaxDims) throw InvalidArgument("Shape: more than 4 dimensions");

@@ -9,6 +9,9 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/simd_kernels.h"
 #include "backend/registry.h"
+#ifdef INFERA_WITH_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 #include "core/dtype_convert.h"
 #include "test_compare.h"
 
@@ -29,6 +32,16 @@ std::vector<HarnessBackend> harness_backends() {
       std::printf("[op harness] %s backend not tested here: %s\n", d.c_str(), e.what());
     }
   }
+#ifdef INFERA_WITH_CUDA
+  // The CUDA backend's f32 paths too (tiled GEMM instead of cuBLAS, CUDA-core attention instead
+  // of tensor cores), which the default configuration reaches only for some shapes.
+  if (cuda_device_count() > 0)
+    list.push_back({"cuda_exact", [] {
+                      CudaOptions o = cuda_options_from_env();
+                      o.exact_f32 = true;
+                      return make_cuda_backend(0, o);
+                    }});
+#endif
   return list;
 }
 

@@ -9,13 +9,14 @@ namespace infera::cli {
 
 void add_run_command(CLI::App& app);
 void add_logits_command(CLI::App& app);
+void add_perplexity_command(CLI::App& app);
 void add_tokenize_commands(CLI::App& app);  // tokenize, detokenize
 void add_chat_command(CLI::App& app);
-void add_quantize_command(CLI::App& app);  // HF folder -> GGUF
 void add_bench_command(CLI::App& app);
 
 // The command line as typed, for records such as benchmark result files.
 void remember_command_line(int argc, char** argv);
 const std::string& command_line();
+void add_quantize_command(CLI::App& app);  // HF folder -> GGUF
 
 }  // namespace infera::cli

@@ -11,10 +11,11 @@ int main(int argc, char** argv) {
   infera::cli::add_run_command(app);
   infera::cli::add_chat_command(app);
   infera::cli::add_logits_command(app);
+  infera::cli::add_perplexity_command(app);
   infera::cli::add_tokenize_commands(app);
-  infera::cli::add_quantize_command(app);
   infera::cli::add_bench_command(app);
   infera::cli::remember_command_line(argc, argv);
+  infera::cli::add_quantize_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

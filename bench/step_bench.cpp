@@ -1,0 +1,188 @@
+// Engine-step speed on any backend, through the same run_step the generator uses, over dummy (or
+// real) weights: prefill tokens/s of one prompt per step at given lengths (its time is also the
+// time to first token, less sampling), and batched decode tokens/s at given batch sizes after a
+// prompt of --context tokens per sequence. Decode is timed two ways: with every row's logits
+// copied to the host (what the generator does today) and with one row's only, which isolates the
+// device step from the logits' trip over PCIe. Raw per-step samples go to --json.
+//
+//   step_bench --model ../shared/models/qwen3-0.6b --dummy-weights --device cuda \
+//       --kv-dtype bf16 --prefill 512,2048 --batch 1,8,64,256 --context 512 --json out.json
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "backend/registry.h"
+#include "engine/kv_cache.h"
+#include "engine/step.h"
+#include "model/causal_lm.h"
+#ifdef INFERA_WITH_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
+namespace {
+
+using namespace infera;
+
+// On CUDA: how steps were issued, and with INFERA_CUDA_PROFILE=1 the kernels' device time.
+void report_backend(Backend& backend, const std::string& what) {
+#ifdef INFERA_WITH_CUDA
+  if (const auto s = cuda_stats(backend))
+    std::printf("  [%s] cuda: %lld graph launches (%lld captured), %lld eager steps\n",
+                what.c_str(), static_cast<long long>(s->graph_launches),
+                static_cast<long long>(s->graph_captures), static_cast<long long>(s->eager_steps));
+  const std::string profile = cuda_profile_report(backend);
+  if (!profile.empty()) std::printf("  [%s] kernel time:\n%s", what.c_str(), profile.c_str());
+#endif
+}
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+std::vector<int32_t> prompt_ids(int64_t n, int64_t seed, int64_t vocab) {
+  std::vector<int32_t> ids;
+  for (int64_t i = 0; i < n; ++i) ids.push_back(int32_t((1000 + seed * 104729 + i * 7919) % vocab));
+  return ids;
+}
+
+struct Options {
+  std::string model, device = "auto", kv_dtype = "bf16", json;
+  bool dummy = false;
+  std::vector<int64_t> prefill = {512, 2048}, batch = {1, 8, 64};
+  int64_t context = 512, steps = 64, repeats = 5, block_size = 32;
+};
+
+nlohmann::json bench_prefill(CausalLM& model, const Options& o, DType kv, int64_t len) {
+  std::vector<double> samples;
+  const int64_t vocab = model.info().vocab;
+  for (int64_t r = 0; r <= o.repeats; ++r) {  // the first run warms up (cuBLAS, graphs)
+    KvCache cache(model.backend(), model.kv_shape(),
+                  {.block_size = o.block_size,
+                   .num_blocks = (len + o.block_size - 1) / o.block_size,
+                   .dtype = kv});
+    const SeqId seq = cache.add_sequence();
+    cache.reserve(seq, len);
+    const std::vector<int32_t> ids = prompt_ids(len, r, vocab);
+    const SeqChunk chunk{seq, ids, OutputRows::Last};
+    std::vector<float> logits(static_cast<size_t>(vocab));
+    model.backend().synchronize();
+    const auto t = Clock::now();
+    run_step(model, cache, std::span<const SeqChunk>(&chunk, 1), logits);
+    if (r > 0) samples.push_back(seconds_since(t));
+  }
+  const double m = median(samples);
+  std::printf("prefill %6lld tokens: median %8.3f ms  %10.0f tok/s\n", (long long)len, m * 1e3,
+              double(len) / m);
+  return {{"prompt_tokens", len},
+          {"seconds", samples},
+          {"median_seconds", m},
+          {"tokens_per_second", double(len) / m}};
+}
+
+nlohmann::json bench_decode(CausalLM& model, const Options& o, DType kv, int64_t batch) {
+  const int64_t vocab = model.info().vocab, warmup = 3;
+  const int64_t need = o.context + 2 * (o.steps + warmup) + 1;
+  const int64_t per_seq = (need + o.block_size - 1) / o.block_size;
+  KvCache cache(model.backend(), model.kv_shape(),
+                {.block_size = o.block_size, .num_blocks = batch * per_seq, .dtype = kv});
+  std::vector<SeqId> seqs;
+  std::vector<std::vector<int32_t>> prompts;
+  for (int64_t b = 0; b < batch; ++b) {
+    seqs.push_back(cache.add_sequence());
+    cache.reserve(seqs.back(), need);
+    prompts.push_back(prompt_ids(o.context, b, vocab));
+  }
+  // Prompts, up to 2048 tokens per step.
+  const int64_t per_step = std::max<int64_t>(1, 2048 / o.context);
+  for (int64_t b = 0; b < batch; b += per_step) {
+    std::vector<SeqChunk> chunks;
+    for (int64_t i = b; i < std::min(batch, b + per_step); ++i)
+      chunks.push_back({seqs[size_t(i)], prompts[size_t(i)], OutputRows::None});
+    std::vector<float> none;
+    run_step(model, cache, chunks, none);
+  }
+  std::vector<int32_t> next(size_t(batch), 1);
+  auto run = [&](bool all_rows, int64_t steps, std::vector<double>* samples) {
+    std::vector<float> logits(size_t((all_rows ? batch : 1) * vocab));
+    for (int64_t s = 0; s < steps; ++s) {
+      std::vector<SeqChunk> chunks;
+      for (int64_t b = 0; b < batch; ++b)
+        chunks.push_back({seqs[size_t(b)], std::span<const int32_t>(&next[size_t(b)], 1),
+                          all_rows || b == 0 ? OutputRows::Last : OutputRows::None});
+      const auto t = Clock::now();
+      run_step(model, cache, chunks, logits);
+      if (samples) samples->push_back(seconds_since(t));
+      for (auto& id : next) id = int32_t((id * 31 + s + 7) % vocab);  // sampling stand-in
+    }
+  };
+  nlohmann::json j = {{"batch", batch}, {"context", o.context}};
+  for (const bool all_rows : {true, false}) {
+    std::vector<double> samples;
+    run(all_rows, warmup, nullptr);
+    run(all_rows, o.steps, &samples);
+    const double m = median(samples);
+    std::printf("decode batch %4lld (%s): median step %7.3f ms  %10.0f tok/s\n", (long long)batch,
+                all_rows ? "all logits to host" : "one row's logits  ", m * 1e3, double(batch) / m);
+    j[all_rows ? "all_logits" : "one_row_logits"] = {
+        {"seconds", samples}, {"median_step_seconds", m}, {"tokens_per_second", double(batch) / m}};
+  }
+  return j;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app("Engine-step speed: prefill and batched decode tokens/s");
+  app.add_option("--model", o.model, "Model folder (config.json)")->required();
+  app.add_flag("--dummy-weights", o.dummy, "Seeded random weights of the config's shapes");
+  app.add_option("--device", o.device, "cpu, cuda or auto")->capture_default_str();
+  app.add_option("--kv-dtype", o.kv_dtype, "f32, bf16 or f16")->capture_default_str();
+  app.add_option("--prefill", o.prefill, "Prompt lengths for prefill")->delimiter(',');
+  app.add_option("--batch", o.batch, "Batch sizes for decode")->delimiter(',');
+  app.add_option("--context", o.context, "Prompt tokens per sequence before decode");
+  app.add_option("--decode-steps", o.steps, "Timed decode steps per batch size");
+  app.add_option("--repeats", o.repeats, "Timed prefills per length");
+  app.add_option("--json", o.json, "Write raw samples here");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    const DType kv = o.kv_dtype == "f32"   ? DType::F32
+                     : o.kv_dtype == "f16" ? DType::F16
+                                           : DType::BF16;
+    auto backend = make_backend({.device = o.device});
+    const auto t = Clock::now();
+    auto model = load_causal_lm(o.model, *backend, {.dummy_weights = o.dummy});
+    std::printf("%s on %s, KV %s, loaded in %.2f s\n", model->info().summary().c_str(),
+                backend->name().c_str(), o.kv_dtype.c_str(), seconds_since(t));
+    nlohmann::json out = {{"model", model->info().summary()},
+                          {"backend", backend->name()},
+                          {"kv_dtype", o.kv_dtype},
+                          {"prefill", nlohmann::json::array()},
+                          {"decode", nlohmann::json::array()}};
+    report_backend(*backend, "load");
+    for (int64_t len : o.prefill) {
+      out["prefill"].push_back(bench_prefill(*model, o, kv, len));
+      report_backend(*backend, "prefill " + std::to_string(len));
+    }
+    for (int64_t b : o.batch) {
+      out["decode"].push_back(bench_decode(*model, o, kv, b));
+      report_backend(*backend, "decode batch " + std::to_string(b));
+    }
+    if (!o.json.empty()) std::ofstream(o.json) << out.dump(1) << "\n";
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "step_bench: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,308 @@
+// The CUDA backend: device selection, memory (weights uploaded once, zeroed activations), the
+// batch upload (one pinned copy per step into pooled device buffers, so that a decode step of a
+// fixed shape finds its indices at the same addresses and replays as a graph), the RoPE table
+// and the factory functions. The ops are in cuda_ops.cpp.
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+
+#include "backend/cuda/cuda_backend_impl.h"
+#include "backend/cuda/cuda_check.h"
+#include "infera/error.h"
+
+namespace infera {
+namespace cuda {
+
+// Device buffers for uploaded batches, kept for reuse by size bucket (powers of two from 4 KiB):
+// a step of the same shape as the last gets the buffer the last one released.
+struct BatchBufferPool {
+  std::shared_ptr<DeviceContext> ctx;
+  std::map<size_t, std::vector<void*>> free;
+  size_t free_count = 0;
+
+  static size_t bucket(size_t bytes) {
+    size_t b = 4096;
+    while (b < bytes) b *= 2;
+    return b;
+  }
+  void* acquire(size_t bucket_bytes) {
+    auto& list = free[bucket_bytes];
+    if (!list.empty()) {
+      void* p = list.back();
+      list.pop_back();
+      --free_count;
+      return p;
+    }
+    return ctx->allocate(bucket_bytes, "a batch's indices");
+  }
+  void give_back(void* p, size_t bucket_bytes) {
+    if (free_count >= 16) {  // many shapes went by (prefill chunks): keep the pool small
+      ctx->release(p);
+      return;
+    }
+    free[bucket_bytes].push_back(p);
+    ++free_count;
+  }
+  ~BatchBufferPool() {
+    for (auto& [size, list] : free)
+      for (void* p : list) ctx->release(p);
+  }
+};
+
+namespace {
+
+bool env_flag(const char* name, bool fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  return !(std::strcmp(v, "0") == 0 || std::strcmp(v, "false") == 0 || std::strcmp(v, "off") == 0);
+}
+
+}  // namespace
+
+CudaBackend::CudaBackend(int device, const CudaOptions& options)
+    : options_(options),
+      ctx_(std::make_shared<DeviceContext>(
+          device, ContextOptions{.graphs = options.graphs && !options.sync_each_op,
+                                 .sync_each_op = options.sync_each_op,
+                                 .profile = options.profile})),
+      batches_(std::make_shared<std::vector<UploadedBatch>>()),
+      batch_pool_(std::make_shared<BatchBufferPool>()) {
+  batch_pool_->ctx = ctx_;
+  if (options_.gemv_max_rows < 0 || options_.gemv_max_rows > kGemvMaxRows)
+    throw InvalidArgument("CUDA GEMV row limit must be within [0, " + std::to_string(kGemvMaxRows) +
+                          "]");
+}
+
+CudaBackend::~CudaBackend() {
+  try {
+    ctx_->synchronize("finish pending work");
+  } catch (const std::exception&) {
+  }
+}
+
+std::string CudaBackend::name() const {
+  const cudaDeviceProp& p = ctx_->properties();
+  return std::string("cuda (") + p.name + ", sm_" + std::to_string(p.major) +
+         std::to_string(p.minor) + ", " + std::to_string(p.multiProcessorCount) + " SMs" +
+         (options_.graphs && !options_.sync_each_op ? ", graphs" : "") +
+         (options_.exact_f32 ? ", exact f32" : "") + ")";
+}
+
+bool CudaBackend::supports(Op op, std::initializer_list<DType> dtypes) const {
+  for (DType t : dtypes) {
+    const bool is_float = t == DType::F32 || t == DType::F16 || t == DType::BF16;
+    const bool ok = (op == Op::Embedding || op == Op::Matmul || op == Op::RmsNorm ||
+                     op == Op::KvWrite || op == Op::Attention)
+                        ? is_float
+                        : t == DType::F32;
+    if (!ok) return false;
+  }
+  return true;
+}
+
+Tensor CudaBackend::device_tensor(const std::string& name, DType dtype, Shape shape) {
+  const size_t bytes = dtype_bytes(dtype, static_cast<size_t>(shape.numel()));
+  void* p = ctx_->allocate(bytes, name + " " + shape.str());
+  std::shared_ptr<DeviceContext> ctx = ctx_;
+  return Tensor(name, dtype, shape, Device::CUDA, p,
+                std::shared_ptr<void>(p, [ctx](void* q) { ctx->release(q); }));
+}
+
+Tensor CudaBackend::alloc(const std::string& name, DType dtype, Shape shape) {
+  Tensor t = device_tensor(name, dtype, shape);
+  check_cuda(cudaMemsetAsync(t.data(), 0, t.nbytes(), ctx_->stream()), "zero " + name);
+  return t;
+}
+
+Tensor CudaBackend::prepare_weight(const Tensor& host_weight) {
+  const DType t = host_weight.dtype();
+  if (!(t == DType::F32 || t == DType::F16 || t == DType::BF16))
+    throw InvalidArgument("[prepare_weight] tensor " + host_weight.name() + ": dtype " +
+                          std::string(dtype_name(t)) + " is not supported on cuda");
+  if (host_weight.device() != Device::CPU)
+    throw InvalidArgument("[prepare_weight] tensor " + host_weight.name() +
+                          " must be in host memory");
+  Tensor d = device_tensor(host_weight.name(), t, host_weight.shape());
+  ctx_->upload(d.data(), host_weight.data(), d.nbytes());
+  return d;
+}
+
+void CudaBackend::to_host(const Tensor& src, std::span<float> dst) {
+  if (src.empty() || src.device() != Device::CUDA || src.dtype() != DType::F32)
+    throw InvalidArgument("[to_host] tensor " + src.name() + " must be F32 on cuda");
+  if (static_cast<int64_t>(dst.size()) != src.numel())
+    throw InvalidArgument("[to_host] tensor " + src.name() + " " + src.shape().str() + " into " +
+                          std::to_string(dst.size()) + " floats");
+  ctx_->flush();
+  check_cuda(
+      cudaMemcpyAsync(dst.data(), src.data(), src.nbytes(), cudaMemcpyDeviceToHost, ctx_->stream()),
+      "copy " + src.name() + " " + src.shape().str() + " to the host");
+  check_cuda(cudaStreamSynchronize(ctx_->stream()),
+             "run the step that produced " + src.name() + " " + src.shape().str());
+}
+
+void CudaBackend::synchronize() { ctx_->synchronize("synchronize"); }
+
+Batch CudaBackend::upload_batch(const BatchDesc& desc) {
+  // Launches that name a pooled buffer must be issued before the buffer is rewritten.
+  ctx_->flush();
+  const std::vector<int32_t>* fields[kBatchFields] = {
+      &desc.tokens,   &desc.positions,   &desc.slots,      &desc.query_start,
+      &desc.seq_lens, &desc.block_table, &desc.output_rows};
+  static const char* const kNames[kBatchFields] = {
+      "tokens", "positions", "slots", "query_start", "seq_lens", "block_table", "output_rows"};
+  size_t offsets[kBatchFields], total = 0;
+  for (int f = 0; f < kBatchFields; ++f) {
+    offsets[f] = total;
+    total += (fields[f]->size() + 3) / 4 * 16;  // 16-byte aligned fields
+  }
+  total = std::max<size_t>(total, 16);
+  auto* staging = static_cast<uint8_t*>(ctx_->batch_staging(total));
+  for (int f = 0; f < kBatchFields; ++f)
+    if (!fields[f]->empty())
+      std::memcpy(staging + offsets[f], fields[f]->data(), fields[f]->size() * 4);
+  const size_t bucket = BatchBufferPool::bucket(total);
+  void* buffer = batch_pool_->acquire(bucket);
+  check_cuda(cudaMemcpyAsync(buffer, staging, total, cudaMemcpyHostToDevice, ctx_->stream()),
+             "upload a batch of " + std::to_string(desc.num_tokens()) + " tokens");
+  ctx_->batch_staging_used();
+
+  UploadedBatch up;
+  up.desc = &desc;
+  up.buffer = buffer;
+  for (int f = 0; f < kBatchFields; ++f) {
+    const std::vector<int32_t>& v = *fields[f];
+    up.fields[f] = v.empty() ? nullptr : static_cast<uint8_t*>(buffer) + offsets[f];
+    up.counts[f] = static_cast<int64_t>(v.size());
+    if (!v.empty()) {
+      const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+      up.min[f] = *lo;
+      up.max[f] = *hi;
+    }
+  }
+  batches_->push_back(up);
+  std::shared_ptr<std::vector<UploadedBatch>> live = batches_;
+  std::shared_ptr<BatchBufferPool> pool = batch_pool_;
+  std::shared_ptr<void> owner(buffer, [live, pool, bucket](void* p) {
+    live->erase(std::remove_if(live->begin(), live->end(),
+                               [p](const UploadedBatch& u) { return u.buffer == p; }),
+                live->end());
+    pool->give_back(p, bucket);
+  });
+  Batch b;
+  b.desc = &desc;
+  Tensor* tensors[kBatchFields] = {&b.tokens,   &b.positions,   &b.slots,      &b.query_start,
+                                   &b.seq_lens, &b.block_table, &b.output_rows};
+  for (int f = 0; f < kBatchFields; ++f)
+    if (up.fields[f])
+      *tensors[f] = Tensor(kNames[f], DType::I32, {up.counts[f]}, Device::CUDA,
+                           const_cast<void*>(up.fields[f]), owner);
+  return b;
+}
+
+const UploadedBatch& CudaBackend::find_batch(const Tensor& t, int field, const char* op,
+                                             int* found) const {
+  for (const UploadedBatch& u : *batches_)
+    for (int f = 0; f < kBatchFields; ++f)
+      if ((field < 0 || f == field) && t.data() != nullptr && u.fields[f] == t.data() &&
+          u.counts[f] == t.numel()) {
+        if (found) *found = f;
+        return u;
+      }
+  throw InvalidArgument(std::string("[") + op + "] index tensor " + t.name() +
+                        " must be a tensor of a Batch that upload_batch made on this backend");
+}
+
+const CudaBackend::RopeTable& CudaBackend::rope_table(double theta, int64_t d, int32_t max_pos) {
+  RopeTable* t = nullptr;
+  for (RopeTable& r : rope_tables_)
+    if (r.theta == theta && r.head_dim == d) t = &r;
+  if (!t) t = &rope_tables_.emplace_back(RopeTable{theta, d, 0, {}, {}});
+  if (max_pos < t->positions) return *t;
+  // Computed on the host in f32 exactly as the CPU backend and transformers do, grown
+  // geometrically so that decode rarely recomputes it (a new table changes the graphs' keys).
+  const int64_t half = d / 2;
+  const int64_t want =
+      std::max<int64_t>(int64_t{max_pos} + 1, std::max<int64_t>(2 * t->positions, 4096));
+  std::vector<float> inv_freq(static_cast<size_t>(half));
+  for (int64_t j = 0; j < half; ++j) {
+    const float expo = static_cast<float>(2 * j) / static_cast<float>(d);
+    inv_freq[static_cast<size_t>(j)] =
+        1.0f / static_cast<float>(std::pow(static_cast<float>(theta), expo));
+  }
+  std::vector<float> cos(static_cast<size_t>(want * half)), sin(cos.size());
+  for (int64_t p = 0; p < want; ++p)
+    for (int64_t j = 0; j < half; ++j) {
+      const float angle = static_cast<float>(p) * inv_freq[static_cast<size_t>(j)];
+      cos[static_cast<size_t>(p * half + j)] = std::cos(angle);
+      sin[static_cast<size_t>(p * half + j)] = std::sin(angle);
+    }
+  t->cos = device_tensor("rope.cos", DType::F32, {want, half});
+  t->sin = device_tensor("rope.sin", DType::F32, {want, half});
+  ctx_->upload(t->cos.data(), cos.data(), cos.size() * 4);
+  ctx_->upload(t->sin.data(), sin.data(), sin.size() * 4);
+  t->positions = want;
+  return *t;
+}
+
+std::string CudaBackend::profile_report() {
+  if (!options_.profile) return "";
+  ctx_->synchronize("finish profiled work");
+  std::string r = ctx_->profile_report();
+  ctx_->profile_reset();
+  return r;
+}
+
+CudaStats CudaBackend::stats() const {
+  const ContextStats& s = ctx_->stats();
+  return {s.ops, s.eager_steps, s.graph_captures, s.graph_launches};
+}
+
+}  // namespace cuda
+
+CudaOptions cuda_options_from_env() {
+  CudaOptions o;
+  o.graphs = cuda::env_flag("INFERA_CUDA_GRAPHS", o.graphs);
+  o.sync_each_op = cuda::env_flag("INFERA_CUDA_SYNC", o.sync_each_op);
+  o.exact_f32 = cuda::env_flag("INFERA_CUDA_EXACT", o.exact_f32);
+  o.mma_attention = cuda::env_flag("INFERA_CUDA_MMA", o.mma_attention);
+  o.profile = cuda::env_flag("INFERA_CUDA_PROFILE", o.profile);
+  if (const char* v = std::getenv("INFERA_CUDA_GEMV_ROWS"); v && *v) o.gemv_max_rows = std::atoi(v);
+  return o;
+}
+
+int cuda_device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+std::unique_ptr<Backend> make_cuda_backend(int device) {
+  return make_cuda_backend(device, cuda_options_from_env());
+}
+
+std::unique_ptr<Backend> make_cuda_backend(int device, const CudaOptions& options) {
+  const int count = cuda_device_count();
+  if (device < 0 || device >= count)
+    throw Error("CUDA device " + std::to_string(device) + " is not available (" +
+                std::to_string(count) + " visible)");
+  return std::make_unique<cuda::CudaBackend>(device, options);
+}
+
+std::string cuda_profile_report(Backend& backend) {
+  if (auto* c = dynamic_cast<cuda::CudaBackend*>(&backend)) return c->profile_report();
+  return "";
+}
+
+std::optional<CudaStats> cuda_stats(const Backend& backend) {
+  if (const auto* c = dynamic_cast<const cuda::CudaBackend*>(&backend)) return c->stats();
+  return std::nullopt;
+}
+
+}  // namespace infera

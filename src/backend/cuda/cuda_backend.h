@@ -1,0 +1,45 @@
+// The CUDA backend (Hopper first): F32 activations in device memory, weights uploaded once at
+// load, kernels per op family, cuBLAS for large bf16/f32 GEMMs, repeated steps replayed as CUDA
+// graphs. Frontends get it through backend/registry.h; tests may build one with options.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "ops/backend.h"
+
+namespace infera {
+
+struct CudaOptions {
+  bool graphs = true;         // replay repeated steps as CUDA graphs (INFERA_CUDA_GRAPHS=0: off)
+  bool sync_each_op = false;  // synchronise after every kernel to name a faulting op
+                              // (INFERA_CUDA_SYNC=1; implies no graphs)
+  // Every product in f32 on CUDA cores: matmuls of more than gemv_max_rows rows through the tiled
+  // f32 GEMM instead of bf16 tensor cores, attention through the f32 kernel. For parity tests
+  // (INFERA_CUDA_EXACT=1); slower.
+  bool exact_f32 = false;
+  bool mma_attention = true;  // tensor-core attention for f16/bf16 caches (INFERA_CUDA_MMA=0: off)
+  int64_t gemv_max_rows = 8;  // matmuls of up to this many rows stream weights (GEMV), 0..8
+  bool profile = false;       // time each kernel with events, eagerly (INFERA_CUDA_PROFILE=1)
+};
+
+// CudaOptions{} with the INFERA_CUDA_* environment overrides applied.
+CudaOptions cuda_options_from_env();
+
+// GPUs visible to this process (0 when there is no driver or device).
+int cuda_device_count();
+
+std::unique_ptr<Backend> make_cuda_backend(int device);
+std::unique_ptr<Backend> make_cuda_backend(int device, const CudaOptions& options);
+
+// Counters of a CUDA backend (nullopt for any other backend): how steps were issued.
+struct CudaStats {
+  int64_t ops = 0, eager_steps = 0, graph_captures = 0, graph_launches = 0;
+};
+std::optional<CudaStats> cuda_stats(const Backend& backend);
+// With CudaOptions::profile: device time per (op, kernel) since the last call, as a table
+// (empty for any other backend or without profiling); resets the counts.
+std::string cuda_profile_report(Backend& backend);
+
+}  // namespace infera

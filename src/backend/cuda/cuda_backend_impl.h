@@ -1,0 +1,90 @@
+// The CUDA backend's class, shared by its two source files: cuda_backend.cpp (memory, batches,
+// the RoPE table) and cuda_ops.cpp (each op's checks and launch records).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/device_context.h"
+#include "ops/backend.h"
+
+namespace infera::cuda {
+
+inline ElemType elem_type(DType t) {
+  return t == DType::F32 ? ElemType::F32 : t == DType::F16 ? ElemType::F16 : ElemType::BF16;
+}
+
+// Index fields of a batch, in the order UploadedBatch::fields lists them.
+enum BatchField : int { kTokens, kPositions, kSlots, kQueryStart, kSeqLens, kBlockTable, kRows };
+constexpr int kBatchFields = 7;
+
+// A batch whose tensors live in one device buffer; ops find it again by a tensor's address and
+// check their indices against their own operands with the extremes computed once at upload (a
+// batch may be uploaded without BatchDesc::validate).
+struct UploadedBatch {
+  const BatchDesc* desc = nullptr;
+  const void* buffer = nullptr;
+  const void* fields[kBatchFields] = {};
+  int64_t counts[kBatchFields] = {};
+  int32_t min[kBatchFields] = {}, max[kBatchFields] = {};
+  // Block ids the sequences use for one block size, computed on first use: [min, max], and
+  // whether every sequence's length fits its row of the block table.
+  mutable int64_t checked_block_size = 0;
+  mutable int32_t block_min = 0, block_max = -1;
+  mutable bool tables_fit = true;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(int device, const CudaOptions& options);
+  ~CudaBackend() override;
+
+  std::string name() const override;
+  Device device() const override { return Device::CUDA; }
+  bool supports(Op op, std::initializer_list<DType> dtypes) const override;
+
+  Tensor alloc(const std::string& name, DType dtype, Shape shape) override;
+  Tensor prepare_weight(const Tensor& host_weight) override;
+  void to_host(const Tensor& src, std::span<float> dst) override;
+  Batch upload_batch(const BatchDesc& desc) override;
+
+  void embedding(const Tensor& table, const Tensor& ids, Tensor& out) override;
+  void rmsnorm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) override;
+  void matmul(const Tensor& x, const Tensor& w, Tensor& out) override;
+  void rope(Tensor& x, const Tensor& positions, double theta) override;
+  void kv_write(const Tensor& k, const Tensor& v, KvLayer& cache, const Batch& batch) override;
+  void attention(const Tensor& q, const KvLayer& cache, const Batch& batch,
+                 const AttentionParams& params, Tensor& out) override;
+  void swiglu(const Tensor& gate, const Tensor& up, Tensor& out) override;
+  void add(const Tensor& a, const Tensor& b, Tensor& out) override;
+  void gather_rows(const Tensor& src, const Tensor& rows, Tensor& dst) override;
+  void synchronize() override;
+
+  CudaStats stats() const;
+  std::string profile_report();
+
+ private:
+  struct RopeTable {
+    double theta = 0;
+    int64_t head_dim = 0, positions = 0;
+    Tensor cos, sin;  // device [positions, head_dim / 2]
+  };
+  const RopeTable& rope_table(double theta, int64_t head_dim, int32_t max_position);
+  // The uploaded batch whose field `field` (-1: any field, stored in *found) is `t`; throws
+  // InvalidArgument naming `op` when `t` is no index tensor made by upload_batch here.
+  const UploadedBatch& find_batch(const Tensor& t, int field, const char* op,
+                                  int* found = nullptr) const;
+  void record_matmul(const Tensor& x, const Tensor& w, Tensor& out, int64_t n, int64_t k,
+                     int64_t m);
+  Tensor device_tensor(const std::string& name, DType dtype, Shape shape);
+
+  CudaOptions options_;
+  std::shared_ptr<DeviceContext> ctx_;
+  std::shared_ptr<std::vector<UploadedBatch>> batches_;  // live uploads (shared with deleters)
+  std::shared_ptr<struct BatchBufferPool> batch_pool_;
+  std::vector<RopeTable> rope_tables_;
+};
+
+}  // namespace infera::cuda

@@ -1,0 +1,371 @@
+// The ops of the CUDA backend: each checks its operands on the host (shapes, devices, and its
+// indices against the extremes computed when the batch was uploaded), chooses a kernel and
+// records its launch; DeviceContext issues the launches (see device_context.h).
+#include <algorithm>
+#include <string>
+
+#include "backend/cuda/cuda_backend_impl.h"
+#include "backend/cuda/cuda_check.h"
+#include "infera/error.h"
+
+namespace infera::cuda {
+namespace {
+
+void expect(bool ok, const char* op, const std::string& what) {
+  if (!ok) throw InvalidArgument(std::string("[") + op + "] " + what);
+}
+
+void expect_f32(const Tensor& t, const char* op) {
+  expect(!t.empty(), op, "tensor " + t.name() + " is empty");
+  expect(t.device() == Device::CUDA, op, "tensor " + t.name() + " is not on cuda");
+  expect(t.dtype() == DType::F32, op,
+         "tensor " + t.name() + " must be F32, is " + std::string(dtype_name(t.dtype())));
+}
+
+void expect_float_on_device(const Tensor& t, const char* op) {
+  expect(!t.empty() && t.device() == Device::CUDA, op,
+         "tensor " + t.name() + " must be a cuda tensor (prepare_weight uploads weights)");
+  expect(t.dtype() == DType::F32 || t.dtype() == DType::F16 || t.dtype() == DType::BF16, op,
+         "tensor " + t.name() + " dtype " + std::string(dtype_name(t.dtype())) +
+             " is not supported on cuda");
+}
+
+std::string shapes(const Tensor& a, const Tensor& b) {
+  return a.name() + " " + a.shape().str() + " vs " + b.name() + " " + b.shape().str();
+}
+
+int64_t row_width(const Tensor& t) { return t.dim(t.rank() - 1); }
+int64_t row_count(const Tensor& t) { return t.numel() / std::max<int64_t>(row_width(t), 1); }
+
+OpNote note(const char* op, const char* kernel, std::initializer_list<const Tensor*> ts) {
+  OpNote n;
+  n.op = op;
+  n.kernel = kernel;
+  for (const Tensor* t : ts)
+    if (n.count < 3) n.shapes[n.count++] = t->shape();
+  return n;
+}
+
+// cuBLAS GEMM, out[n, m] = x[n, k] . w[m, k]^T in cuBLAS's column-major terms:
+// out^T (m x n) = w (k x m, transposed) . x^T (k x n); f32 accumulation and output.
+struct CublasGemmArgs {
+  cublasHandle_t handle;
+  const void* w;
+  const void* x;  // bf16 (converted) or f32, matching w
+  float* out;
+  ElemType type;
+  int64_t n, k, m;
+};
+static_assert(sizeof(cublasHandle_t) == 8);
+
+void launch_cublas_gemm(const void* p, cudaStream_t) {
+  const auto& a = *static_cast<const CublasGemmArgs*>(p);
+  const float alpha = 1.0f, beta = 0.0f;
+  const cudaDataType_t t = a.type == ElemType::BF16 ? CUDA_R_16BF : CUDA_R_32F;
+  const auto m = static_cast<int>(a.m), n = static_cast<int>(a.n), k = static_cast<int>(a.k);
+  check_cublas(
+      cublasGemmEx(a.handle, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, a.w, t, k, a.x, t, k, &beta,
+                   a.out, CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+      "cublasGemmEx");
+}
+
+}  // namespace
+
+void CudaBackend::embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
+  const char* op = "embedding";
+  expect_f32(out, op);
+  expect_float_on_device(table, op);
+  expect(table.rank() == 2 && out.rank() == 2 && out.dim(1) == table.dim(1), op,
+         shapes(table, out));
+  int field = kTokens;
+  const UploadedBatch& b = find_batch(ids, -1, op, &field);
+  expect(ids.numel() == out.dim(0), op,
+         "ids [" + std::to_string(ids.numel()) + "] for out " + out.shape().str());
+  expect(b.min[field] >= 0 && b.max[field] < table.dim(0), op,
+         "token id " + std::to_string(b.min[field] < 0 ? b.min[field] : b.max[field]) +
+             " outside the vocabulary [0, " + std::to_string(table.dim(0)) + ")");
+  EmbeddingArgs a{table.data(), ids.data_as<const int32_t>(), out.data_as<float>(), out.dim(0),
+                  table.dim(1), elem_type(table.dtype())};
+  ctx_->record(launch_embedding, a, note(op, "embedding", {&table, &ids, &out}));
+}
+
+void CudaBackend::rmsnorm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) {
+  const char* op = "rmsnorm";
+  expect_f32(x, op);
+  expect_f32(out, op);
+  expect_float_on_device(weight, op);
+  const int64_t dim = row_width(x), rows = row_count(x);
+  expect(weight.numel() == dim && out.numel() == x.numel(), op, shapes(x, weight));
+  RmsNormArgs a{x.data_as<const float>(),
+                weight.data(),
+                out.data_as<float>(),
+                rows,
+                dim,
+                elem_type(weight.dtype()),
+                eps};
+  ctx_->record(launch_rmsnorm, a, note(op, "rmsnorm", {&x, &weight}));
+}
+
+void CudaBackend::matmul(const Tensor& x, const Tensor& w, Tensor& out) {
+  const char* op = "matmul";
+  expect_f32(x, op);
+  expect_f32(out, op);
+  expect_float_on_device(w, op);
+  const int64_t k = row_width(x), n = row_count(x);
+  expect(w.rank() == 2 && w.dim(1) == k, op, shapes(x, w));
+  const int64_t m = w.dim(0);
+  expect(row_width(out) == m && row_count(out) == n, op, shapes(out, w));
+  expect(n < (int64_t{1} << 31) && m < (int64_t{1} << 31) && k < (int64_t{1} << 31), op,
+         "dimensions beyond 2^31: " + shapes(x, w));
+  record_matmul(x, w, out, n, k, m);
+}
+
+void CudaBackend::record_matmul(const Tensor& x, const Tensor& w, Tensor& out, int64_t n, int64_t k,
+                                int64_t m) {
+  OpNote nt = note("matmul", "", {&x, &w, &out});
+  const MatmulArgs a{
+      x.data_as<const float>(), w.data(), out.data_as<float>(), elem_type(w.dtype()), n, k, m};
+  if (n <= options_.gemv_max_rows) {
+    nt.kernel = "gemv";
+    return ctx_->record(launch_gemv, a, nt);
+  }
+  // f16 weights stay on the f32 CUDA-core GEMM: converting activations to f16 could overflow.
+  if (options_.exact_f32 || w.dtype() == DType::F16) {
+    nt.kernel = "gemm_simt";
+    return ctx_->record(launch_gemm_simt, a, nt);
+  }
+  const void* xin = x.data();
+  if (w.dtype() == DType::BF16) {
+    void* xb = ctx_->scratch(0, static_cast<size_t>(n * k) * 2);
+    nt.kernel = "convert_bf16";
+    ctx_->record(launch_convert, ConvertArgs{x.data_as<const float>(), xb, ElemType::BF16, n * k},
+                 nt);
+    xin = xb;
+  }
+  nt.kernel = "cublas_gemm";
+  ctx_->record(launch_cublas_gemm,
+               CublasGemmArgs{ctx_->cublas(), w.data(), xin, out.data_as<float>(),
+                              elem_type(w.dtype()), n, k, m},
+               nt);
+}
+
+void CudaBackend::rope(Tensor& x, const Tensor& positions, double theta) {
+  const char* op = "rope";
+  expect_f32(x, op);
+  expect(x.rank() == 3 && x.dim(2) % 2 == 0 && x.dim(2) > 0, op, "x " + x.shape().str());
+  const UploadedBatch& b = find_batch(positions, kPositions, op);
+  expect(positions.numel() == x.dim(0), op,
+         "positions [" + std::to_string(positions.numel()) + "] for x " + x.shape().str());
+  expect(b.min[kPositions] >= 0, op, "negative position " + std::to_string(b.min[kPositions]));
+  const RopeTable& table = rope_table(theta, x.dim(2), b.max[kPositions]);
+  RopeArgs a{x.data_as<float>(),
+             positions.data_as<const int32_t>(),
+             table.cos.data_as<const float>(),
+             table.sin.data_as<const float>(),
+             x.dim(0),
+             x.dim(1),
+             x.dim(2)};
+  ctx_->record(launch_rope, a, note(op, "rope", {&x, &positions}));
+}
+
+namespace {
+void expect_pool(const KvLayer& cache, int64_t kv_heads, int64_t head_dim, const char* op) {
+  const Tensor& k = cache.keys;
+  expect(!k.empty() && k.device() == Device::CUDA && k.rank() == 4 &&
+             (k.dtype() == DType::F32 || k.dtype() == DType::F16 || k.dtype() == DType::BF16) &&
+             cache.values.shape() == k.shape() && cache.values.dtype() == k.dtype() &&
+             cache.values.device() == Device::CUDA,
+         op,
+         "cache pools must be cuda [blocks, kv_heads, block_size, head_dim] of one float dtype");
+  expect(k.dim(1) == kv_heads && k.dim(3) == head_dim, op,
+         "cache " + k.shape().str() + " for " + std::to_string(kv_heads) + " kv heads of " +
+             std::to_string(head_dim));
+}
+
+// The batch's block ids (for this pool's block size) must lie inside the pool.
+void expect_tables_fit(const UploadedBatch& u, const KvLayer& cache, const char* op) {
+  const int64_t blocks = cache.keys.dim(0), bs = cache.keys.dim(2);
+  const BatchDesc& d = *u.desc;
+  if (u.checked_block_size != bs) {
+    u.block_min = 0;
+    u.block_max = -1;
+    u.tables_fit = true;
+    bool any = false;
+    for (int64_t s = 0; s < d.num_seqs(); ++s) {
+      const int64_t used = (d.seq_lens[static_cast<size_t>(s)] + bs - 1) / bs;
+      if (used > d.max_blocks ||
+          static_cast<int64_t>(d.block_table.size()) < (s + 1) * int64_t{d.max_blocks}) {
+        u.tables_fit = false;
+        continue;
+      }
+      for (int64_t k = 0; k < used; ++k) {
+        const int32_t id = d.block_table[static_cast<size_t>(s * d.max_blocks + k)];
+        u.block_min = any ? std::min(u.block_min, id) : id;
+        u.block_max = any ? std::max(u.block_max, id) : id;
+        any = true;
+      }
+    }
+    u.checked_block_size = bs;
+  }
+  expect(u.tables_fit, op, "a sequence is longer than its block table");
+  expect(u.block_max < 0 || (u.block_min >= 0 && u.block_max < blocks), op,
+         "block " + std::to_string(u.block_min < 0 ? u.block_min : u.block_max) +
+             " outside the cache's " + std::to_string(blocks) + " blocks");
+}
+}  // namespace
+
+void CudaBackend::kv_write(const Tensor& k, const Tensor& v, KvLayer& cache, const Batch& batch) {
+  const char* op = "kv_write";
+  expect_f32(k, op);
+  expect_f32(v, op);
+  expect(k.rank() == 3 && v.shape() == k.shape() && k.dim(0) == batch.num_tokens(), op,
+         shapes(k, v));
+  expect_pool(cache, k.dim(1), k.dim(2), op);
+  expect(!batch.slots.empty(), op, "the batch has no slots");
+  const UploadedBatch& u = find_batch(batch.slots, kSlots, op);
+  expect(batch.slots.numel() == k.dim(0), op,
+         "slots must be I32 [" + std::to_string(k.dim(0)) + "]");
+  const int64_t capacity = cache.keys.dim(0) * cache.keys.dim(2);
+  expect(u.min[kSlots] >= 0 && u.max[kSlots] < capacity, op,
+         "slot " + std::to_string(u.min[kSlots] < 0 ? u.min[kSlots] : u.max[kSlots]) +
+             " outside the cache's " + std::to_string(capacity));
+  KvWriteArgs a{k.data_as<const float>(),
+                v.data_as<const float>(),
+                batch.slots.data_as<const int32_t>(),
+                cache.keys.data(),
+                cache.values.data(),
+                elem_type(cache.keys.dtype()),
+                k.dim(0),
+                k.dim(1),
+                cache.keys.dim(2),
+                k.dim(2)};
+  ctx_->record(launch_kv_write, a, note(op, "kv_write", {&k, &cache.keys}));
+}
+
+void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& batch,
+                            const AttentionParams& params, Tensor& out) {
+  const char* op = "attention";
+  expect_f32(q, op);
+  expect_f32(out, op);
+  expect(q.rank() == 3 && out.shape() == q.shape() && q.dim(0) == batch.num_tokens(), op,
+         shapes(q, out));
+  const Tensor& keys = cache.keys;
+  expect(keys.rank() == 4 && keys.dim(1) > 0 && q.dim(1) % keys.dim(1) == 0, op,
+         "q heads " + std::to_string(q.dim(1)) + " must be a multiple of the cache's kv heads");
+  expect_pool(cache, keys.dim(1), q.dim(2), op);
+  const BatchDesc& d = *batch.desc;
+  expect(!d.block_table.empty() && !batch.block_table.empty(), op, "the batch has no block table");
+  const UploadedBatch& u = find_batch(batch.block_table, kBlockTable, op);
+  expect(u.desc == &d && !batch.positions.empty() && !batch.query_start.empty() &&
+             !batch.seq_lens.empty(),
+         op, "the batch needs positions, query_start and seq_lens");
+  expect_tables_fit(u, cache, op);
+
+  const int64_t hq = q.dim(1), hkv = keys.dim(1), head_dim = q.dim(2), group = hq / hkv;
+  const int64_t seqs = d.num_seqs(), tokens = d.num_tokens();
+  expect(head_dim <= kSimtMaxHeadDim, op,
+         "head_dim " + std::to_string(head_dim) + " over the CUDA attention's " +
+             std::to_string(kSimtMaxHeadDim));
+  expect(seqs <= 65535 && hkv <= 65535, op, "more than 65535 sequences or kv heads");
+  const int64_t vectors = int64_t{d.max_query_len()} * group;  // per (sequence, kv head), at most
+  AttentionArgs a{};
+  a.q = q.data_as<const float>();
+  a.out = out.data_as<float>();
+  a.keys = keys.data();
+  a.values = cache.values.data();
+  a.type = elem_type(keys.dtype());
+  a.positions = batch.positions.data_as<const int32_t>();
+  a.query_start = batch.query_start.data_as<const int32_t>();
+  a.seq_lens = batch.seq_lens.data_as<const int32_t>();
+  a.block_table = batch.block_table.data_as<const int32_t>();
+  a.num_tokens = tokens;
+  a.num_seqs = seqs;
+  a.max_blocks = d.max_blocks;
+  a.hq = hq;
+  a.hkv = hkv;
+  a.head_dim = head_dim;
+  a.block_size = keys.dim(2);
+  a.scale = params.scale;
+  a.causal = params.causal ? 1 : 0;
+  a.window = params.window;
+  a.splits = 1;
+  OpNote nt = note(op, "attention_simt", {&q, &keys});
+
+  const bool aligned = reinterpret_cast<uintptr_t>(out.data()) % 8 == 0 &&
+                       reinterpret_cast<uintptr_t>(keys.data()) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(cache.values.data()) % 16 == 0;
+  if (options_.mma_attention && !options_.exact_f32 && aligned &&
+      attention_mma_supports(a.type, head_dim) && vectors >= 16) {
+    a.vectors_per_tile = kMmaVectorsPerTile;
+    a.tiles = (vectors + kMmaVectorsPerTile - 1) / kMmaVectorsPerTile;
+    nt.kernel = "attention_mma";
+    return ctx_->record(launch_attention_mma, a, nt);
+  }
+  const auto smem_limit = static_cast<int64_t>(ctx_->properties().sharedMemPerBlockOptin);
+  int64_t vpt = std::min<int64_t>(32, vectors);
+  while (vpt > 1 && attention_simt_smem_bytes(vpt, head_dim) > smem_limit) vpt = (vpt + 1) / 2;
+  expect(attention_simt_smem_bytes(vpt, head_dim) <= smem_limit, op,
+         "head_dim " + std::to_string(head_dim) + " needs more shared memory than the GPU has");
+  a.vectors_per_tile = vpt;
+  a.tiles = (vectors + vpt - 1) / vpt;
+  // Few queries (decode): split each sequence's keys across blocks so the GPU fills up. The
+  // split count depends only on the batch's shape and its block tables' capacity, so that
+  // successive decode steps launch identically and replay as one graph.
+  const int64_t blocks = a.tiles * seqs * hkv, sms = ctx_->properties().multiProcessorCount;
+  if (d.max_query_len() <= 4 && blocks < 4 * sms) {
+    const int64_t capacity = int64_t{d.max_blocks} * a.block_size;
+    a.splits = std::clamp<int64_t>(std::min((4 * sms + blocks - 1) / blocks, capacity / 32), 1, 32);
+    a.splits = std::min<int64_t>(a.splits, 65535 / hkv);
+  }
+  if (a.splits > 1) {
+    const int64_t vecs = a.splits * tokens * hq;
+    a.partial_out = static_cast<float*>(ctx_->scratch(1, static_cast<size_t>(vecs * head_dim) * 4));
+    a.partial_ml = static_cast<float*>(ctx_->scratch(2, static_cast<size_t>(vecs) * 8));
+  }
+  if (a.splits > 1) nt.kernel = "attention_simt_split";
+  ctx_->record(launch_attention_simt, a, nt);
+}
+
+void CudaBackend::swiglu(const Tensor& gate, const Tensor& up, Tensor& out) {
+  const char* op = "swiglu";
+  expect_f32(gate, op);
+  expect_f32(up, op);
+  expect_f32(out, op);
+  expect(gate.numel() == up.numel() && out.numel() == gate.numel(), op, shapes(gate, up));
+  ctx_->record(launch_swiglu,
+               BinaryArgs{gate.data_as<const float>(), up.data_as<const float>(),
+                          out.data_as<float>(), gate.numel()},
+               note(op, "swiglu", {&gate, &up}));
+}
+
+void CudaBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
+  const char* op = "add";
+  expect_f32(a, op);
+  expect_f32(b, op);
+  expect_f32(out, op);
+  expect(a.numel() == b.numel() && out.numel() == a.numel(), op, shapes(a, b));
+  ctx_->record(launch_add,
+               BinaryArgs{a.data_as<const float>(), b.data_as<const float>(), out.data_as<float>(),
+                          a.numel()},
+               note(op, "add", {&a, &b}));
+}
+
+void CudaBackend::gather_rows(const Tensor& src, const Tensor& rows, Tensor& dst) {
+  const char* op = "gather_rows";
+  expect_f32(src, op);
+  expect_f32(dst, op);
+  const int64_t width = row_width(src), n = row_count(src);
+  expect(row_width(dst) == width, op, shapes(src, dst));
+  const UploadedBatch& u = find_batch(rows, kRows, op);
+  expect(rows.numel() == row_count(dst), op,
+         "rows [" + std::to_string(rows.numel()) + "] for dst " + dst.shape().str());
+  expect(u.min[kRows] >= 0 && u.max[kRows] < n, op,
+         "row " + std::to_string(u.min[kRows] < 0 ? u.min[kRows] : u.max[kRows]) + " outside [0, " +
+             std::to_string(n) + ")");
+  ctx_->record(launch_gather_rows,
+               GatherRowsArgs{src.data_as<const float>(), rows.data_as<const int32_t>(),
+                              dst.data_as<float>(), row_count(dst), width},
+               note(op, "gather_rows", {&src, &dst}));
+}
+
+}  // namespace infera::cuda

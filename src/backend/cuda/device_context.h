@@ -1,0 +1,142 @@
+// One CUDA device as the backend drives it: its stream and cuBLAS handle, device memory with clear
+// out-of-memory errors, and the op recorder that turns a step's launches into a CUDA graph.
+//
+// Recording: ops do not launch at once. Each appends a launch record (function + argument bytes,
+// see kernels.h) to the pending step; flush() (called by to_host, upload_batch, synchronize,
+// prepare_weight) launches them. The pending bytes identify the step exactly: every pointer, shape
+// and scalar of every launch. When the same bytes were flushed before, the step is captured once
+// into a CUDA graph and every later occurrence replays it with one cudaGraphLaunch, so a decode
+// step of a fixed batch size (whose indices live in device buffers at fixed addresses, rewritten
+// by upload_batch) costs one launch instead of hundreds. A step seen for the first time runs
+// eagerly, which also keeps lazy initialisation (cuBLAS, kernel attributes) out of captures.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/cuda/kernels.h"
+#include "infera/tensor.h"
+
+namespace infera::cuda {
+
+struct ContextOptions {
+  bool graphs = true;         // replay repeated steps as CUDA graphs
+  bool sync_each_op = false;  // synchronize after every launch (locates asynchronous faults)
+  bool profile = false;       // time every launch with events (implies eager launches)
+};
+
+struct ContextStats {
+  int64_t ops = 0;             // launch records flushed
+  int64_t eager_steps = 0;     // flushes run launch by launch
+  int64_t graph_captures = 0;  // graphs captured and instantiated
+  int64_t graph_launches = 0;  // flushes replayed from a graph (captures included)
+};
+
+// What an op's launch error message names: the op and up to three operand shapes.
+struct OpNote {
+  const char* op = "";
+  const char* kernel = "";
+  Shape shapes[3];
+  int count = 0;
+};
+
+class DeviceContext {
+ public:
+  DeviceContext(int device, const ContextOptions& options);
+  ~DeviceContext();
+  DeviceContext(const DeviceContext&) = delete;
+  DeviceContext& operator=(const DeviceContext&) = delete;
+
+  int device() const { return device_; }
+  const cudaDeviceProp& properties() const { return props_; }
+  cudaStream_t stream() const { return stream_; }
+  cublasHandle_t cublas() const { return cublas_; }
+  const ContextStats& stats() const { return stats_; }
+
+  // Device memory; an allocation the GPU cannot satisfy throws Error naming `what`, the bytes
+  // asked for and the bytes free. Released memory waits until pending launches have been issued.
+  void* allocate(size_t bytes, const std::string& what);
+  void release(void* p);
+  // A device buffer of at least `bytes` kept by the context under `slot` (GEMM activations,
+  // attention partials); growing it moves it, which only changes later launches' keys.
+  void* scratch(int slot, size_t bytes);
+  // Copies host memory to the device through pinned staging buffers (no second host copy of a
+  // weight), after flushing pending launches; returns once the copy is complete.
+  void upload(void* dst, const void* src, size_t bytes);
+  // A pinned host buffer of at least `bytes`, free for reuse once the last copy from it finished.
+  void* batch_staging(size_t bytes);
+  void batch_staging_used();  // records the copy out of the staging buffer
+
+  // Appends one launch to the pending step.
+  template <typename Args>
+  void record(LaunchFn fn, const Args& args, const OpNote& note) {
+    static_assert(std::is_trivially_copyable_v<Args> && sizeof(Args) % 8 == 0,
+                  "launch arguments must be plain 8-byte members (see kernels.h)");
+    append(fn, &args, sizeof(Args), note);
+  }
+  // Issues the pending launches (a graph replay when this exact step ran before).
+  void flush();
+  // flush(), then waits for the device; errors name `what`.
+  void synchronize(const std::string& what);
+  // With options.profile: device time per (op, kernel) since the last reset, slowest first.
+  std::string profile_report() const;
+  void profile_reset() { profile_.clear(); }
+
+ private:
+  struct Graph {
+    std::vector<uint8_t> key;
+    cudaGraphExec_t exec = nullptr;
+    uint64_t last_used = 0;
+  };
+  void append(LaunchFn fn, const void* args, size_t bytes, const OpNote& note);
+  void run_eagerly();
+  bool capture(Graph& graph);  // false: this step cannot be captured; run it eagerly
+  void launch_record(size_t offset, size_t note_index);
+  void free_deferred();
+
+  int device_;
+  ContextOptions options_;
+  cudaDeviceProp props_{};
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  void* cublas_workspace_ = nullptr;
+  ContextStats stats_;
+
+  std::vector<uint8_t> pending_;  // records: [fn][bytes][args...]
+  std::vector<OpNote> notes_;
+  std::vector<size_t> offsets_;
+  std::vector<void*> deferred_free_;
+
+  struct ProfileEntry {
+    double ms = 0;
+    int64_t launches = 0;
+  };
+  std::unordered_map<std::string, ProfileEntry> profile_;
+  std::vector<cudaEvent_t> profile_events_;
+
+  std::unordered_map<uint64_t, std::vector<Graph>> graphs_;
+  std::unordered_map<uint64_t, int> seen_;  // step hash -> times flushed
+  size_t graph_count_ = 0;
+  uint64_t clock_ = 0;
+
+  struct Scratch {
+    void* ptr = nullptr;
+    size_t bytes = 0;
+  };
+  std::vector<Scratch> scratch_;
+  void* staging_[2] = {nullptr, nullptr};  // weight upload double buffer
+  cudaEvent_t staging_done_[2] = {nullptr, nullptr};
+  void* batch_staging_ = nullptr;
+  size_t batch_staging_bytes_ = 0;
+  cudaEvent_t batch_staging_done_ = nullptr;
+};
+
+}  // namespace infera::cuda

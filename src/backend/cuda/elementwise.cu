@@ -1,0 +1,253 @@
+// The memory-bound ops: embedding, RMSNorm, RoPE, SwiGLU, add, row gather, KV cache writes and
+// the f32 -> f16/bf16 conversion in front of tensor-core GEMMs. Each is one pass over its data.
+#include <algorithm>
+
+#include "backend/cuda/device_util.cuh"
+#include "backend/cuda/kernels.h"
+
+namespace infera::cuda {
+namespace {
+
+template <typename T>
+__global__ void embedding_kernel(const T* __restrict__ table, const int32_t* __restrict__ ids,
+                                 float* __restrict__ out, int64_t dim) {
+  const int64_t i = blockIdx.x;
+  const T* row = table + static_cast<int64_t>(ids[i]) * dim;
+  for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) out[i * dim + j] = to_f32(row[j]);
+}
+
+// One warp per row: mean of squares in f32, then w * (x * rsqrt), as transformers' Qwen3RMSNorm.
+template <typename W>
+__global__ void rmsnorm_kernel(const float* x, const W* __restrict__ w, float* out, int64_t rows,
+                               int64_t dim, float eps) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  const float* xr = x + row * dim;
+  float ss = 0.0f;
+  for (int64_t i = lane; i < dim; i += 32) ss += xr[i] * xr[i];
+  ss = warp_sum(ss);
+  const float inv = 1.0f / sqrtf(ss / static_cast<float>(dim) + eps);
+  float* yr = out + row * dim;
+  for (int64_t i = lane; i < dim; i += 32) yr[i] = to_f32(w[i]) * (xr[i] * inv);
+}
+
+// One block per row for rows whose width is a multiple of 4: the row's float4s stay in registers
+// (up to K per thread) between the sum of squares and the scaling, so x is read once, and the
+// block's threads keep many loads in flight (a warp walking a 1024-wide row alone is
+// latency-bound: decode's norms took 10 us each that way).
+template <typename W, int K>
+__global__ void rmsnorm_rows_kernel(const float* x, const W* __restrict__ w, float* out,
+                                    int64_t dim, float eps) {
+  __shared__ float part[32];
+  const int64_t row = blockIdx.x;
+  const int chunks = static_cast<int>(dim / 4), lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const float4* xr = reinterpret_cast<const float4*>(x + row * dim);
+  float4 v[K];
+  float ss = 0.0f;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int c = threadIdx.x + k * blockDim.x;
+    v[k] = c < chunks ? xr[c] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
+  }
+  ss = warp_sum(ss);
+  if (lane == 0) part[warp] = ss;
+  __syncthreads();
+  if (warp == 0) {
+    float t = lane < static_cast<int>(blockDim.x / 32) ? part[lane] : 0.0f;
+    t = warp_sum(t);
+    if (lane == 0) part[0] = t;
+  }
+  __syncthreads();
+  const float inv = 1.0f / sqrtf(part[0] / static_cast<float>(dim) + eps);
+  float4* yr = reinterpret_cast<float4*>(out + row * dim);
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int c = threadIdx.x + k * blockDim.x;
+    if (c >= chunks) continue;
+    const W* wc = w + 4 * static_cast<int64_t>(c);
+    yr[c] = make_float4(to_f32(wc[0]) * (v[k].x * inv), to_f32(wc[1]) * (v[k].y * inv),
+                        to_f32(wc[2]) * (v[k].z * inv), to_f32(wc[3]) * (v[k].w * inv));
+  }
+}
+
+__global__ void rope_kernel(float* x, const int32_t* __restrict__ positions,
+                            const float* __restrict__ cos_table,
+                            const float* __restrict__ sin_table, int64_t heads, int64_t d) {
+  const int64_t row = blockIdx.x;  // one (token, head) per block row
+  const int64_t token = row / heads, half = d / 2;
+  const int64_t pos = positions[token];
+  float* v = x + row * d;
+  for (int64_t j = threadIdx.x; j < half; j += blockDim.x) {
+    const float c = cos_table[pos * half + j], s = sin_table[pos * half + j];
+    const float a = v[j], b = v[j + half];
+    v[j] = a * c - b * s;
+    v[j + half] = b * c + a * s;
+  }
+}
+
+__global__ void swiglu_kernel(const float* gate, const float* up, float* out, int64_t count) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float g = gate[i];
+    out[i] = g / (1.0f + expf(-g)) * up[i];
+  }
+}
+
+__global__ void add_kernel(const float* a, const float* b, float* out, int64_t count) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    out[i] = a[i] + b[i];
+}
+
+__global__ void gather_rows_kernel(const float* __restrict__ src, const int32_t* __restrict__ rows,
+                                   float* __restrict__ dst, int64_t width) {
+  const int64_t i = blockIdx.x;
+  const float* s = src + static_cast<int64_t>(rows[i]) * width;
+  for (int64_t j = threadIdx.x; j < width; j += blockDim.x) dst[i * width + j] = s[j];
+}
+
+template <typename T>
+__global__ void kv_write_kernel(const float* __restrict__ k, const float* __restrict__ v,
+                                const int32_t* __restrict__ slots, T* __restrict__ key_pool,
+                                T* __restrict__ value_pool, int64_t kv_heads, int64_t block_size,
+                                int64_t d) {
+  const int64_t i = blockIdx.x;  // token
+  const int64_t slot = slots[i], block = slot / block_size, offset = slot % block_size;
+  for (int64_t e = threadIdx.x; e < kv_heads * d; e += blockDim.x) {
+    const int64_t h = e / d, j = e % d;
+    const int64_t dst = ((block * kv_heads + h) * block_size + offset) * d + j;
+    key_pool[dst] = from_f32<T>(k[i * kv_heads * d + e]);
+    value_pool[dst] = from_f32<T>(v[i * kv_heads * d + e]);
+  }
+}
+
+template <typename T>
+__global__ void convert_kernel(const float* __restrict__ src, T* __restrict__ dst, int64_t count) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    dst[i] = from_f32<T>(src[i]);
+}
+
+// Grid-stride launches: enough blocks to fill the GPU, no more than the work needs.
+unsigned stride_blocks(int64_t count) {
+  return static_cast<unsigned>(std::min<int64_t>((count + 255) / 256, 132 * 16));
+}
+
+unsigned threads_for(int64_t width) {
+  return static_cast<unsigned>(std::min<int64_t>(256, ((width + 31) / 32) * 32));
+}
+
+}  // namespace
+
+void launch_embedding(const void* p, cudaStream_t s) {
+  const auto& a = *static_cast<const EmbeddingArgs*>(p);
+  const unsigned threads = threads_for(a.dim);
+  const auto grid = static_cast<unsigned>(a.n);
+  switch (a.type) {
+    case ElemType::F32:
+      embedding_kernel<<<grid, threads, 0, s>>>(static_cast<const float*>(a.table), a.ids, a.out,
+                                                a.dim);
+      break;
+    case ElemType::F16:
+      embedding_kernel<<<grid, threads, 0, s>>>(static_cast<const __half*>(a.table), a.ids, a.out,
+                                                a.dim);
+      break;
+    case ElemType::BF16:
+      embedding_kernel<<<grid, threads, 0, s>>>(static_cast<const __nv_bfloat16*>(a.table), a.ids,
+                                                a.out, a.dim);
+      break;
+  }
+}
+
+template <typename W>
+void rmsnorm_typed(const RmsNormArgs& a, cudaStream_t s) {
+  const auto* w = static_cast<const W*>(a.weight);
+  const int64_t chunks = a.dim / 4;
+  const bool rows_path =
+      a.dim % 4 == 0 && chunks <= 4 * 1024 &&
+      ((reinterpret_cast<uintptr_t>(a.x) | reinterpret_cast<uintptr_t>(a.out)) % 16) == 0;
+  if (rows_path) {
+    const int64_t threads = std::min<int64_t>(1024, (chunks + 31) / 32 * 32);
+    const int64_t k = (chunks + threads - 1) / threads;
+    const auto grid = static_cast<unsigned>(a.rows), block = static_cast<unsigned>(threads);
+    const auto eps = static_cast<float>(a.eps);
+    if (k == 1) return rmsnorm_rows_kernel<W, 1><<<grid, block, 0, s>>>(a.x, w, a.out, a.dim, eps);
+    if (k == 2) return rmsnorm_rows_kernel<W, 2><<<grid, block, 0, s>>>(a.x, w, a.out, a.dim, eps);
+    return rmsnorm_rows_kernel<W, 4><<<grid, block, 0, s>>>(a.x, w, a.out, a.dim, eps);
+  }
+  constexpr int kWarps = 8;
+  rmsnorm_kernel<<<blocks_for(a.rows, kWarps), kWarps * 32, 0, s>>>(a.x, w, a.out, a.rows, a.dim,
+                                                                    static_cast<float>(a.eps));
+}
+
+void launch_rmsnorm(const void* p, cudaStream_t s) {
+  const auto& a = *static_cast<const RmsNormArgs*>(p);
+  switch (a.weight_type) {
+    case ElemType::F32:
+      return rmsnorm_typed<float>(a, s);
+    case ElemType::F16:
+      return rmsnorm_typed<__half>(a, s);
+    case ElemType::BF16:
+      return rmsnorm_typed<__nv_bfloat16>(a, s);
+  }
+}
+
+void launch_rope(const void* p, cudaStream_t s) {
+  const auto& a = *static_cast<const RopeArgs*>(p);
+  const unsigned threads = threads_for(a.head_dim / 2);
+  rope_kernel<<<static_cast<unsigned>(a.n * a.heads), threads, 0, s>>>(a.x, a.positions, a.cos,
+                                                                       a.sin, a.heads, a.head_dim);
+}
+
+void launch_swiglu(const void* p, cudaStream_t s) {
+  const auto& a = *static_cast<const BinaryArgs*>(p);
+  swiglu_kernel<<<stride_blocks(a.count), 256, 0, s>>>(a.a, a.b, a.out, a.count);
+}
+
+void launch_add(const void* p, cudaStream_t s) {
+  const auto& a = *static_cast<const BinaryArgs*>(p);
+  add_kernel<<<stride_blocks(a.count), 256, 0, s>>>(a.a, a.b, a.out, a.count);
+}
+
+void launch_gather_rows(const void* p, cudaStream_t s) {
+  const auto& a = *static_cast<const GatherRowsArgs*>(p);
+  gather_rows_kernel<<<static_cast<unsigned>(a.count), threads_for(a.width), 0, s>>>(
+      a.src, a.rows, a.dst, a.width);
+}
+
+void launch_kv_write(const void* p, cudaStream_t s) {
+  const auto& a = *static_cast<const KvWriteArgs*>(p);
+  const unsigned threads = threads_for(a.kv_heads * a.head_dim);
+  const auto grid = static_cast<unsigned>(a.n);
+  switch (a.type) {
+    case ElemType::F32:
+      kv_write_kernel<<<grid, threads, 0, s>>>(a.k, a.v, a.slots, static_cast<float*>(a.key_pool),
+                                               static_cast<float*>(a.value_pool), a.kv_heads,
+                                               a.block_size, a.head_dim);
+      break;
+    case ElemType::F16:
+      kv_write_kernel<<<grid, threads, 0, s>>>(a.k, a.v, a.slots, static_cast<__half*>(a.key_pool),
+                                               static_cast<__half*>(a.value_pool), a.kv_heads,
+                                               a.block_size, a.head_dim);
+      break;
+    case ElemType::BF16:
+      kv_write_kernel<<<grid, threads, 0, s>>>(
+          a.k, a.v, a.slots, static_cast<__nv_bfloat16*>(a.key_pool),
+          static_cast<__nv_bfloat16*>(a.value_pool), a.kv_heads, a.block_size, a.head_dim);
+      break;
+  }
+}
+
+void launch_convert(const void* p, cudaStream_t s) {
+  const auto& a = *static_cast<const ConvertArgs*>(p);
+  if (a.type == ElemType::BF16)
+    convert_kernel<<<stride_blocks(a.count), 256, 0, s>>>(a.src, static_cast<__nv_bfloat16*>(a.dst),
+                                                          a.count);
+  else
+    convert_kernel<<<stride_blocks(a.count), 256, 0, s>>>(a.src, static_cast<__half*>(a.dst),
+                                                          a.count);
+}
+
+}  // namespace infera::cuda

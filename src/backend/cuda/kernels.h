@@ -1,0 +1,138 @@
+// The launch records of the CUDA kernels: one argument struct per kernel family and the function
+// that launches it on a stream. Host code (cuda_ops.cpp) validates an op, fills the struct and
+// hands it to the device context, which launches it eagerly or inside a CUDA graph. The struct's
+// bytes are the graph cache's key, so each one holds only 8-byte members (pointers, int64_t,
+// double): no padding, and equal bytes mean equal launches. Indices inside the structs have been
+// checked on the host; kernels trust them.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace infera::cuda {
+
+enum class ElemType : int64_t { F32 = 0, F16 = 1, BF16 = 2 };
+
+using LaunchFn = void (*)(const void* args, cudaStream_t stream);
+
+// out[i, :] = table[ids[i], :] widened to f32.
+struct EmbeddingArgs {
+  const void* table;
+  const int32_t* ids;
+  float* out;
+  int64_t n, dim;
+  ElemType type;
+};
+void launch_embedding(const void* args, cudaStream_t stream);
+
+// Row-wise RMSNorm, one warp per row; out may alias x.
+struct RmsNormArgs {
+  const float* x;
+  const void* weight;
+  float* out;
+  int64_t rows, dim;
+  ElemType weight_type;
+  double eps;
+};
+void launch_rmsnorm(const void* args, cudaStream_t stream);
+
+// Rotate-half RoPE in place over x [n, heads, head_dim] from a cos/sin table [positions, half].
+struct RopeArgs {
+  float* x;
+  const int32_t* positions;
+  const float* cos;
+  const float* sin;
+  int64_t n, heads, head_dim;
+};
+void launch_rope(const void* args, cudaStream_t stream);
+
+// out = silu(gate) * up (elementwise) or out = a + b.
+struct BinaryArgs {
+  const float* a;
+  const float* b;
+  float* out;
+  int64_t count;
+};
+void launch_swiglu(const void* args, cudaStream_t stream);
+void launch_add(const void* args, cudaStream_t stream);
+
+// dst[i, :] = src[rows[i], :].
+struct GatherRowsArgs {
+  const float* src;
+  const int32_t* rows;
+  float* dst;
+  int64_t count, width;
+};
+void launch_gather_rows(const void* args, cudaStream_t stream);
+
+// Rows of k and v [n, kv_heads, head_dim] (f32) to their cache slots in the block pools
+// [blocks, kv_heads, block_size, head_dim], converted to the pool's type.
+struct KvWriteArgs {
+  const float* k;
+  const float* v;
+  const int32_t* slots;
+  void* key_pool;
+  void* value_pool;
+  ElemType type;
+  int64_t n, kv_heads, block_size, head_dim;
+};
+void launch_kv_write(const void* args, cudaStream_t stream);
+
+// f32 -> f16/bf16 (round to nearest even), for the tensor-core GEMM's activations.
+struct ConvertArgs {
+  const float* src;
+  void* dst;
+  ElemType type;
+  int64_t count;
+};
+void launch_convert(const void* args, cudaStream_t stream);
+
+// out[n, m] = x[n, k] . w[m, k]^T with f32 activations and accumulation.
+//   gemv: n <= kGemvMaxRows; each warp streams whole weight rows (16-byte loads) once for all n
+//   rows of x, so small batches read the weights at close to memory bandwidth.
+//   gemm_simt: tiled CUDA-core GEMM for any n (f16 weights, and the exact-f32 mode).
+constexpr int64_t kGemvMaxRows = 8;
+struct MatmulArgs {
+  const float* x;
+  const void* w;
+  float* out;
+  ElemType weight_type;
+  int64_t n, k, m;
+};
+void launch_gemv(const void* args, cudaStream_t stream);
+void launch_gemm_simt(const void* args, cudaStream_t stream);
+
+// Grouped-query attention over the paged cache (see Backend::attention). Work items are
+// (sequence, kv head, tile of "query vectors"): the sequence's rows x the q heads sharing the kv
+// head, row-major, so one tile reads each key and value of its kv head once for all its queries.
+struct AttentionArgs {
+  const float* q;  // [T, hq, head_dim]
+  float* out;      // [T, hq, head_dim]
+  const void* keys;
+  const void* values;  // pools [blocks, hkv, block_size, head_dim]
+  ElemType type;
+  const int32_t* positions;    // [T]
+  const int32_t* query_start;  // [B + 1]
+  const int32_t* seq_lens;     // [B]
+  const int32_t* block_table;  // [B, max_blocks]
+  int64_t num_tokens, num_seqs, max_blocks, hq, hkv, head_dim, block_size;
+  int64_t tiles;             // tiles of query vectors per (sequence, kv head)
+  int64_t vectors_per_tile;  // query vectors per tile (the simt kernel; the mma kernel uses 64)
+  int64_t splits;            // key ranges per tile (> 1: partial results, then a combine pass)
+  float* partial_out;        // [splits, T, hq, head_dim] when splits > 1
+  float* partial_ml;         // [splits, T, hq, 2]: running max and sum
+  double scale;
+  int64_t causal, window;
+};
+// CUDA cores, f32 throughout: any cache type and head_dim <= kSimtMaxHeadDim; decode's path.
+constexpr int64_t kSimtMaxHeadDim = 512;
+int64_t attention_simt_smem_bytes(int64_t vectors_per_tile, int64_t head_dim);
+void launch_attention_simt(const void* args, cudaStream_t stream);
+// Tensor cores (mma.sync, f16/bf16 operands, f32 accumulation): 64 query vectors per tile, for
+// f16/bf16 caches and head_dim in {16, 32, 64, 128}; prefill's path.
+constexpr int64_t kMmaVectorsPerTile = 64;
+bool attention_mma_supports(ElemType type, int64_t head_dim);
+void launch_attention_mma(const void* args, cudaStream_t stream);
+
+}  // namespace infera::cuda
