@@ -8,6 +8,8 @@ packages=(
   nlohmann-json3-dev libpcre2-dev libutf8proc-dev libcli11-dev libhwy-dev
   libgtest-dev libgmock-dev libbenchmark-dev
 )
+# `scripts/setup.sh fuzz`: clang and its runtime libraries (libFuzzer, sanitizers) as well.
+if [ "${1:-}" = fuzz ]; then packages+=(clang libclang-rt-dev); fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -25,7 +25,8 @@ enum class Device : uint8_t { CPU, CUDA };
 
 std::string_view dtype_name(DType dtype);
 std::string_view device_name(Device device);
-// Bytes for `count` elements; quantized types will round up to whole blocks.
+// Bytes for `count` elements; quantized types will round up to whole blocks. Throws
+// InvalidArgument when the byte count does not fit int64.
 size_t dtype_bytes(DType dtype, size_t count);
 
 constexpr int kMaxDims = 4;
@@ -37,10 +38,18 @@ struct Shape {
   Shape() = default;
   Shape(std::initializer_list<int64_t> d);
   int64_t operator[](int i) const { return dims[static_cast<size_t>(i)]; }
+  // The one place shape arithmetic is checked. A shape is valid when every dimension is >= 0 and
+  // the product of its non-zero dimensions fits int64: then numel(), every partial product of
+  // dimensions (row widths, strides) and the product in any order fit too, even for a shape with a
+  // zero dimension whose other dimensions are huge. numel() throws InvalidArgument otherwise.
   int64_t numel() const;
   bool operator==(const Shape& other) const;
   std::string str() const;  // "[3072, 1024]"
 };
+
+// Bytes of a `dtype` tensor of `shape`: Shape::numel()'s checks, plus the byte count fitting
+// int64 (counting non-zero dimensions only, as numel() does). Throws InvalidArgument otherwise.
+size_t shape_nbytes(DType dtype, const Shape& shape);
 
 class Tensor {
  public:
@@ -57,7 +66,7 @@ class Tensor {
   int64_t dim(int i) const { return shape_[i]; }
   int rank() const { return shape_.rank; }
   int64_t numel() const { return shape_.numel(); }
-  size_t nbytes() const { return dtype_bytes(dtype_, static_cast<size_t>(numel())); }
+  size_t nbytes() const { return shape_nbytes(dtype_, shape_); }
   bool empty() const { return data_ == nullptr; }
 
   // Raw pointer; only backends of the tensor's device dereference it.

@@ -1,5 +1,7 @@
 #include "infera/tensor.h"
 
+#include <limits>
+#include <optional>
 #include <sstream>
 
 #include "infera/error.h"
@@ -22,16 +24,65 @@ std::string_view dtype_name(DType dtype) {
 
 std::string_view device_name(Device device) { return device == Device::CPU ? "cpu" : "cuda"; }
 
-size_t dtype_bytes(DType dtype, size_t count) {
+namespace {
+
+size_t element_bytes(DType dtype) {
   switch (dtype) {
     case DType::F32:
     case DType::I32:
-      return count * 4;
+      return 4;
     case DType::F16:
     case DType::BF16:
-      return count * 2;
+      return 2;
   }
   throw Error("dtype_bytes: unknown dtype");
+}
+
+constexpr uint64_t kMaxCount = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+
+// Product of the non-zero dimensions, or nullopt when a dimension is negative or the product
+// exceeds int64. Zeros are skipped so that [0, 2^40, 2^40] is rejected like [2^40, 2^40]:
+// code that multiplies the trailing dimensions (a row width, a stride) would overflow on it.
+std::optional<uint64_t> nonzero_product(const Shape& shape) {
+  uint64_t product = 1;
+  for (int i = 0; i < shape.rank; ++i) {
+    const int64_t d = shape.dims[static_cast<size_t>(i)];
+    if (d < 0) return std::nullopt;
+    if (d == 0) continue;
+    if (__builtin_mul_overflow(product, static_cast<uint64_t>(d), &product) || product > kMaxCount)
+      return std::nullopt;
+  }
+  return product;
+}
+
+bool has_zero_dim(const Shape& shape) {
+  for (int i = 0; i < shape.rank; ++i)
+    if (shape.dims[static_cast<size_t>(i)] == 0) return true;
+  return false;
+}
+
+[[noreturn]] void too_large(const Shape& shape, const std::string& what) {
+  throw InvalidArgument("shape " + shape.str() + ": " + what);
+}
+
+}  // namespace
+
+size_t dtype_bytes(DType dtype, size_t count) {
+  uint64_t bytes = 0;
+  if (__builtin_mul_overflow(static_cast<uint64_t>(count), element_bytes(dtype), &bytes) ||
+      bytes > kMaxCount)
+    throw InvalidArgument("dtype_bytes: " + std::to_string(count) + " " +
+                          std::string(dtype_name(dtype)) + " elements do not fit int64 bytes");
+  return static_cast<size_t>(bytes);
+}
+
+size_t shape_nbytes(DType dtype, const Shape& shape) {
+  const auto product = nonzero_product(shape);
+  if (!product) too_large(shape, "a negative dimension, or more than 2^63-1 elements");
+  uint64_t bytes = 0;
+  if (__builtin_mul_overflow(*product, element_bytes(dtype), &bytes) || bytes > kMaxCount)
+    too_large(shape, "more than 2^63-1 bytes in " + std::string(dtype_name(dtype)));
+  return has_zero_dim(shape) ? 0 : static_cast<size_t>(bytes);
 }
 
 Shape::Shape(std::initializer_list<int64_t> d) {
@@ -40,9 +91,9 @@ Shape::Shape(std::initializer_list<int64_t> d) {
 }
 
 int64_t Shape::numel() const {
-  int64_t n = 1;
-  for (int i = 0; i < rank; ++i) n *= dims[static_cast<size_t>(i)];
-  return n;
+  const auto product = nonzero_product(*this);
+  if (!product) too_large(*this, "a negative dimension, or more than 2^63-1 elements");
+  return has_zero_dim(*this) ? 0 : static_cast<int64_t>(*product);
 }
 
 bool Shape::operator==(const Shape& other) const {

@@ -6,6 +6,7 @@
 #include <sstream>
 #include <system_error>
 
+#include "core/json_limits.h"
 #include "infera/error.h"
 
 namespace infera::io {
@@ -90,6 +91,30 @@ double positive_theta(const Json& v, const std::string& origin, const std::strin
                        std::numeric_limits<double>::max(), "a positive number");
 }
 
+// The RoPE type named in a rope object (`rope_type`, or the older `type`); "default" when absent.
+std::string rope_type_of(const Json& params, const std::string& origin, const std::string& key) {
+  if (!params.is_object()) bad_key(origin, key, "an object or null", &params);
+  for (const char* field : {"rope_type", "type"}) {
+    if (const Json* t = find(params, field)) {
+      if (!t->is_string()) bad_key(origin, key + "." + field, "a string", t);
+      return t->get<std::string>();
+    }
+  }
+  return "default";
+}
+
+// Only plain RoPE is implemented. A scaled one (linear, dynamic, yarn, longrope, llama3) changes
+// every position's angles, so loading it as plain RoPE would run with wrong positions silently.
+// transformers 4 says so in `rope_scaling`, transformers 5 in `rope_parameters.rope_type` (per
+// layer type for models such as ModernBERT): both are checked wherever a theta is read.
+void require_default_rope(const Json* params, const std::string& origin, const std::string& key) {
+  if (params == nullptr) return;
+  const std::string type = rope_type_of(*params, origin, key);
+  if (type != "default")
+    throw FormatError(origin + ": " + key + ".rope_type '" + type +
+                      "' is not supported yet (only default RoPE is implemented)");
+}
+
 }  // namespace
 
 HfConfig HfConfig::load(const fs::path& file) { return parse(read_text(file), file.string()); }
@@ -97,11 +122,7 @@ HfConfig HfConfig::load(const fs::path& file) { return parse(read_text(file), fi
 HfConfig HfConfig::parse(const std::string& text, const std::string& origin) {
   HfConfig config;
   config.origin_ = origin;
-  try {
-    config.json_ = Json::parse(text);
-  } catch (const Json::exception& e) {
-    throw FormatError(origin + ": not valid JSON: " + e.what());
-  }
+  config.json_ = parse_json_capped<Json>(text, origin);
   if (!config.json_.is_object()) throw FormatError(origin + ": not a JSON object");
   return config;
 }
@@ -164,6 +185,8 @@ std::string HfConfig::model_type() const {
 }
 
 double HfConfig::rope_theta(double fallback) const {
+  require_default_rope(find(json_, "rope_scaling"), origin_, "rope_scaling");
+  require_default_rope(find(json_, "rope_parameters"), origin_, "rope_parameters");
   if (const Json* params = find(json_, "rope_parameters")) {
     if (!params->is_object()) bad_key(origin_, "rope_parameters", "an object", params);
     if (const Json* theta = find(*params, "rope_theta"))
@@ -179,11 +202,13 @@ double HfConfig::rope_theta(double fallback) const {
 }
 
 double HfConfig::rope_theta_for(const std::string& layer_type, double fallback) const {
+  require_default_rope(find(json_, "rope_scaling"), origin_, "rope_scaling");
+  require_default_rope(find(json_, "rope_parameters"), origin_, "rope_parameters");
   if (const Json* params = find(json_, "rope_parameters")) {
-    if (!params->is_object()) bad_key(origin_, "rope_parameters", "an object", params);
     if (const Json* per_type = find(*params, layer_type)) {
       const std::string key = "rope_parameters." + layer_type;
       if (!per_type->is_object()) bad_key(origin_, key, "an object", per_type);
+      require_default_rope(per_type, origin_, key);
       if (const Json* theta = find(*per_type, "rope_theta"))
         return positive_theta(*theta, origin_, key + ".rope_theta");
     }
@@ -205,13 +230,8 @@ std::string HfConfig::rope_type() const {
   for (const char* key : {"rope_parameters", "rope_scaling"}) {
     const Json* params = find(json_, key);
     if (!params) continue;
-    if (!params->is_object()) bad_key(origin_, key, "an object or null", params);
-    for (const char* field : {"rope_type", "type"}) {
-      if (const Json* t = find(*params, field)) {
-        if (!t->is_string()) bad_key(origin_, std::string(key) + "." + field, "a string", t);
-        return t->get<std::string>();
-      }
-    }
+    if (const std::string type = rope_type_of(*params, origin_, key); type != "default")
+      return type;
   }
   return "default";
 }
@@ -236,7 +256,10 @@ GenerationDefaults load_generation_defaults(const fs::path& dir) {
   const fs::path file = dir / "generation_config.json";
   std::error_code ec;
   if (!fs::exists(file, ec)) return {};
-  const HfConfig config = HfConfig::load(file);
+  return generation_defaults(HfConfig::load(file));
+}
+
+GenerationDefaults generation_defaults(const HfConfig& config) {
   const Json& j = config.json();
   const std::string& origin = config.origin();
   const int64_t max_id = std::numeric_limits<int32_t>::max();

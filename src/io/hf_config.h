@@ -72,5 +72,7 @@ struct GenerationDefaults {
 
 // Reads `dir/generation_config.json` when present; otherwise returns defaults.
 GenerationDefaults load_generation_defaults(const std::filesystem::path& dir);
+// The same from an already parsed generation_config.json (errors name config.origin()).
+GenerationDefaults generation_defaults(const HfConfig& config);
 
 }  // namespace infera::io

@@ -7,6 +7,7 @@
 #include <new>
 #include <nlohmann/json.hpp>
 
+#include "core/json_limits.h"
 #include "infera/error.h"
 
 namespace infera::io {
@@ -17,7 +18,7 @@ using nlohmann::json;
 
 // Deeper nesting than this cannot be a safetensors header (real ones nest 3 levels); stopping early
 // bounds the work and memory a hostile header can demand.
-constexpr int kMaxJsonDepth = 16;
+constexpr int kMaxHeaderDepth = 16;
 
 [[noreturn]] void fail(const std::string& origin, const std::string& what) {
   throw FormatError(origin + ": " + what);
@@ -35,17 +36,8 @@ uint64_t read_u64_le(const uint8_t* p) {
 }
 
 json parse_header_json(const uint8_t* begin, size_t length, const std::string& origin) {
-  const auto* first = reinterpret_cast<const char*>(begin);
-  const json::parser_callback_t limit_depth = [&](int depth, json::parse_event_t, json&) {
-    if (depth > kMaxJsonDepth)
-      fail(origin, "safetensors header nests deeper than " + std::to_string(kMaxJsonDepth));
-    return true;
-  };
-  try {
-    return json::parse(first, first + length, limit_depth, /*allow_exceptions=*/true);
-  } catch (const json::exception& e) {
-    fail(origin, std::string("safetensors header is not valid JSON: ") + e.what());
-  }
+  const std::string_view text(reinterpret_cast<const char*>(begin), length);
+  return parse_json_capped<json>(text, origin + ": safetensors header", kMaxHeaderDepth);
 }
 
 // A non-negative JSON integer that fits int64. Floats ("2.0"), negatives, booleans and strings
@@ -93,24 +85,24 @@ SafetensorsEntry parse_entry(const std::string& name, const json& v, uint64_t da
     fail_tensor(origin, name,
                 "rank " + std::to_string(sh->size()) + " exceeds the supported " +
                     std::to_string(kMaxDims));
-  // numel is accumulated in uint64 with overflow checks: dims like [2^40, 2^40] must not wrap
-  // around to a small product that then "matches" a small byte range.
-  uint64_t numel = 1;
-  bool overflow = false;
   for (const auto& d : *sh) {
     const auto n = as_count(d);
     if (!n)
       fail_tensor(origin, name,
                   "shape " + sh->dump() + " has a negative, non-integer or too large dimension");
     entry.shape.dims[static_cast<size_t>(entry.shape.rank++)] = static_cast<int64_t>(*n);
-    overflow = overflow || __builtin_mul_overflow(numel, *n, &numel);
   }
-  const uint64_t elem = dtype_bytes(entry.dtype, 1);
+  // Core's checked arithmetic (the one place it lives) rejects [2^40, 2^40], which would wrap to a
+  // small product that "matches" a small byte range, and [0, 2^40, 2^40], whose zero makes the
+  // byte count 0 while row widths and strides computed from it would still overflow.
   uint64_t nbytes = 0;
-  overflow = overflow || numel > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
-             __builtin_mul_overflow(numel, elem, &nbytes);
-  if (overflow)
-    fail_tensor(origin, name, "shape " + sh->dump() + " is too large (element count overflows)");
+  try {
+    nbytes = shape_nbytes(entry.dtype, entry.shape);
+  } catch (const InvalidArgument&) {
+    fail_tensor(origin, name,
+                "shape " + sh->dump() + " is too large (its non-zero dimensions multiply past " +
+                    "2^63-1 elements or bytes)");
+  }
 
   const auto off = v.find("data_offsets");
   if (off == v.end()) fail_tensor(origin, name, "missing 'data_offsets'");

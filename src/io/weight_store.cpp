@@ -5,6 +5,7 @@
 #include <sstream>
 #include <system_error>
 
+#include "core/json_limits.h"
 #include "infera/error.h"
 #include "io/mapped_file.h"
 #include "io/safetensors.h"
@@ -47,11 +48,7 @@ json read_index(const fs::path& path) {
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) throw IoError(path.string() + ": read failed");
-  try {
-    return json::parse(text.str());
-  } catch (const json::exception& e) {
-    throw FormatError(path.string() + ": not valid JSON: " + e.what());
-  }
+  return parse_json_capped<json>(text.str(), path.string());
 }
 
 std::vector<Tensor> load_file(const fs::path& file) {
@@ -160,8 +157,12 @@ std::vector<std::string> WeightStore::names() const {
 }
 
 size_t WeightStore::total_bytes() const {
+  // Each nbytes() is checked by core; mapped tensors lie inside their files, so the sum fits too,
+  // but tensors added in memory come with no such bound.
   size_t total = 0;
-  for (const auto& [name, t] : tensors_) total += t.nbytes();
+  for (const auto& [name, t] : tensors_)
+    if (__builtin_add_overflow(total, t.nbytes(), &total))
+      throw InvalidArgument("total bytes of the weights in " + origin_ + " overflow size_t");
   return total;
 }
 

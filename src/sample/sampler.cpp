@@ -251,8 +251,18 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> prompt
                              order_);
   // Every filter keeps the maximum and temperature keeps the order, so greedy is decided here.
   if (params_.greedy()) return argmax(logits);
-  if (params_.temperature != 1.0f)
+  if (params_.temperature != 1.0f) {
+    // The rule for tiny temperatures: when the largest (finite) logit divided by the temperature is
+    // not finite in float32, the temperature acts as 0, i.e. greedy. Dividing anyway would turn
+    // every positive logit into +inf, tied at the top, and sample uniformly among them (or, with
+    // only negative logits, leave nothing live). Greedy is also the right answer: a logit below
+    // the maximum m differs from it by at least one float32 ulp, about |m| * 2^-24, so at such a
+    // temperature its weight exp(-(m - l) / T) <= exp(-FLT_MAX * 2^-24) is exactly 0 in float32.
+    // Ties for the maximum go to the lowest id, as greedy's do.
+    const int32_t top = argmax(logits);
+    if (std::isfinite(logits[top]) && !std::isfinite(logits[top] / params_.temperature)) return top;
     for (float& v : logits) v /= params_.temperature;
+  }
 
   // Candidates: live tokens (a huge penalty or tiny temperature can overflow more to -inf), cut to
   // those >= the k-th largest for top-k (HF TopKLogitsWarper: ties with the k-th value all stay).

@@ -1,6 +1,8 @@
 // Turns one row of logits into a token id. Order and semantics follow Hugging Face
 // transformers' logits processors: repetition penalty -> (presence/frequency penalty) ->
-// temperature -> top-k -> top-p -> min-p -> softmax -> draw. temperature <= 0 means greedy.
+// temperature -> top-k -> top-p -> min-p -> softmax -> draw. temperature <= 0 means greedy; so
+// does a temperature so small that the largest logit divided by it overflows float32 (see
+// sampler.cpp for why that is the limit and not an approximation).
 #pragma once
 
 #include <cstdint>
@@ -11,7 +13,7 @@
 namespace infera {
 
 struct SamplingParams {
-  float temperature = 1.0f;         // <= 0: greedy (argmax)
+  float temperature = 1.0f;         // <= 0, or max logit / temperature overflows: greedy
   int32_t top_k = 0;                // 0: off
   float top_p = 1.0f;               // 1: off
   float min_p = 0.0f;               // 0: off

@@ -89,6 +89,7 @@ BpeModel::BpeModel(const json& j) {
     vocab_.emplace(it.key(), static_cast<int32_t>(id));
     max_id = std::max(max_id, id);
   }
+  check_id_density(max_id, vocab_.size(), "model BPE: vocab");
   id_to_token_.resize(static_cast<std::size_t>(max_id + 1));
   has_id_.assign(id_to_token_.size(), false);
   for (const auto& [token, id] : vocab_) {
@@ -152,57 +153,53 @@ const std::string* BpeModel::id_to_token(int32_t id) const {
   return &id_to_token_[id];
 }
 
+// tokenizers' BPE::merge_word: a character missing from the vocab becomes its <0xAB> byte tokens
+// (byte_fallback, when all of them exist), else the unk token. An unk is held back until the next
+// character found in the vocab (byte-fallback characters do not release it, so it can land after
+// them, exactly as in tokenizers); with fuse_unk consecutive unknown characters share one unk.
 void BpeModel::initial_symbols(std::string_view piece, bool byte_level,
                                std::vector<int32_t>& ids) const {
   const auto& alphabet = ByteLevelAlphabet::get();
-  bool last_was_unk = false;
+  bool pending_unk = false;
   std::string ch;
   std::size_t i = 0;
   while (i < piece.size()) {
     std::size_t len;
+    int32_t id = -1;
     if (byte_level) {
       len = 1;
-      const int32_t id = byte_ids_[static_cast<unsigned char>(piece[i])];
-      if (id >= 0) {
-        ids.push_back(id);
-        last_was_unk = false;
-        i += len;
-        continue;
-      }
-      ch = alphabet.byte_to_utf8[static_cast<unsigned char>(piece[i])];
+      id = byte_ids_[static_cast<unsigned char>(piece[i])];
+      if (id < 0) ch = alphabet.byte_to_utf8[static_cast<unsigned char>(piece[i])];
     } else {
       len = next_utf8(piece.substr(i)).length;
       ch.assign(piece.substr(i, len));
-      if (auto it = vocab_.find(ch); it != vocab_.end()) {
-        ids.push_back(it->second);
-        last_was_unk = false;
-        i += len;
-        continue;
-      }
-    }
-    // Unknown character: byte fallback (<0xAB> tokens) if every byte has one, else unk, else drop.
-    bool handled = false;
-    if (byte_fallback_) {
-      std::vector<int32_t> bytes;
-      for (std::size_t k = 0; k < len; ++k) {
-        char name[8];
-        std::snprintf(name, sizeof name, "<0x%02X>", static_cast<unsigned char>(piece[i + k]));
-        auto it = vocab_.find(std::string_view(name));
-        if (it == vocab_.end()) break;
-        bytes.push_back(it->second);
-      }
-      if (bytes.size() == len) {
-        ids.insert(ids.end(), bytes.begin(), bytes.end());
-        handled = true;
-        last_was_unk = false;
-      }
-    }
-    if (!handled && unk_id_) {
-      if (!(fuse_unk_ && last_was_unk)) ids.push_back(*unk_id_);
-      last_was_unk = true;
+      if (auto it = vocab_.find(ch); it != vocab_.end()) id = it->second;
     }
     i += len;
+    if (id >= 0) {
+      if (pending_unk) ids.push_back(*unk_id_);
+      pending_unk = false;
+      ids.push_back(id);
+      continue;
+    }
+    if (byte_fallback_) {
+      const std::size_t mark = ids.size();
+      for (unsigned char b : ch) {
+        char name[8];
+        std::snprintf(name, sizeof name, "<0x%02X>", b);
+        auto it = vocab_.find(std::string_view(name));
+        if (it == vocab_.end()) break;
+        ids.push_back(it->second);
+      }
+      if (ids.size() == mark + ch.size()) continue;
+      ids.resize(mark);
+    }
+    if (unk_id_) {
+      if (pending_unk && !fuse_unk_) ids.push_back(*unk_id_);
+      pending_unk = true;
+    }
   }
+  if (pending_unk) ids.push_back(*unk_id_);
 }
 
 void BpeModel::merge(std::vector<int32_t>& ids) const {

@@ -14,23 +14,25 @@
 #include <vector>
 
 #include "tokenizer/json_util.h"
+#include "tokenizer/model.h"
 #include "tokenizer/piece_cache.h"
 
 namespace infera::tok {
 
-class BpeModel {
+class BpeModel final : public Model {
  public:
   // `j` is the "model" object. Throws FormatError for malformed vocab or merges (naming the entry).
   explicit BpeModel(const json& j);
 
   // Appends the ids of one pre-tokenized piece (raw UTF-8). With `byte_level`, the piece is seen
   // through the GPT-2 byte alphabet, i.e. each byte starts as the symbol of its mapped character.
-  void encode_piece(std::string_view piece, bool byte_level, std::vector<int32_t>& out) const;
+  void encode_piece(std::string_view piece, bool byte_level,
+                    std::vector<int32_t>& out) const override;
 
-  std::optional<int32_t> token_to_id(std::string_view token) const;
+  std::optional<int32_t> token_to_id(std::string_view token) const override;
   // nullptr when no token has this id (holes are allowed in a vocab).
-  const std::string* id_to_token(int32_t id) const;
-  int32_t id_bound() const { return static_cast<int32_t>(id_to_token_.size()); }
+  const std::string* id_to_token(int32_t id) const override;
+  int32_t id_bound() const override { return static_cast<int32_t>(id_to_token_.size()); }
 
  private:
   struct Merge {

@@ -2,6 +2,7 @@
 // naming the component and the field, instead of nlohmann's generic type_error.
 #pragma once
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -37,6 +38,19 @@ inline bool optional_bool(const json& j, const char* key, bool fallback, std::st
 
 inline std::string component_type(const json& j, std::string_view where) {
   return require_string(j, "type", where);
+}
+
+// Token ids index dense id -> token tables, so a file may not name ids far beyond the tokens it
+// defines: one id near 2^24 in a tiny file would otherwise allocate hundreds of MB for nothing.
+// Real vocabularies are dense, with small holes (between the model's vocab and its added tokens);
+// allowing two ids per token plus 65,536 keeps every table within a constant factor of the file.
+inline void check_id_density(int64_t max_id, std::size_t tokens, std::string_view where) {
+  const int64_t limit = 2 * static_cast<int64_t>(tokens) + 65536;
+  if (max_id >= limit)
+    throw FormatError(
+        std::string(where) + ": token id " + std::to_string(max_id) + " is far beyond the " +
+        std::to_string(tokens) +
+        " tokens defined (ids must stay below 2 x tokens + 65536 = " + std::to_string(limit) + ")");
 }
 
 }  // namespace infera::tok

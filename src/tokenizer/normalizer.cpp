@@ -5,10 +5,19 @@
 #include <cstdlib>
 #include <vector>
 
+#include "tokenizer/regex.h"
+#include "tokenizer/unicode_props.h"
 #include "tokenizer/utf8.h"
 
 namespace infera::tok {
 namespace {
+
+bool require_bool(const json& j, const char* key, std::string_view where) {
+  const json& v = require_field(j, key, where);
+  if (!v.is_boolean())
+    throw FormatError(std::string(where) + ": field '" + key + "' must be a boolean");
+  return v.get<bool>();
+}
 
 enum class Form { kNFC, kNFD, kNFKC, kNFKD };
 
@@ -74,21 +83,140 @@ class UnicodeNormalizer final : public Normalizer {
   Form form_;
 };
 
+// Rust's char::to_lowercase per character, as NormalizedString::lowercase does (so no final-sigma
+// rule, and U+0130 becomes two characters).
+std::string lowercase(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size();) {
+    const Utf8Seq seq = next_utf8(text.substr(i));
+    append_lowercase(seq.code_point, out);
+    i += seq.length;
+  }
+  return out;
+}
+
 class LowercaseNormalizer final : public Normalizer {
  public:
+  std::string normalize(std::string_view text) const override { return lowercase(text); }
+};
+
+// Every match of the pattern becomes `content`.
+class ReplaceNormalizer final : public Normalizer {
+ public:
+  explicit ReplaceNormalizer(const json& j)
+      : pattern_(replace_pattern(j, "normalizer Replace")),
+        content_(require_string(j, "content", "normalizer Replace")) {}
   std::string normalize(std::string_view text) const override {
+    thread_local std::vector<Regex::Span> matches;
+    matches.clear();
+    pattern_.find_all(text, matches);
     std::string out;
-    out.reserve(text.size());
-    std::size_t i = 0;
-    while (i < text.size()) {
-      const Utf8Seq seq = next_utf8(text.substr(i));
-      append_utf8(
-          static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(seq.code_point))),
-          out);
-      i += seq.length;
+    out.reserve(text.size() + matches.size() * content_.size());
+    std::size_t pos = 0;
+    for (const auto& [b, e] : matches) {
+      out.append(text.substr(pos, b - pos));
+      out.append(content_);
+      pos = e;
     }
+    out.append(text.substr(pos));
     return out;
   }
+
+ private:
+  Pattern pattern_;
+  std::string content_;
+};
+
+// Adds `prepend` in front of any non-empty text.
+class PrependNormalizer final : public Normalizer {
+ public:
+  explicit PrependNormalizer(const json& j)
+      : prepend_(require_string(j, "prepend", "normalizer Prepend")) {}
+  std::string normalize(std::string_view text) const override {
+    return text.empty() ? std::string() : prepend_ + std::string(text);
+  }
+
+ private:
+  std::string prepend_;
+};
+
+// Removes leading and/or trailing White_Space.
+class StripNormalizer final : public Normalizer {
+ public:
+  explicit StripNormalizer(const json& j)
+      : left_(require_bool(j, "strip_left", "normalizer Strip")),
+        right_(require_bool(j, "strip_right", "normalizer Strip")) {}
+  std::string normalize(std::string_view text) const override {
+    std::size_t b = 0, e = text.size();
+    if (left_) {
+      while (b < e) {
+        const Utf8Seq seq = next_utf8(text.substr(b));
+        if (!is_unicode_whitespace(seq.code_point)) break;
+        b += seq.length;
+      }
+    }
+    if (right_) {
+      while (e > b) {
+        std::size_t k = e - 1;
+        while (k > b && (static_cast<unsigned char>(text[k]) & 0xC0) == 0x80) --k;
+        if (!is_unicode_whitespace(next_utf8(text.substr(k, e - k)).code_point)) break;
+        e = k;
+      }
+    }
+    return std::string(text.substr(b, e - b));
+  }
+
+ private:
+  bool left_, right_;
+};
+
+// BERT's basic cleaning, in tokenizers' order: drop control characters (and NUL, U+FFFD), turn
+// whitespace into ' ', put spaces around CJK ideographs, strip accents (NFD, then drop Mn),
+// lowercase. strip_accents defaults to the lowercase setting.
+class BertNormalizer final : public Normalizer {
+ public:
+  explicit BertNormalizer(const json& j) {
+    const char* where = "normalizer BertNormalizer";
+    clean_text_ = optional_bool(j, "clean_text", true, where);
+    handle_chinese_chars_ = optional_bool(j, "handle_chinese_chars", true, where);
+    lowercase_ = optional_bool(j, "lowercase", true, where);
+    strip_accents_ = optional_bool(j, "strip_accents", lowercase_, where);
+  }
+  std::string normalize(std::string_view text) const override {
+    std::string cur;
+    cur.reserve(text.size());
+    for (std::size_t i = 0; i < text.size();) {
+      const Utf8Seq seq = next_utf8(text.substr(i));
+      const char32_t cp = seq.code_point;
+      i += seq.length;
+      if (clean_text_) {
+        if (cp == 0 || cp == 0xFFFD || is_bert_control(cp)) continue;
+        if (is_unicode_whitespace(cp)) {  // includes \t \n \r
+          cur.push_back(' ');
+          continue;
+        }
+      }
+      const bool cjk = handle_chinese_chars_ && is_cjk_ideograph(cp);
+      if (cjk) cur.push_back(' ');
+      append_utf8(cp, cur);
+      if (cjk) cur.push_back(' ');
+    }
+    if (strip_accents_) {
+      const std::string decomposed = nfd_.normalize(cur);
+      cur.clear();
+      for (std::size_t i = 0; i < decomposed.size();) {
+        const Utf8Seq seq = next_utf8(std::string_view(decomposed).substr(i));
+        if (!is_nonspacing_mark(seq.code_point)) cur.append(decomposed, i, seq.length);
+        i += seq.length;
+      }
+    }
+    return lowercase_ ? lowercase(cur) : cur;
+  }
+
+ private:
+  UnicodeNormalizer nfd_{Form::kNFD};
+  bool clean_text_ = true, handle_chinese_chars_ = true, lowercase_ = true, strip_accents_ = true;
 };
 
 class SequenceNormalizer final : public Normalizer {
@@ -115,6 +243,10 @@ std::unique_ptr<Normalizer> make_normalizer(const json& j) {
   if (type == "NFKC") return std::make_unique<UnicodeNormalizer>(Form::kNFKC);
   if (type == "NFKD") return std::make_unique<UnicodeNormalizer>(Form::kNFKD);
   if (type == "Lowercase") return std::make_unique<LowercaseNormalizer>();
+  if (type == "Replace") return std::make_unique<ReplaceNormalizer>(j);
+  if (type == "Prepend") return std::make_unique<PrependNormalizer>(j);
+  if (type == "Strip") return std::make_unique<StripNormalizer>(j);
+  if (type == "BertNormalizer") return std::make_unique<BertNormalizer>(j);
   if (type == "Sequence") {
     const json& list = require_field(j, "normalizers", "normalizer Sequence");
     if (!list.is_array()) throw FormatError("normalizer Sequence: 'normalizers' must be an array");

@@ -112,4 +112,33 @@ void Regex::find_all(std::string_view subject, std::vector<Span>& matches) const
   }
 }
 
+Pattern::Pattern(const json& j, std::string_view where) {
+  if (j.is_object() && j.contains("Regex") && j["Regex"].is_string()) {
+    regex_ = std::make_unique<Regex>(j["Regex"].get<std::string>(), where);
+  } else if (j.is_object() && j.contains("String") && j["String"].is_string()) {
+    literal_ = j["String"].get<std::string>();
+  } else {
+    throw FormatError(std::string(where) +
+                      ": 'pattern' must be {\"Regex\": ...} or {\"String\": ...}");
+  }
+}
+
+void Pattern::find_all(std::string_view subject, std::vector<Regex::Span>& matches) const {
+  if (regex_) {
+    regex_->find_all(subject, matches);
+    return;
+  }
+  if (literal_.empty()) return;
+  for (std::size_t pos = subject.find(literal_); pos != std::string_view::npos;
+       pos = subject.find(literal_, pos + literal_.size())) {
+    matches.emplace_back(pos, pos + literal_.size());
+  }
+}
+
+Pattern replace_pattern(const json& j, std::string_view where) {
+  Pattern p(require_field(j, "pattern", where), where);
+  if (p.empty_literal()) throw FormatError(std::string(where) + ": empty pattern");
+  return p;
+}
+
 }  // namespace infera::tok

@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "tokenizer/json_util.h"
+
 namespace infera::tok {
 
 class Regex {
@@ -33,5 +35,22 @@ class Regex {
   bool jit_ = false;
   std::string where_;
 };
+
+// A tokenizer.json pattern object, {"String": literal} or {"Regex": pattern}, as Split and Replace
+// use it. Literals are searched as bytes (no regex needed); an empty literal matches nothing.
+class Pattern {
+ public:
+  Pattern(const json& j, std::string_view where);  // `j` is the pattern object itself
+  void find_all(std::string_view subject, std::vector<Regex::Span>& matches) const;
+  bool empty_literal() const { return !regex_ && literal_.empty(); }
+
+ private:
+  std::unique_ptr<Regex> regex_;
+  std::string literal_;
+};
+
+// The pattern of a Replace normalizer or decoder (`j` is the component); an empty literal, which
+// would match between every character, is refused.
+Pattern replace_pattern(const json& j, std::string_view where);
 
 }  // namespace infera::tok

@@ -1,5 +1,6 @@
 // Loads tokenizer.json into the pipeline tokenizers runs: added tokens (raw) -> normalizer -> added
-// tokens (normalized) -> pre-tokenizer -> BPE, and decoder for the way back.
+// tokens (normalized) -> pre-tokenizer -> model (BPE or WordPiece) -> post-processor, and the
+// decoder for the way back.
 #include "infera/tokenizer.h"
 
 #include <algorithm>
@@ -7,14 +8,18 @@
 #include <fstream>
 #include <sstream>
 #include <unordered_map>
+#include <unordered_set>
 
+#include "core/json_limits.h"
 #include "infera/error.h"
 #include "tokenizer/added_tokens.h"
 #include "tokenizer/bpe_model.h"
 #include "tokenizer/decoder.h"
 #include "tokenizer/normalizer.h"
+#include "tokenizer/post_processor.h"
 #include "tokenizer/pre_tokenizer.h"
 #include "tokenizer/utf8.h"
+#include "tokenizer/wordpiece_model.h"
 
 namespace infera {
 
@@ -23,38 +28,37 @@ using tok::json;
 struct Tokenizer::Impl {
   std::unique_ptr<tok::Normalizer> normalizer;
   tok::PreTokenizer pre_tokenizer;
-  std::unique_ptr<tok::BpeModel> model;
+  std::unique_ptr<tok::Model> model;
+  std::unique_ptr<tok::PostProcessor> post_processor;  // nullptr: parts are only concatenated
   std::unordered_map<std::string, int32_t> added_ids;
   tok::AddedTokenMatcher raw_matcher, normalized_matcher;
-  std::unique_ptr<tok::Decoder> decoder;
+  std::unique_ptr<tok::Decoder> decoder;   // nullptr: tokens joined by a space
   std::vector<const std::string*> tokens;  // id -> content; added tokens override the vocab
   std::vector<bool> special;
   std::vector<tok::AddedToken> added;
 
-  void encode_normalized(std::string_view text, std::vector<int32_t>& ids) const;
-  void encode_raw_segment(std::string_view text, std::vector<int32_t>& ids) const;
+  // Ids of one text, no post-processing (tokenizers' encode_single_sequence).
+  std::vector<int32_t> encode_sequence(std::string_view text) const;
+  void encode_normalized(std::string_view text, bool at_start, std::vector<int32_t>& ids) const;
+  void encode_raw_segment(std::string_view text, bool at_start, std::vector<int32_t>& ids) const;
+  // The token of `id`, or nullptr if it has none.
+  const std::string* find_token(int32_t id) const {
+    return id >= 0 && id < static_cast<int32_t>(tokens.size()) ? tokens[id] : nullptr;
+  }
   const std::string& token(int32_t id) const;
 };
 
 namespace {
 
-void check_post_processor(const json& j) {
-  if (j.is_null()) return;
-  const std::string type = tok::component_type(j, "post_processor");
-  // encode() never adds special tokens, so these only need to be recognised, not applied.
-  static const char* const kKnown[] = {"ByteLevel", "TemplateProcessing", "RobertaProcessing",
-                                       "BertProcessing"};
-  for (const char* k : kKnown) {
-    if (type == k) return;
-  }
-  if (type == "Sequence") {
-    const json& list = tok::require_field(j, "processors", "post_processor Sequence");
-    if (!list.is_array())
-      throw FormatError("post_processor Sequence: 'processors' must be an array");
-    for (const json& p : list) check_post_processor(p);
-    return;
-  }
-  throw FormatError("post_processor: unsupported type '" + type + "'");
+std::unique_ptr<tok::Model> make_model(const json& model) {
+  if (!model.is_object()) throw FormatError("model: must be an object");
+  // Old files omit the type; tokenizers then recognises BPE by its merges.
+  const std::string type = model.contains("type")     ? tok::component_type(model, "model")
+                           : model.contains("merges") ? "BPE"
+                                                      : "";
+  if (type == "BPE") return std::make_unique<tok::BpeModel>(model);
+  if (type == "WordPiece") return std::make_unique<tok::WordPieceModel>(model);
+  throw FormatError("model: unsupported type '" + type + "' (BPE and WordPiece are implemented)");
 }
 
 std::shared_ptr<Tokenizer::Impl> build(const json& root) {
@@ -67,18 +71,9 @@ std::shared_ptr<Tokenizer::Impl> build(const json& root) {
   };
   impl->normalizer = tok::make_normalizer(field("normalizer"));
   impl->pre_tokenizer = tok::PreTokenizer::from_json(field("pre_tokenizer"));
-  check_post_processor(field("post_processor"));
+  impl->post_processor = tok::make_post_processor(field("post_processor"));
   impl->decoder = tok::make_decoder(field("decoder"));
-
-  const json& model = tok::require_field(root, "model", "tokenizer.json");
-  if (!model.is_object()) throw FormatError("model: must be an object");
-  // Old files omit the type; tokenizers then recognises BPE by its merges.
-  const std::string type = model.contains("type")     ? tok::component_type(model, "model")
-                           : model.contains("merges") ? "BPE"
-                                                      : "";
-  if (type != "BPE")
-    throw FormatError("model: unsupported type '" + type + "' (only BPE is implemented)");
-  impl->model = std::make_unique<tok::BpeModel>(model);
+  impl->model = make_model(tok::require_field(root, "model", "tokenizer.json"));
 
   impl->added = tok::parse_added_tokens(field("added_tokens"));
   impl->raw_matcher = tok::AddedTokenMatcher(impl->added, /*normalized=*/false);
@@ -86,14 +81,25 @@ std::shared_ptr<Tokenizer::Impl> build(const json& root) {
 
   int32_t bound = impl->model->id_bound();
   for (const auto& t : impl->added) bound = std::max(bound, t.id + 1);
+  // The model checked its own ids; its bound is within a constant factor of its vocab.
+  tok::check_id_density(bound - 1,
+                        static_cast<std::size_t>(impl->model->id_bound()) + impl->added.size(),
+                        "added_tokens");
   impl->tokens.assign(bound, nullptr);
   impl->special.assign(bound, false);
   for (int32_t id = 0; id < impl->model->id_bound(); ++id)
     impl->tokens[id] = impl->model->id_to_token(id);
+  std::unordered_set<std::string_view> special_contents;
   for (const auto& t : impl->added) {
     impl->tokens[t.id] = &t.content;
-    impl->special[t.id] = t.special;
     impl->added_ids.emplace(t.content, t.id);
+    if (t.special) special_contents.insert(t.content);
+  }
+  // tokenizers skips a token when its content is a special token's, whatever its id.
+  if (!special_contents.empty()) {
+    for (int32_t id = 0; id < bound; ++id) {
+      impl->special[id] = impl->tokens[id] && special_contents.count(*impl->tokens[id]) > 0;
+    }
   }
   return impl;
 }
@@ -102,12 +108,9 @@ std::shared_ptr<Tokenizer::Impl> build(const json& root) {
 
 Tokenizer Tokenizer::from_json_text(std::string_view json_text, std::string_view source) {
   const std::string where(source);
-  json root;
-  try {
-    root = json::parse(json_text);
-  } catch (const json::exception& e) {
-    throw FormatError(where + ": invalid JSON: " + e.what());
-  }
+  // Depth capped while parsing: component lists (Sequence normalizers, pre-tokenizers, decoders,
+  // post-processors) are read recursively.
+  const json root = parse_json_capped<json>(json_text, where);
   try {
     return Tokenizer(build(root));
   } catch (const FormatError& e) {
@@ -129,16 +132,18 @@ Tokenizer Tokenizer::load(const std::filesystem::path& path) {
   return from_json_text(buf.str(), file.string());
 }
 
-void Tokenizer::Impl::encode_raw_segment(std::string_view text, std::vector<int32_t>& ids) const {
+void Tokenizer::Impl::encode_raw_segment(std::string_view text, bool at_start,
+                                         std::vector<int32_t>& ids) const {
   thread_local std::vector<std::string_view> pieces;
   std::deque<std::string> storage;
-  pre_tokenizer.split(text, pieces, storage);
+  pre_tokenizer.split(text, pieces, storage, at_start);
   for (std::string_view piece : pieces) model->encode_piece(piece, pre_tokenizer.byte_level(), ids);
 }
 
-void Tokenizer::Impl::encode_normalized(std::string_view text, std::vector<int32_t>& ids) const {
+void Tokenizer::Impl::encode_normalized(std::string_view text, bool at_start,
+                                        std::vector<int32_t>& ids) const {
   if (normalized_matcher.empty()) {
-    encode_raw_segment(text, ids);
+    encode_raw_segment(text, at_start, ids);
     return;
   }
   std::vector<tok::Segment> segments;
@@ -147,12 +152,12 @@ void Tokenizer::Impl::encode_normalized(std::string_view text, std::vector<int32
     if (s.id >= 0) {
       ids.push_back(s.id);
     } else {
-      encode_raw_segment(text.substr(s.begin, s.end - s.begin), ids);
+      encode_raw_segment(text.substr(s.begin, s.end - s.begin), at_start && s.begin == 0, ids);
     }
   }
 }
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
+std::vector<int32_t> Tokenizer::Impl::encode_sequence(std::string_view text) const {
   if (auto bad = tok::first_invalid_utf8(text)) {
     throw InvalidArgument("tokenizer: input text is not valid UTF-8 (byte offset " +
                           std::to_string(*bad) + ")");
@@ -160,10 +165,10 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 4);
   std::vector<tok::Segment> segments;
-  if (impl_->raw_matcher.empty()) {
+  if (raw_matcher.empty()) {
     segments.push_back({0, text.size(), -1});
   } else {
-    impl_->raw_matcher.split(text, segments);
+    raw_matcher.split(text, segments);
   }
   for (const auto& s : segments) {
     if (s.id >= 0) {
@@ -171,13 +176,41 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
       continue;
     }
     const std::string_view plain = text.substr(s.begin, s.end - s.begin);
-    if (impl_->normalizer) {
-      impl_->encode_normalized(impl_->normalizer->normalize(plain), ids);
+    // Metaspace's "first" scheme asks whether a piece starts the text; a normalizer that deletes
+    // leading characters (tokenizers then reports a later original offset) is not modelled.
+    const bool at_start = s.begin == 0;
+    if (normalizer) {
+      encode_normalized(normalizer->normalize(plain), at_start, ids);
     } else {
-      impl_->encode_normalized(plain, ids);
+      encode_normalized(plain, at_start, ids);
     }
   }
   return ids;
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
+  return impl_->encode_sequence(text);
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_tokens) const {
+  return encode(text, std::nullopt, add_special_tokens).ids;
+}
+
+Encoding Tokenizer::encode(std::string_view text, std::optional<std::string_view> text_pair,
+                           bool add_special_tokens) const {
+  std::vector<tok::EncodingPart> parts;
+  parts.push_back({impl_->encode_sequence(text), {}});
+  if (text_pair) parts.push_back({impl_->encode_sequence(*text_pair), {}});
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    parts[i].type_ids.assign(parts[i].ids.size(), static_cast<int32_t>(i));
+  }
+  if (impl_->post_processor) impl_->post_processor->process(parts, add_special_tokens);
+  Encoding out;
+  for (auto& p : parts) {
+    out.ids.insert(out.ids.end(), p.ids.begin(), p.ids.end());
+    out.type_ids.insert(out.type_ids.end(), p.type_ids.begin(), p.type_ids.end());
+  }
+  return out;
 }
 
 const std::string& Tokenizer::Impl::token(int32_t id) const {
@@ -191,17 +224,14 @@ const std::string& Tokenizer::Impl::token(int32_t id) const {
 }
 
 std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special_tokens) const {
-  std::string bytes;
-  bool first = true;
+  tok::DecodeRun run(impl_->decoder.get());
   for (int32_t id : ids) {
-    const std::string& t = impl_->token(id);  // validates every id, skipped or not
-    if (skip_special_tokens && impl_->special[id]) continue;
-    impl_->decoder->append_token(t, first, bytes);
-    first = false;
+    const std::string* t = impl_->find_token(id);
+    if (!t || (skip_special_tokens && impl_->special[id])) continue;
+    run.push_token(*t);
   }
-  std::string text;
-  impl_->decoder->finish(bytes, text);
-  return text;
+  run.finish();
+  return run.take();
 }
 
 int32_t Tokenizer::vocab_size() const { return static_cast<int32_t>(impl_->tokens.size()); }
@@ -220,27 +250,26 @@ bool Tokenizer::is_special(int32_t id) const {
 }
 
 StreamDecoder::StreamDecoder(const Tokenizer& tokenizer, bool skip_special_tokens)
-    : tokenizer_(tokenizer), skip_special_tokens_(skip_special_tokens) {}
+    : tokenizer_(tokenizer),
+      skip_special_tokens_(skip_special_tokens),
+      run_(std::make_unique<tok::DecodeRun>(tokenizer_.impl_->decoder.get())) {}
+
+StreamDecoder::~StreamDecoder() = default;
+StreamDecoder::StreamDecoder(StreamDecoder&&) noexcept = default;
+StreamDecoder& StreamDecoder::operator=(StreamDecoder&&) noexcept = default;
 
 std::string StreamDecoder::push(int32_t id) {
   const auto& impl = *tokenizer_.impl_;
-  const std::string& t = impl.token(id);
-  if (skip_special_tokens_ && impl.special[id]) return {};
-  impl.decoder->append_token(t, first_, pending_);
-  first_ = false;
-  // Every decoder's finish() is a lossy UTF-8 conversion of the collected bytes, so emitting the
-  // settled prefix now and the rest later concatenates to exactly what decode() returns.
-  std::string out;
-  const std::size_t used = tok::append_utf8_lossy_prefix(pending_, out);
-  pending_.erase(0, used);
-  return out;
+  const std::string* t = impl.find_token(id);
+  if (!t || (skip_special_tokens_ && impl.special[id])) return {};
+  run_->push_token(*t);
+  return run_->take();
 }
 
 std::string StreamDecoder::flush() {
-  std::string out;
-  tokenizer_.impl_->decoder->finish(pending_, out);
-  pending_.clear();
-  first_ = true;
+  run_->finish();
+  std::string out = run_->take();
+  run_ = std::make_unique<tok::DecodeRun>(tokenizer_.impl_->decoder.get());
   return out;
 }
 

@@ -26,7 +26,7 @@ def cases(folder):
 
 class Help(unittest.TestCase):
     def test_every_subcommand_has_help(self):
-        for sub in ["run", "chat", "logits", "tokenize", "detokenize"]:
+        for sub in ["run", "chat", "logits", "tokenize", "detokenize", "bench"]:
             r = infera(sub, "--help")
             self.assertEqual(r.returncode, 0, sub)
             self.assertIn("--model", r.stdout, sub)
@@ -66,6 +66,28 @@ class Errors(unittest.TestCase):
 
     def test_prompt_text_without_tokenizer(self):
         self.assert_one_line_error(infera("run", "--model", MICRO, "--prompt", "hi"), "tokenizer")
+
+    def test_deeply_nested_json_line_is_an_error_naming_the_line(self):
+        # 100,000 levels used to be parsed whole; the cap stops the parser at level 129.
+        for sub, line in [("tokenize", '{"text": "a", "x": %s}'), ("detokenize", '{"ids": %s}')]:
+            deep = line % ("[" * 100000 + "]" * 100000)
+            r = infera(sub, "--model", QWEN06, stdin='{"text": "ok", "ids": [1]}\n' + deep + "\n")
+            self.assert_one_line_error(r, "stdin line 2", "JSON nests deeper than 128 levels")
+            self.assertEqual(len(r.stdout.splitlines()), 1, sub)
+
+
+class Chat(unittest.TestCase):
+    def test_invalid_utf8_line_is_rejected_and_the_session_goes_on(self):
+        # Used to end the whole session with an error; now the line is refused and the next one
+        # is answered. Tiny random model (the micro fixture) with the real tokenizer.
+        stdin = b"caf\xe9 \xff\n" + b"hello\n"
+        r = subprocess.run([INFERA, "chat", "--model", MICRO, "--tokenizer", QWEN06, "--greedy",
+                            "--max-tokens", "2", "--ignore-eos"], input=stdin, capture_output=True,
+                           timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(b"line not sent: not valid UTF-8 (byte offset 3)", r.stderr)
+        self.assertEqual(r.stdout.count(b"\n[2 tokens,"), 1, r.stdout)  # one reply, to "hello"
+        self.assertEqual(r.stdout.count(b"> "), 3, r.stdout)  # prompts: bad line, hello, end
 
 
 class Outputs(unittest.TestCase):
@@ -158,6 +180,84 @@ class Outputs(unittest.TestCase):
         self.assertEqual(back.returncode, 0, back.stderr)
         self.assertEqual([json.loads(l)["text"] for l in back.stdout.splitlines()],
                          ["The capital of France is", "héllo 👋\n\tworld"])
+
+
+def fnv1a64(data: bytes) -> int:
+    h = 0xCBF29CE484222325
+    for b in data:
+        h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+class Bench(unittest.TestCase):
+    """`infera bench` on the micro fixture: the result file's shape, never its speed."""
+
+    ARGS = ["--prefill", "8,16", "--decode-context", "8", "--decode-steps", "3", "--repeats", "2", "--warmup", "1",
+            "--bandwidth-mib", "8", "--bandwidth-passes", "2", "--interleaved-passes", "1", "--fma-samples", "1",
+            "--threads", "2"]
+
+    def test_result_file(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = Path(d) / "sub" / "r.json"
+            r = infera("bench", "--model", MICRO, *self.ARGS, "--label", "cli test", "--out", out, "--quiet")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(r.stderr, "")  # --quiet
+            self.assertIn("prefill.16.tokens_per_second", r.stdout)
+            self.assertIn(f"result: {out}", r.stdout)
+            j = json.loads(out.read_text())
+        self.assertEqual(j["schema"], "infera.bench/1")
+        self.assertEqual(j["benchmark"], "causal_lm")
+        self.assertEqual(j["label"], "cli test")
+        env = j["environment"]
+        for key in ["git_revision", "compiler", "cxx_flags", "build_type", "cpu_model", "simd_dispatch_target",
+                    "backend", "weight_format"]:
+            self.assertIsInstance(env[key], str, key)
+            self.assertTrue(env[key], key)
+        self.assertEqual(env["threads"], 2)
+        self.assertEqual(env["weight_format"], "BF16")
+        self.assertIn(env["simd_dispatch_target"], env["backend"])  # the kernels' ISA, named twice
+        # The config hash is FNV-1a 64 of config.json with sorted keys and no whitespace.
+        canonical = json.dumps(json.loads((MICRO / "config.json").read_text()), sort_keys=True,
+                               separators=(",", ":"), ensure_ascii=False)
+        self.assertEqual(env["model_config_hash"], f"fnv1a64:{fnv1a64(canonical.encode()):016x}")
+
+        m = j["metrics"]
+        for n in (8, 16):
+            for stage in ("tokens_per_second", "ttft_seconds", "prepare_seconds", "forward_seconds",
+                          "postprocess_seconds"):
+                self.assertEqual(len(m[f"prefill.{n}.{stage}"]["samples"]), 2, stage)  # one per repeat
+        self.assertEqual(len(m["decode.8.tokens_per_second"]["samples"]), 2)
+        self.assertEqual(len(m["decode.8.step_seconds"]["samples"]), 6)  # every step of every repeat
+        # Before and after: 2 passes / 1 sample each; after each repeat: 1 pass and 1 sample.
+        self.assertEqual(len(m["machine.read_bandwidth_gbs"]["samples"]), 2 + 2 + 2)
+        self.assertEqual(len(m["machine.fma_peak_gflops"]["samples"]), 1 + 1 + 2)
+        self.assertEqual(len(m["load.seconds"]["samples"]), 1)
+        self.assertEqual(len(m["run.cpu_share"]["samples"]), 2)
+        self.assertEqual(len(m["machine.probe_cpu_share"]["samples"]), 4)  # before, 2 repeats, after
+        for name, metric in m.items():
+            s = metric["summary"]
+            self.assertEqual(s["count"], len(metric["samples"]), name)
+            self.assertTrue(s["min"] <= s["p50"] <= s["p95"] <= s["max"], name)
+            self.assertTrue(all(v > 0 for v in metric["samples"]), name)
+        self.assertEqual(m["load.seconds"]["better"], "lower")
+        self.assertEqual(m["decode.8.tokens_per_second"]["better"], "higher")
+        self.assertTrue(j["config"]["peak_rss_excludes_probes"])
+        self.assertGreater(m["memory.peak_rss_mib"]["samples"][0], 0)
+
+        roof = j["derived"]["roofline"]
+        self.assertGreater(roof["decode"]["8"]["fraction_of_bandwidth_roofline"], 0)
+        self.assertGreater(roof["prefill"]["16"]["fraction_of_fma_peak"], 0)
+        self.assertEqual(len(m["decode.8.bandwidth_roofline_fraction"]["samples"]), 2)
+        # Work per token from the fixture's shapes: 2 layers x K and V x 2 heads x 16 dims x f32.
+        self.assertEqual(j["derived"]["cost_model"]["kv_bytes_per_position"], 2 * 2 * 2 * 16 * 4)
+
+    def test_bad_lengths_are_one_line_errors(self):
+        for args, fragment in [(["--prefill", "0"], "--prefill"), (["--prefill", "50000"], "--prefill 50000"),
+                               (["--decode-context", "40950", "--decode-steps", "20"], "--decode-context")]:
+            r = infera("bench", "--model", MICRO, "--skip-machine", *args, "--out", "/nonexistent/never.json")
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertTrue(r.stderr.strip().splitlines()[-1].startswith("infera: error: "), r.stderr)
+            self.assertIn(fragment, r.stderr)
 
 
 if __name__ == "__main__":

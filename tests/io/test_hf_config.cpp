@@ -114,6 +114,51 @@ TEST(HfConfig, MalformedFiles) {
   EXPECT_THROW(HfConfig::load(dir / "config.json"), IoError);
 }
 
+std::string nested_array(int depth) {
+  return std::string(static_cast<size_t>(depth), '[') +
+         std::string(static_cast<size_t>(depth), ']');
+}
+
+// A value 100,000 levels deep (200 KB, far under the size cap) used to parse, and then overflow
+// the stack when the accessor dumped it into its error message. The parser now stops at 129.
+TEST(HfConfig, DeepNestingIsRejectedWhileParsing) {
+  for (int depth : {129, 100000}) {
+    const std::string text = R"({"hidden_size": )" + nested_array(depth) + "}";
+    EXPECT_THAT([&] { parse(text).get_int("hidden_size"); },
+                ThrowsMessage<FormatError>("cfg.json: JSON nests deeper than 128 levels"));
+  }
+  // 128 levels (the object is the first) parse, and the accessor's error shows the value.
+  const auto ok = parse(R"({"hidden_size": )" + nested_array(127) + "}");
+  EXPECT_THAT(
+      [&] { ok.get_int("hidden_size"); },
+      ThrowsMessage<FormatError>(HasSubstr("key hidden_size: expected a positive integer")));
+}
+
+// transformers 5 moved RoPE scaling into rope_parameters: a scaled type there is rejected like
+// rope_scaling is in transformers 4 configs, and per layer type (ModernBERT) as well.
+TEST(HfConfig, ScaledRopeIsRejectedInBothStyles) {
+  const char* v5 =
+      R"({"rope_parameters": {"rope_type": "yarn", "rope_theta": 1e6, "factor": 4.0}})";
+  EXPECT_THAT([&] { parse(v5).rope_theta(1.0); },
+              ThrowsMessage<FormatError>(
+                  "cfg.json: rope_parameters.rope_type 'yarn' is not supported yet (only default "
+                  "RoPE is implemented)"));
+  const char* v4 = R"({"rope_theta": 1e6, "rope_scaling": {"type": "linear", "factor": 2.0}})";
+  EXPECT_THAT([&] { parse(v4).rope_theta(1.0); },
+              ThrowsMessage<FormatError>(HasSubstr("rope_scaling.rope_type 'linear' is not")));
+  const char* per_type = R"({"rope_parameters": {
+      "full_attention": {"rope_type": "default", "rope_theta": 160000.0},
+      "sliding_attention": {"rope_type": "dynamic", "rope_theta": 10000.0}}})";
+  EXPECT_EQ(parse(per_type).rope_theta_for("full_attention", 1.0), 160000.0);
+  EXPECT_THAT([&] { parse(per_type).rope_theta_for("sliding_attention", 1.0); },
+              ThrowsMessage<FormatError>(HasSubstr(
+                  "rope_parameters.sliding_attention.rope_type 'dynamic' is not supported yet")));
+  EXPECT_EQ(
+      parse(R"({"rope_parameters": {"rope_type": "default", "rope_theta": 5.0}})").rope_theta(1.0),
+      5.0);
+  EXPECT_EQ(parse(R"({"rope_theta": 5.0, "rope_scaling": null})").rope_theta(1.0), 5.0);
+}
+
 TEST(GenerationDefaults, EosIntOrList) {
   const auto micro = load_generation_defaults(test::fixture("qwen3-micro"));
   EXPECT_EQ(micro.eos_token_ids, std::vector<int32_t>{151645});
@@ -159,6 +204,8 @@ TEST(GenerationDefaults, MalformedFileIsFormatError) {
               ThrowsMessage<FormatError>(HasSubstr("key do_sample")));
   EXPECT_THAT(error_of(R"({"max_new_tokens": 0})"),
               ThrowsMessage<FormatError>(HasSubstr("key max_new_tokens")));
+  EXPECT_THAT(error_of(R"({"temperature": )" + nested_array(100000) + "}"),
+              ThrowsMessage<FormatError>(HasSubstr("JSON nests deeper than 128 levels")));
   test::write_text(file, R"({"eos_token_id": null, "pad_token_id": null, "top_k": 0})");
   const auto d = load_generation_defaults(dir.path());
   EXPECT_TRUE(d.eos_token_ids.empty());

@@ -168,6 +168,27 @@ TEST_F(SafetensorsTest, NumelOverflowDoesNotWrap) {
   EXPECT_THAT(entry_error(e), HasSubstr("is too large"));
 }
 
+// A zero dimension makes the product 0 at every step of a left-to-right multiply, so the old check
+// passed [0, 2^40, 2^40] with an empty byte range; numel() of [2^40, 2^40, 0] and any row width
+// or stride then overflowed int64 (undefined behaviour, reported by UBSan while fuzzing).
+TEST_F(SafetensorsTest, ZeroDimensionDoesNotHideHugeOthers) {
+  auto e = good_entry();
+  e["data_offsets"] = {0, 0};
+  for (const auto& shape : {nlohmann::json{0, uint64_t{1} << 40, uint64_t{1} << 40},
+                            nlohmann::json{uint64_t{1} << 40, uint64_t{1} << 40, 0},
+                            nlohmann::json{0, uint64_t{1} << 62}}) {
+    e["shape"] = shape;
+    EXPECT_THAT(entry_error(e), HasSubstr("tensor w: shape " + shape.dump() + " is too large"));
+  }
+  // A zero dimension with others whose product fits is an ordinary empty tensor.
+  e["shape"] = {0, uint64_t{1} << 40};
+  const auto path = write(raw_safetensors(nlohmann::json{{"w", e}}.dump(), Bytes(24, 0)));
+  const auto store = WeightStore::open_file(path);
+  EXPECT_EQ(store.get("w").numel(), 0);
+  EXPECT_EQ(store.get("w").nbytes(), 0u);
+  EXPECT_EQ(store.total_bytes(), 0u);
+}
+
 TEST_F(SafetensorsTest, TruncatedFileNamesLastTensor) {
   SafetensorsWriter w;
   w.add_f32("a", {4}, {1, 2, 3, 4}).add_f32("b", {4}, {5, 6, 7, 8});

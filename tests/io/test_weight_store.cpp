@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <fstream>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -18,6 +21,25 @@ namespace {
 namespace fs = std::filesystem;
 using test::SafetensorsWriter;
 using ::testing::HasSubstr;
+
+// The offset in `file` that address `p` maps, read from /proc/self/maps ("start-end perms offset
+// dev inode path"); nullopt when no mapping of that file holds it.
+std::optional<uint64_t> file_offset_of(const void* p, const fs::path& file) {
+  std::ifstream maps("/proc/self/maps");
+  const auto addr = reinterpret_cast<uintptr_t>(p);
+  std::string line;
+  while (std::getline(maps, line)) {
+    std::istringstream fields(line);
+    std::string range, perms, offset, dev, inode, path;
+    fields >> range >> perms >> offset >> dev >> inode >> path;
+    if (path != file.string()) continue;
+    const size_t dash = range.find('-');
+    const uintptr_t start = std::stoull(range.substr(0, dash), nullptr, 16);
+    const uintptr_t end = std::stoull(range.substr(dash + 1), nullptr, 16);
+    if (addr >= start && addr < end) return std::stoull(offset, nullptr, 16) + (addr - start);
+  }
+  return std::nullopt;
+}
 
 bool same_bytes(const Tensor& a, const Tensor& b) {
   return a.dtype() == b.dtype() && a.shape() == b.shape() && a.nbytes() == b.nbytes() &&
@@ -37,7 +59,20 @@ TEST(WeightStoreFixture, Qwen3MicroTied) {
   EXPECT_EQ(store.require("model.layers.0.self_attn.k_norm.weight", {16}).dtype(), DType::BF16);
   EXPECT_EQ(store.require("model.norm.weight", {32}).dtype(), DType::BF16);
   EXPECT_EQ(store.total_bytes(), 9773504u);  // the file's whole data region
-  // Zero-copy: the embedding sits inside the mapping at its data offset, not in a copy.
+  // Zero-copy: the embedding lies in a mapping of the file itself (as the kernel lists it in
+  // /proc/self/maps), at the byte offset the header gives it, not in a copy.
+  const auto file = fs::canonical(dir / "model.safetensors");
+  const auto bytes = test::read_bytes(file);
+  ASSERT_GE(bytes.size(), 8u);
+  uint64_t header_len = 0;
+  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | bytes[static_cast<size_t>(i)];
+  const auto header =
+      nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<long>(header_len));
+  const uint64_t want_offset =
+      8 + header_len + header.at("model.embed_tokens.weight").at("data_offsets")[0].get<uint64_t>();
+  const auto where = file_offset_of(embed.data(), file);
+  ASSERT_TRUE(where.has_value()) << "the embedding is not inside a mapping of " << file;
+  EXPECT_EQ(*where, want_offset);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(embed.data()) % 2, 0u);
 }
 
@@ -188,6 +223,24 @@ TEST_F(ShardedTest, MalformedIndex) {
   EXPECT_THAT(format_error(), HasSubstr("'weight_map' is empty"));
   test::write_text(dir_ / "model.safetensors.index.json", "{\"weight_map\": {\"a\": 3}}");
   EXPECT_THAT(format_error(), HasSubstr("tensor a: shard name is not a string"));
+  // Nesting is capped while parsing (a value this deep used to be parsed whole).
+  test::write_text(dir_ / "model.safetensors.index.json",
+                   "{\"metadata\": " + std::string(100000, '[') + std::string(100000, ']') + "}");
+  EXPECT_THAT(format_error(),
+              HasSubstr("model.safetensors.index.json: JSON nests deeper than 128 levels"));
+}
+
+// Tensors added in memory have no file to bound them; the sum is checked rather than wrapped.
+TEST(WeightStoreInMemory, TotalBytesOverflowIsAnError) {
+  WeightStore store;
+  const int64_t n = int64_t{1} << 61;  // 2^62 bytes of BF16 each, never touched
+  for (int i = 0; i < 4; ++i)
+    store.add(Tensor("t" + std::to_string(i), DType::BF16, Shape{n}, Device::CPU, nullptr, {}));
+  EXPECT_THROW(store.total_bytes(), InvalidArgument);
+  WeightStore three;
+  for (int i = 0; i < 3; ++i)
+    three.add(Tensor("t" + std::to_string(i), DType::BF16, Shape{n}, Device::CPU, nullptr, {}));
+  EXPECT_EQ(three.total_bytes(), size_t{3} << 62);
 }
 
 TEST_F(ShardedTest, CorruptShardNamesTheShardFile) {

@@ -161,6 +161,43 @@ TEST(Temperature, DividesLogits) {
             (std::vector<float>{2.0f, -4.0f, 8.0f}));
 }
 
+// The stated rule (sampler.h): a temperature at which max logit / T overflows float32 acts as 0.
+// At 1e-45 (the smallest float) dividing would make every positive logit +inf; before the rule
+// those tied at +inf were drawn uniformly, and an all-negative row threw.
+TEST(Temperature, OverflowingTemperatureActsAsGreedy) {
+  const std::vector<std::vector<float>> rows{
+      {1.0f, 3.0f, 2.0f, 2.5f, 0.5f},  // positive: all would be +inf
+      {-2.0f, -1.0f, -3.0f},           // negative: all would be -inf
+      {0.0f, 1e-3f, -1e-3f},           // 1e-3 / 1e-45 overflows too
+      {4.0f, 7.0f, 7.0f, -1.0f},       // tied maximum: the lowest id, as greedy
+  };
+  for (const auto& logits : rows) {
+    std::vector<float> row = logits;
+    const int32_t want = Sampler(with([](auto& p) { p.temperature = 0.0f; })).sample(row, {}, {});
+    for (float t : {1e-45f, 1e-40f, 1e-38f * 0.5f}) {
+      for (int top_k : {0, 2}) {
+        auto p = with([&](auto& p) {
+          p.temperature = t;
+          p.top_k = top_k;
+          p.top_p = top_k ? 0.9f : 1.0f;
+        });
+        EXPECT_EQ(drawn_over_seeds(p, logits, 64), (std::set<int32_t>{want}))
+            << "temperature " << t << " top_k " << top_k << " row[0] " << logits[0];
+      }
+    }
+  }
+}
+
+// Just above the overflow the division is done and the gaps are so large that the distribution
+// is already a point mass: the rule changes nothing there, so the two sides agree.
+TEST(Temperature, JustBelowOverflowIsAlreadyAPointMass) {
+  const std::vector<float> logits{1.0f, std::nextafter(1.0f, 0.0f), 0.5f};
+  const auto p = with([](auto& p) { p.temperature = 1e-37f; });  // 1 / 1e-37 = 1e37, finite
+  EXPECT_EQ(drawn_over_seeds(p, logits, 64), (std::set<int32_t>{0}));
+  const auto scores = processed(p, logits);
+  EXPECT_TRUE(std::isfinite(scores[0])) << scores[0];
+}
+
 // ---- top-k
 // ---------------------------------------------------------------------------------------
 

@@ -98,12 +98,12 @@ TEST(TokenizerFormat, UnknownComponentTypesAreNamed) {
   EXPECT_TRUE(contains(format_error(j), "'StripAccents'")) << format_error(j);
 
   j = tiny();
-  j["pre_tokenizer"] = {{"type", "Metaspace"}};
-  EXPECT_TRUE(contains(format_error(j), "pre_tokenizer: unsupported type 'Metaspace'"));
+  j["pre_tokenizer"] = {{"type", "Digits"}};
+  EXPECT_TRUE(contains(format_error(j), "pre_tokenizer: unsupported type 'Digits'"));
 
   j = tiny();
-  j["decoder"] = {{"type", "WordPiece"}};
-  EXPECT_TRUE(contains(format_error(j), "decoder: unsupported type 'WordPiece'"));
+  j["decoder"] = {{"type", "CTC"}};
+  EXPECT_TRUE(contains(format_error(j), "decoder: unsupported type 'CTC'"));
 
   j = tiny();
   j["model"]["type"] = "Unigram";

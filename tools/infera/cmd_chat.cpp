@@ -12,6 +12,7 @@
 #include "infera/chat_template.h"
 #include "infera/error.h"
 #include "model_options.h"
+#include "tokenizer/utf8.h"
 
 namespace infera::cli {
 namespace {
@@ -39,6 +40,11 @@ void chat(const ChatOptions& o) {
     std::printf("\n> ");
     std::fflush(stdout);
     if (!std::getline(std::cin, line) || line.empty()) break;
+    // A line that is not UTF-8 is the user's to retype: reject it and keep the conversation.
+    if (const auto bad = tok::first_invalid_utf8(line)) {
+      std::fprintf(stderr, "infera: line not sent: not valid UTF-8 (byte offset %zu)\n", *bad);
+      continue;
+    }
     messages.push_back({.role = "user", .content = line});
     GenerationRequest request = o.generation.to_request(m.generation);
     request.prompt = m.tokenizer->encode(apply_chat_template(

@@ -1,14 +1,17 @@
 // `infera tokenize` and `infera detokenize`: JSON lines on stdin -> JSON lines on stdout, one
 // output line per input line (blank lines are skipped), flushed per line so the commands work in a
-// pipe.
+// pipe. tokenize takes {"text": ...} or a pair {"text": ..., "text_pair": ...} (then the output
+// also has "type_ids"); --add-special-tokens applies the tokenizer's post-processor.
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "commands.h"
 #include "infera/error.h"
 #include "infera/tokenizer.h"
+#include "json_lines.h"
 
 namespace infera::cli {
 namespace {
@@ -16,37 +19,26 @@ namespace {
 struct TokenizeOptions {
   std::string model;
   bool skip_special_tokens = false;
+  bool add_special_tokens = false;
 };
-
-nlohmann::json parse_line(const std::string& line, std::size_t line_no) {
-  try {
-    return nlohmann::json::parse(line);
-  } catch (const nlohmann::json::exception& e) {
-    throw InvalidArgument("stdin line " + std::to_string(line_no) + ": invalid JSON: " + e.what());
-  }
-}
-
-bool is_blank(const std::string& line) {
-  return line.find_first_not_of(" \t\r") == std::string::npos;
-}
 
 void run_tokenize(const TokenizeOptions& opts) {
   const Tokenizer tok = Tokenizer::load(opts.model);
   std::string line;
   for (std::size_t line_no = 1; std::getline(std::cin, line); ++line_no) {
-    if (is_blank(line)) continue;
-    const nlohmann::json j = parse_line(line, line_no);
-    if (!j.is_object() || !j.contains("text") || !j["text"].is_string()) {
-      throw InvalidArgument("stdin line " + std::to_string(line_no) +
-                            ": expected an object with a string field \"text\"");
-    }
-    std::vector<int32_t> ids;
+    if (is_blank_line(line)) continue;
+    const TextRequest request = parse_text_request(line, line_no);
+    std::optional<std::string_view> pair;
+    if (request.text_pair) pair = *request.text_pair;
+    Encoding enc;
     try {
-      ids = tok.encode(j["text"].get_ref<const std::string&>());
+      enc = tok.encode(request.text, pair, opts.add_special_tokens);
     } catch (const InvalidArgument& e) {
       throw InvalidArgument("stdin line " + std::to_string(line_no) + ": " + e.what());
     }
-    std::cout << nlohmann::json{{"ids", ids}}.dump() << '\n' << std::flush;
+    nlohmann::json out{{"ids", enc.ids}};
+    if (request.text_pair) out["type_ids"] = enc.type_ids;
+    std::cout << out.dump() << '\n' << std::flush;
   }
 }
 
@@ -54,23 +46,8 @@ void run_detokenize(const TokenizeOptions& opts) {
   const Tokenizer tok = Tokenizer::load(opts.model);
   std::string line;
   for (std::size_t line_no = 1; std::getline(std::cin, line); ++line_no) {
-    if (is_blank(line)) continue;
-    const nlohmann::json j = parse_line(line, line_no);
-    const auto bad = [&] {
-      return InvalidArgument("stdin line " + std::to_string(line_no) +
-                             ": expected an object with an integer array field \"ids\"");
-    };
-    if (!j.is_object() || !j.contains("ids") || !j["ids"].is_array()) throw bad();
-    std::vector<int32_t> ids;
-    for (const auto& v : j["ids"]) {
-      if (!v.is_number_integer()) throw bad();
-      const int64_t id = v.get<int64_t>();
-      if (id < INT32_MIN || id > INT32_MAX) {
-        throw InvalidArgument("stdin line " + std::to_string(line_no) + ": token id " +
-                              std::to_string(id) + " is out of range");
-      }
-      ids.push_back(static_cast<int32_t>(id));
-    }
+    if (is_blank_line(line)) continue;
+    const std::vector<int32_t> ids = parse_ids_request(line, line_no);
     std::string text;
     try {
       text = tok.decode(ids, opts.skip_special_tokens);
@@ -87,8 +64,13 @@ void add_tokenize_commands(CLI::App& app) {
   auto opts = std::make_shared<TokenizeOptions>();
 
   CLI::App* tokenize = app.add_subcommand(
-      "tokenize", "Read {\"text\": ...} JSON lines on stdin, write {\"ids\": [...]} lines");
+      "tokenize",
+      "Read {\"text\": ...} (or {\"text\": ..., \"text_pair\": ...}) JSON lines on stdin, "
+      "write {\"ids\": [...]} lines (with \"type_ids\" for pairs)");
   tokenize->add_option("--model", opts->model, "Model folder (or tokenizer.json file)")->required();
+  tokenize->add_flag(
+      "--add-special-tokens", opts->add_special_tokens,
+      "Add the tokenizer's special tokens (its post-processor, e.g. [CLS] ... [SEP])");
   tokenize->callback([opts] { run_tokenize(*opts); });
 
   CLI::App* detokenize = app.add_subcommand(

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <string>
 
 namespace infera::cli {
 
@@ -11,5 +12,10 @@ void add_logits_command(CLI::App& app);
 void add_perplexity_command(CLI::App& app);
 void add_tokenize_commands(CLI::App& app);  // tokenize, detokenize
 void add_chat_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
+
+// The command line as typed, for records such as benchmark result files.
+void remember_command_line(int argc, char** argv);
+const std::string& command_line();
 
 }  // namespace infera::cli

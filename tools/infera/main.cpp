@@ -13,6 +13,8 @@ int main(int argc, char** argv) {
   infera::cli::add_logits_command(app);
   infera::cli::add_perplexity_command(app);
   infera::cli::add_tokenize_commands(app);
+  infera::cli::add_bench_command(app);
+  infera::cli::remember_command_line(argc, argv);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,44 @@
+#include "bench/machine_monitor.h"
+
+#include <algorithm>
+
+#include "bench/machine_probe.h"
+#include "bench/process_usage.h"
+#include "bench/timer.h"
+
+namespace infera::bench {
+
+MachineMonitor::MachineMonitor(int threads, int64_t buffer_bytes)
+    : threads_(threads),
+      buffer_bytes_(buffer_bytes > 0 ? buffer_bytes : default_bandwidth_buffer_bytes()) {}
+
+ProbeReading MachineMonitor::probe(BenchResult& result, int bandwidth_passes, int fma_samples) {
+  peak_before_probes_ = std::max(peak_before_probes_, peak_rss_bytes());
+  const double cpu_start = process_cpu_seconds();
+  const Stopwatch wall;
+  const BandwidthProbe bw = measure_read_bandwidth(threads_, buffer_bytes_, bandwidth_passes);
+  const FmaProbe fma = measure_fma_peak(threads_, fma_samples, 0.2);
+  // As run.cpu_share for the workload: the probes' limits are only comparable with the
+  // workload's speed when both got a similar share of the cores.
+  result.series("machine.probe_cpu_share", "fraction", true, false)
+      .samples.push_back((process_cpu_seconds() - cpu_start) / (wall.seconds() * threads_));
+  // The buffer is freed: the peak from here on is the workload's again.
+  resets_ok_ = reset_peak_rss() && resets_ok_;
+
+  Metric& bw_metric = result.series("machine.read_bandwidth_gbs", "GB/s", true);
+  bw_metric.samples.insert(bw_metric.samples.end(), bw.gb_per_s.begin(), bw.gb_per_s.end());
+  Metric& fma_metric = result.series("machine.fma_peak_gflops", "GFLOP/s", true);
+  fma_metric.samples.insert(fma_metric.samples.end(), fma.gflops.begin(), fma.gflops.end());
+  result.config()["machine_probe"] = {{"threads", threads_},
+                                      {"bandwidth_buffer_bytes", bw.buffer_bytes},
+                                      {"fma_accumulators", fma.accumulators},
+                                      {"fma_f32_lanes", fma.lanes},
+                                      {"fma_iterations_per_sample", fma.iterations}};
+  return {summarize(bw.gb_per_s).p50, summarize(fma.gflops).p50};
+}
+
+int64_t MachineMonitor::workload_peak_rss_bytes() const {
+  return std::max(peak_before_probes_, peak_rss_bytes());
+}
+
+}  // namespace infera::bench

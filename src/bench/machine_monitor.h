@@ -1,0 +1,43 @@
+// Probes the machine around and between a workload's repeats, in the same process: on a shared,
+// noisy machine the limits a run is compared against must be measured under the same load. The
+// probes' scratch memory is kept out of the workload's peak RSS.
+#pragma once
+
+#include <cstdint>
+
+#include "bench/result.h"
+
+namespace infera::bench {
+
+struct ProbeReading {
+  double bandwidth_gbs_p50 = 0;  // read bandwidth, 1e9 bytes/s
+  double fma_gflops_p50 = 0;     // f32 multiply-add peak, all threads
+};
+
+class MachineMonitor {
+ public:
+  // `buffer_bytes` <= 0: default_bandwidth_buffer_bytes().
+  MachineMonitor(int threads, int64_t buffer_bytes);
+
+  // Measures read bandwidth (`bandwidth_passes` passes) and the FMA peak (`fma_samples`
+  // samples), appends every sample to `result`'s "machine.read_bandwidth_gbs" and
+  // "machine.fma_peak_gflops" and returns this probe's medians. The peak RSS reached before the
+  // probe is remembered and the kernel's peak reset after it.
+  ProbeReading probe(BenchResult& result, int bandwidth_passes, int fma_samples);
+
+  // The peak RSS of the process leaving out the probes' buffers (when the kernel allowed the
+  // reset: excludes_probes()).
+  int64_t workload_peak_rss_bytes() const;
+  bool excludes_probes() const { return resets_ok_; }
+
+  int threads() const { return threads_; }
+  int64_t buffer_bytes() const { return buffer_bytes_; }
+
+ private:
+  int threads_;
+  int64_t buffer_bytes_;
+  int64_t peak_before_probes_ = 0;
+  bool resets_ok_ = true;
+};
+
+}  // namespace infera::bench

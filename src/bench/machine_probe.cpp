@@ -1,0 +1,123 @@
+#include "bench/machine_probe.h"
+
+#include <algorithm>
+#include <barrier>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <thread>
+
+#include "bench/environment.h"
+#include "bench/timer.h"
+#include "infera/error.h"
+
+namespace infera::bench {
+namespace {
+
+struct AlignedFree {
+  void operator()(float* p) const { std::free(p); }
+};
+
+// A value the optimiser must assume is read, so probe loops are never removed.
+volatile double g_sink = 0;
+
+}  // namespace
+
+std::vector<double> run_parallel_passes(int threads, int passes,
+                                        const std::function<void(int, int)>& work) {
+  if (threads < 1 || passes < 0) throw InvalidArgument("machine probe: bad thread or pass count");
+  using Clock = std::chrono::steady_clock;
+  std::vector<Clock::time_point> marks;
+  marks.reserve(static_cast<size_t>(passes) + 1);
+  // The completion step runs once per phase, after the last thread arrives and before any
+  // leaves: its timestamps bound each pass exactly.
+  auto mark = [&marks]() noexcept { marks.push_back(Clock::now()); };
+  std::barrier sync(threads, mark);
+  auto body = [&](int thread) {
+    for (int pass = 0; pass < passes; ++pass) {
+      sync.arrive_and_wait();
+      work(thread, pass);
+    }
+    sync.arrive_and_wait();
+  };
+  std::vector<std::thread> helpers;
+  for (int t = 1; t < threads; ++t) helpers.emplace_back(body, t);
+  body(0);
+  for (auto& h : helpers) h.join();
+  std::vector<double> seconds;
+  for (size_t i = 0; i + 1 < marks.size(); ++i)
+    seconds.push_back(std::chrono::duration<double>(marks[i + 1] - marks[i]).count());
+  return seconds;
+}
+
+int64_t default_bandwidth_buffer_bytes() {
+  return std::max<int64_t>(int64_t{512} << 20, 16 * last_level_cache_bytes());
+}
+
+BandwidthProbe measure_read_bandwidth(int threads, int64_t buffer_bytes, int passes) {
+  constexpr int64_t kSliceAlign = 4096;  // page-aligned slices, one per thread
+  if (buffer_bytes < kSliceAlign * threads)
+    throw InvalidArgument("bandwidth probe: buffer of " + std::to_string(buffer_bytes) +
+                          " bytes is too small");
+  const int64_t slice = buffer_bytes / threads / kSliceAlign * kSliceAlign;
+  const int64_t total = slice * threads;
+  std::unique_ptr<float, AlignedFree> buffer(
+      static_cast<float*>(std::aligned_alloc(kSliceAlign, static_cast<size_t>(total))));
+  if (!buffer) throw Error("bandwidth probe: cannot allocate " + std::to_string(total) + " bytes");
+  const size_t floats_per_slice = static_cast<size_t>(slice) / sizeof(float);
+  float* base = buffer.get();
+
+  // Pass 0 first-touches each slice on its reader's thread (pages land near it); pass 1 warms.
+  std::vector<double> sums(static_cast<size_t>(threads));
+  run_parallel_passes(threads, 2, [&](int t, int pass) {
+    float* p = base + static_cast<size_t>(t) * floats_per_slice;
+    if (pass == 0)
+      for (size_t i = 0; i < floats_per_slice; ++i) p[i] = static_cast<float>(i & 1023) * 1e-3f;
+    else
+      sums[static_cast<size_t>(t)] += stream_read_sum(p, floats_per_slice);
+  });
+  const std::vector<double> seconds = run_parallel_passes(threads, passes, [&](int t, int) {
+    sums[static_cast<size_t>(t)] +=
+        stream_read_sum(base + static_cast<size_t>(t) * floats_per_slice, floats_per_slice);
+  });
+  for (double s : sums) g_sink = g_sink + s;
+
+  BandwidthProbe probe;
+  probe.threads = threads;
+  probe.buffer_bytes = total;
+  for (double s : seconds) probe.gb_per_s.push_back(static_cast<double>(total) / s / 1e9);
+  return probe;
+}
+
+FmaProbe measure_fma_peak(int threads, int samples, double seconds_per_sample) {
+  if (samples < 1 || !(seconds_per_sample > 0))
+    throw InvalidArgument("FMA probe: need at least one sample of positive length");
+  FmaProbe probe;
+  probe.threads = threads;
+  probe.lanes = static_cast<int64_t>(float_lanes());
+  // Calibrate on one thread: grow the loop until it runs long enough to time reliably.
+  int64_t iterations = 1 << 16;
+  double took = 0;
+  for (;;) {
+    Stopwatch watch;
+    g_sink = g_sink + fma_chains(iterations, 1.0f);
+    took = watch.seconds();
+    if (took > 0.02 || iterations > (int64_t{1} << 40)) break;
+    iterations *= 4;
+  }
+  probe.iterations = std::max<int64_t>(
+      1, static_cast<int64_t>(static_cast<double>(iterations) * seconds_per_sample / took));
+
+  std::vector<float> results(static_cast<size_t>(threads));
+  const std::vector<double> seconds = run_parallel_passes(threads, samples, [&](int t, int) {
+    results[static_cast<size_t>(t)] += fma_chains(probe.iterations, 1.0f + static_cast<float>(t));
+  });
+  for (float r : results) g_sink = g_sink + r;
+  const double flops_per_pass = 2.0 * probe.accumulators * static_cast<double>(probe.lanes) *
+                                static_cast<double>(probe.iterations) * threads;
+  for (double s : seconds) probe.gflops.push_back(flops_per_pass / s / 1e9);
+  return probe;
+}
+
+}  // namespace infera::bench

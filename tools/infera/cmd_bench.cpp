@@ -1,0 +1,341 @@
+// `infera bench`: the speed harness kept for every backend and model. One run measures the
+// machine (read bandwidth, peak multiply-add rate), loads the model (cold load time), then
+// prefills and decodes at several lengths after warm-up, N times, and writes every raw sample,
+// the summaries, the environment and the roofline fractions to one JSON file (bench/results/,
+// format in bench/results/README.md). The model is only touched through bench_lm_adapter.h.
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/environment.h"
+#include "bench/hash.h"
+#include "bench/machine_monitor.h"
+#include "bench/process_usage.h"
+#include "bench/report.h"
+#include "bench/result.h"
+#include "bench/timer.h"
+#include "bench_lm_adapter.h"
+#include "bench_lm_report.h"
+#include "commands.h"
+#include "infera/error.h"
+
+namespace infera::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using bench::BenchResult;
+
+struct BenchOptions {
+  std::string model;
+  bool dummy_weights = false;
+  uint64_t dummy_seed = 0;
+  int threads = 0;
+  std::string device = "cpu";
+  std::string kv_dtype = "f32";
+  int64_t kv_block_size = 32;
+  std::vector<int64_t> prefill{128, 512, 2048};
+  std::vector<int64_t> decode_contexts{128, 2048};
+  int64_t decode_steps = 64;
+  int repeats = 5;
+  int warmup = 1;
+  int64_t prefill_chunk = 512;
+  bool skip_machine = false;
+  int64_t bandwidth_mib = 0;  // 0: bench::default_bandwidth_buffer_bytes()
+  int bandwidth_passes = 10;
+  int interleaved_passes = 3;
+  int fma_samples = 5;
+  std::string out_dir = "bench/results";
+  std::string out;
+  std::string label;
+  bool quiet = false;
+};
+
+// The folder holding config.json; --dummy-weights also accepts the config.json itself.
+fs::path model_dir(const BenchOptions& o) {
+  fs::path dir = o.model;
+  if (o.dummy_weights && fs::is_regular_file(dir) && dir.filename() == "config.json")
+    dir = dir.parent_path().empty() ? fs::path(".") : dir.parent_path();
+  if (!fs::is_directory(dir)) throw IoError("model folder '" + o.model + "' does not exist");
+  return dir;
+}
+
+// The hash of config.json's content with keys sorted and whitespace dropped, so two runs on
+// the same configuration compare equal however the file is laid out.
+std::string config_hash(const fs::path& config) {
+  std::ifstream in(config);
+  if (!in) throw IoError("cannot read " + config.string());
+  try {
+    return bench::fnv1a64_hex(nlohmann::json::parse(in).dump());
+  } catch (const nlohmann::json::exception& e) {
+    throw FormatError(config.string() + ": not valid JSON (" + e.what() + ")");
+  }
+}
+
+void validate(const BenchOptions& o, int64_t max_positions) {
+  for (int64_t n : o.prefill)
+    if (n < 1 || n >= max_positions)
+      throw InvalidArgument("--prefill " + std::to_string(n) + ": must be 1 to " +
+                            std::to_string(max_positions - 1) + " (the model's context)");
+  for (int64_t c : o.decode_contexts)
+    if (c < 1 || c + o.decode_steps > max_positions)
+      throw InvalidArgument(
+          "--decode-context " + std::to_string(c) + " plus " + std::to_string(o.decode_steps) +
+          " steps exceeds the model's context of " + std::to_string(max_positions));
+}
+
+void progress(const BenchOptions& o, const char* format, auto... args) {
+  if (o.quiet) return;
+  std::fprintf(stderr, format, args...);
+  std::fflush(stderr);
+}
+
+void log_probe(const BenchOptions& o, const char* phase, const bench::ProbeReading& r,
+               const bench::MachineMonitor& monitor) {
+  progress(o,
+           "machine %s: read bandwidth %.1f GB/s (%lld MiB buffer), f32 FMA peak %.1f GFLOP/s, %d "
+           "threads\n",
+           phase, r.bandwidth_gbs_p50, static_cast<long long>(monitor.buffer_bytes() >> 20),
+           r.fma_gflops_p50, monitor.threads());
+}
+
+void record_prefill(BenchResult& r, int64_t n, const StageSeconds& t) {
+  const std::string p = "prefill." + std::to_string(n) + ".";
+  r.series(p + "tokens_per_second", "tokens/s", true).samples.push_back(n / t.total());
+  r.series(p + "ttft_seconds", "s", false).samples.push_back(t.total());
+  r.series(p + "prepare_seconds", "s", false, false).samples.push_back(t.prepare);
+  r.series(p + "forward_seconds", "s", false, false).samples.push_back(t.forward);
+  r.series(p + "postprocess_seconds", "s", false, false).samples.push_back(t.postprocess);
+}
+
+// Decode tokens/s is one sample per repeat (steps / their total time); each step's own time
+// is kept raw as well, and the stages as per-step means per repeat.
+void record_decode(BenchResult& r, int64_t context, const std::vector<StageSeconds>& steps) {
+  const std::string p = "decode." + std::to_string(context) + ".";
+  StageSeconds sum;
+  bench::Metric& raw = r.series(p + "step_seconds", "s", false, false);
+  for (const StageSeconds& s : steps) {
+    sum.prepare += s.prepare;
+    sum.forward += s.forward;
+    sum.postprocess += s.postprocess;
+    raw.samples.push_back(s.total());
+  }
+  const auto n = static_cast<double>(steps.size());
+  r.series(p + "tokens_per_second", "tokens/s", true).samples.push_back(n / sum.total());
+  r.series(p + "prepare_seconds_per_step", "s", false, false).samples.push_back(sum.prepare / n);
+  r.series(p + "forward_seconds_per_step", "s", false, false).samples.push_back(sum.forward / n);
+  r.series(p + "postprocess_seconds_per_step", "s", false, false)
+      .samples.push_back(sum.postprocess / n);
+}
+
+void run_bench(const BenchOptions& o, const std::string& command_line) {
+  if (o.threads < 0) throw InvalidArgument("--threads must not be negative");
+  const int threads = o.threads > 0
+                          ? o.threads
+                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const fs::path dir = model_dir(o);
+  if (o.prefill.empty() && o.decode_contexts.empty())
+    throw InvalidArgument("--prefill and --decode-context are both empty: nothing to measure");
+  BenchResult result("causal_lm");
+  result.set_label(o.label);
+  result.set_command(command_line);
+  result.environment() = bench::capture_environment();
+  result.environment()["threads"] = threads;
+  result.environment()["load_average_1min_start"] = bench::json_number(bench::load_average_1min());
+  result.environment()["model_config_hash"] = config_hash(dir / "config.json");
+
+  BenchModel m = start_bench_backend(o.device, threads);
+  // The probes measure the CPU and its memory: the limits of a CPU backend only.
+  const bool probe = !o.skip_machine && m.backend->device() == Device::CPU;
+  if (!o.skip_machine && !probe)
+    progress(o, "machine probes skipped: they measure the CPU, the backend is %s\n",
+             m.backend->name().c_str());
+  bench::MachineMonitor monitor(threads, o.bandwidth_mib << 20);
+  if (probe)
+    log_probe(o, "before", monitor.probe(result, o.bandwidth_passes, o.fma_samples), monitor);
+
+  load_bench_model(m, dir, {.dummy_weights = o.dummy_weights, .dummy_seed = o.dummy_seed});
+  const ModelInfo& info = m.model->info();
+  validate(o, info.max_positions);
+  result.series("load.seconds", "s", false).samples.push_back(m.load_seconds);
+  result.series("load.backend_seconds", "s", false, false).samples.push_back(m.backend_seconds);
+  result.series("memory.rss_after_load_mib", "MiB", false)
+      .samples.push_back(static_cast<double>(bench::current_rss_bytes()) / (1 << 20));
+  progress(o, "loaded %s in %.2f s: %s, weights %s\n", info.summary().c_str(), m.load_seconds,
+           m.backend->name().c_str(), std::string(dtype_name(info.weight_dtype)).c_str());
+  const KvSettings kv{.dtype = o.kv_dtype == "bf16"  ? DType::BF16
+                               : o.kv_dtype == "f16" ? DType::F16
+                                                     : DType::F32,
+                      .block_size = o.kv_block_size};
+  result.environment()["backend"] = m.backend->name();
+  result.environment()["weight_format"] = std::string(dtype_name(info.weight_dtype));
+  result.environment()["kv_cache_format"] = std::string(dtype_name(kv.dtype));
+  result.environment()["model"] = info.summary();
+  result.environment()["model_parameters"] = info.parameters;
+  result.config().update({{"model", o.model},
+                          {"device", o.device},
+                          {"dummy_weights", o.dummy_weights},
+                          {"dummy_seed", o.dummy_seed},
+                          {"threads", threads},
+                          {"kv_dtype", o.kv_dtype},
+                          {"kv_block_size", o.kv_block_size},
+                          {"prefill_tokens", o.prefill},
+                          {"decode_contexts", o.decode_contexts},
+                          {"decode_steps", o.decode_steps},
+                          {"repeats", o.repeats},
+                          {"warmup", o.warmup},
+                          {"prefill_chunk", o.prefill_chunk},
+                          {"interleaved_passes", o.interleaved_passes}});
+
+  LmBenchAdapter lm(*m.model, kv);
+  std::set<int64_t> lengths(o.prefill.begin(), o.prefill.end());
+  lengths.insert(o.decode_contexts.begin(), o.decode_contexts.end());
+  auto has = [](const std::vector<int64_t>& v, int64_t x) {
+    return std::find(v.begin(), v.end(), x) != v.end();
+  };
+  std::vector<bench::ProbeReading> interleaved;  // one per measured repeat
+  for (int iteration = 0; iteration < o.warmup + o.repeats; ++iteration) {
+    const bool measured = iteration >= o.warmup;
+    const double cpu_start = bench::process_cpu_seconds();
+    const bench::Stopwatch wall;
+    for (int64_t n : lengths) {
+      const bool decode = has(o.decode_contexts, n);
+      const std::vector<int32_t> prompt = lm.synthetic_prompt(n);
+      const StageSeconds t =
+          lm.run_prefill(prompt, n + (decode ? o.decode_steps : 0), o.prefill_chunk);
+      if (measured && has(o.prefill, n)) record_prefill(result, n, t);
+      progress(o, "%s %d: prefill %lld: %.3f s (%.1f tok/s)", measured ? "repeat" : "warm-up",
+               measured ? iteration - o.warmup + 1 : iteration + 1, static_cast<long long>(n),
+               t.total(), n / t.total());
+      if (decode) {
+        const std::vector<StageSeconds> steps = lm.run_decode_steps(o.decode_steps);
+        if (measured) record_decode(result, n, steps);
+        double sum = 0;
+        for (const StageSeconds& s : steps) sum += s.total();
+        progress(o, " | decode %lld steps: %.2f tok/s", static_cast<long long>(o.decode_steps),
+                 o.decode_steps / sum);
+      }
+      progress(o, "\n");
+      lm.end_sequence();
+    }
+    // The CPU this repeat got, of what its threads could have used: well below 1 means other
+    // processes shared the cores and the timings are theirs as much as ours.
+    if (measured)
+      result.series("run.cpu_share", "fraction", true)
+          .samples.push_back((bench::process_cpu_seconds() - cpu_start) /
+                             (wall.seconds() * threads));
+    // A short probe after each repeat pairs every repeat with the machine's state at the time.
+    if (measured && probe && o.interleaved_passes > 0)
+      interleaved.push_back(monitor.probe(result, o.interleaved_passes, 1));
+  }
+  result.series("memory.peak_rss_mib", "MiB", false)
+      .samples.push_back(static_cast<double>(monitor.workload_peak_rss_bytes()) / (1 << 20));
+  result.config()["peak_rss_excludes_probes"] = monitor.excludes_probes();
+  result.environment()["load_average_1min_end"] = bench::json_number(bench::load_average_1min());
+  const std::string model_summary = info.summary();
+  m.model.reset();  // free the weights before the second bandwidth probe (`info` dies with it)
+  if (probe)
+    log_probe(o, "after", monitor.probe(result, o.bandwidth_passes, o.fma_samples), monitor);
+
+  derive_rooflines(result, lm.cost(), o.prefill, o.decode_contexts, o.decode_steps, interleaved);
+  const fs::path path = o.out.empty() ? bench::write_result(result, o.out_dir) : fs::path(o.out);
+  if (!o.out.empty()) bench::write_result_file(result, path);
+  std::printf("%s\n%s", model_summary.c_str(), bench::summary_table(result).c_str());
+  std::printf("result: %s\n", path.string().c_str());
+}
+
+}  // namespace
+
+namespace {
+std::string& stored_command_line() {
+  static std::string line;
+  return line;
+}
+}  // namespace
+
+void remember_command_line(int argc, char** argv) {
+  std::string& line = stored_command_line();
+  line.clear();
+  for (int i = 0; i < argc; ++i) {
+    if (i) line += ' ';
+    line += argv[i];
+  }
+}
+const std::string& command_line() { return stored_command_line(); }
+
+void add_bench_command(CLI::App& app) {
+  auto o = std::make_shared<BenchOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "bench",
+      "Measure load, prefill, decode and time to first token against the machine's limits");
+  cmd->footer(
+      "Writes every raw sample, min/p50/p95, the environment and roofline fractions to a JSON "
+      "file (format: bench/results/README.md); plot files with bench/plot_results.py.\n"
+      "Examples:\n"
+      "  infera bench --model ../shared/models/qwen3-0.6b --dummy-weights\n"
+      "  infera bench --model ../shared/models/qwen3-0.6b --dummy-weights --prefill 128,512 "
+      "--decode-context 128 --decode-steps 32 --repeats 3");
+  cmd->add_option("-m,--model", o->model, "Model folder (config.json + weights)")->required();
+  cmd->add_flag(
+      "--dummy-weights", o->dummy_weights,
+      "Seeded random weights of the config's shapes (the speed workload; no weight file)");
+  cmd->add_option("--dummy-seed", o->dummy_seed, "Seed of --dummy-weights")->capture_default_str();
+  cmd->add_option("-t,--threads", o->threads,
+                  "CPU threads for the model and the probes (0: one per core)")
+      ->check(CLI::Range(0, 1024))
+      ->capture_default_str();
+  cmd->add_option("--device", o->device, "Backend: cpu, cuda or auto")->capture_default_str();
+  cmd->add_option("--kv-dtype", o->kv_dtype, "KV cache storage: f32, bf16 or f16")
+      ->check(CLI::IsMember({"f32", "bf16", "f16"}))
+      ->capture_default_str();
+  cmd->add_option("--kv-block-size", o->kv_block_size, "KV cache tokens per block")
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}))
+      ->capture_default_str();
+  cmd->add_option("--prefill", o->prefill, "Prompt lengths to prefill")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--decode-context", o->decode_contexts,
+                  "Contexts to decode at (a prefill of that length, then --decode-steps)")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--decode-steps", o->decode_steps, "Decode steps per context and repeat")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
+  cmd->add_option("-r,--repeats", o->repeats, "Measured repeats")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  cmd->add_option("--warmup", o->warmup, "Unmeasured repeats first")
+      ->check(CLI::Range(0, 1000))
+      ->capture_default_str();
+  cmd->add_option("--prefill-chunk", o->prefill_chunk, "Prompt tokens per forward pass")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
+  cmd->add_flag("--skip-machine", o->skip_machine,
+                "Skip the bandwidth and FMA probes (no roofline fractions)");
+  cmd->add_option("--bandwidth-mib", o->bandwidth_mib,
+                  "Bandwidth probe buffer (default: 16x the last-level cache, >= 512 MiB)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  cmd->add_option("--bandwidth-passes", o->bandwidth_passes,
+                  "Bandwidth passes before and after the model runs")
+      ->check(CLI::Range(1, 10000))
+      ->capture_default_str();
+  cmd->add_option("--interleaved-passes", o->interleaved_passes,
+                  "Bandwidth passes (and one FMA sample) after every repeat; 0: none")
+      ->check(CLI::Range(0, 10000))
+      ->capture_default_str();
+  cmd->add_option("--fma-samples", o->fma_samples,
+                  "FMA peak samples (0.2 s each) before and after the model runs")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  cmd->add_option("--out-dir", o->out_dir, "Folder for the result file")->capture_default_str();
+  cmd->add_option("-o,--out", o->out, "Result file path (overrides --out-dir)");
+  cmd->add_option("--label", o->label, "A name for this run, kept in the file and its name");
+  cmd->add_flag("-q,--quiet", o->quiet, "No progress on stderr");
+  cmd->callback([o] { run_bench(*o, command_line()); });
+}
+
+}  // namespace infera::cli
