@@ -96,7 +96,7 @@ void perplexity(const PerplexityOptions& o) {
     KvCache cache(m.model->backend(), m.model->kv_shape(),
                   {.block_size = kBlock, .num_blocks = (len + kBlock - 1) / kBlock});
     const SeqId seq = cache.add_sequence();
-    cache.reserve(seq, len);
+    if (!cache.reserve(seq, len)) throw Error("perplexity: the KV cache could not hold a window");
     for (int64_t c0 = 0; c0 < len; c0 += o.chunk) {
       const int64_t rows = std::min(o.chunk, len - c0);
       // The window's last token predicts nothing inside the window: no logits needed for it.
