@@ -285,12 +285,13 @@ class Qwen3 final : public CausalLM {
   Scratch s_;
 };
 
-std::unique_ptr<CausalLM> load_qwen3(const std::filesystem::path& dir, const io::HfConfig& config,
-                                     Backend& backend, const LoadOptions& options) {
-  const Qwen3Params p = Qwen3Params::from(config);
-  io::WeightStore store =
-      options.dummy_weights ? make_dummy_weights(qwen3_weight_specs(p), p.dtype, options.dummy_seed)
-                            : io::WeightStore::open_folder(dir);
+std::unique_ptr<CausalLM> load_qwen3(ModelSource source, Backend& backend,
+                                     const LoadOptions& options) {
+  const Qwen3Params p = Qwen3Params::from(source.config);
+  io::WeightStore store = source.weights          ? std::move(*source.weights)
+                          : options.dummy_weights ? make_dummy_weights(qwen3_weight_specs(p),
+                                                                       p.dtype, options.dummy_seed)
+                                                  : io::WeightStore::open_folder(source.path);
   ModelInfo info;
   info.architecture = "Qwen3";
   info.layers = p.layers;
@@ -301,6 +302,14 @@ std::unique_ptr<CausalLM> load_qwen3(const std::filesystem::path& dir, const io:
   info.vocab = p.vocab;
   info.max_positions = p.max_positions;
   info.weight_dtype = p.dtype;
+  // What the file holds decides (a GGUF file has no torch_dtype; its matrices may be quantized).
+  const std::string q_proj = layer_prefix(0) + "self_attn.q_proj.weight";
+  if (store.contains(q_proj)) info.weight_dtype = store.get(q_proj).dtype();
+  info.weight_format = source.weight_format.empty() ? std::string(dtype_name(info.weight_dtype))
+                                                    : source.weight_format;
+  info.weight_bytes = static_cast<int64_t>(store.total_bytes());
+  if (store.contains("model.embed_tokens.weight"))
+    info.embedding_bytes = static_cast<int64_t>(store.get("model.embed_tokens.weight").nbytes());
   info.tied_embeddings = p.tied;
   for (const WeightSpec& s : qwen3_weight_specs(p)) info.parameters += s.shape.numel();
   info.name = "Qwen3-" + format_parameter_count(info.parameters);
@@ -309,6 +318,8 @@ std::unique_ptr<CausalLM> load_qwen3(const std::filesystem::path& dir, const io:
 
 }  // namespace
 
-const ModelFactory kQwen3Factory{"qwen3", &load_qwen3};
+const ModelFactory kQwen3Factory{"qwen3", &load_qwen3, [](const io::HfConfig& config) {
+                                   return qwen3_weight_specs(Qwen3Params::from(config));
+                                 }};
 
 }  // namespace infera

@@ -5,13 +5,35 @@
 
 #include "backend/registry.h"
 #include "infera/error.h"
+#include "io/gguf_model.h"
 
 namespace infera::cli {
+
+namespace {
+
+// A Hugging Face folder's stop ids (generation_config.json, else config.json) and tokenizer.
+void load_folder_extras(const std::filesystem::path& dir, const ModelOptions& options,
+                        LoadedModel& loaded) {
+  namespace fs = std::filesystem;
+  loaded.generation = io::load_generation_defaults(dir);
+  if (loaded.generation.eos_token_ids.empty()) {
+    // Older folders carry eos_token_id only in config.json.
+    const auto config = io::HfConfig::load(dir / "config.json");
+    if (config.has("eos_token_id") && config.json()["eos_token_id"].is_number_integer())
+      loaded.generation.eos_token_ids.push_back(config.json()["eos_token_id"].get<int32_t>());
+  }
+  const fs::path tok = options.tokenizer.empty() ? dir : fs::path(options.tokenizer);
+  if (!options.tokenizer.empty() || fs::exists(dir / "tokenizer.json"))
+    loaded.tokenizer = Tokenizer::load(tok);
+}
+
+}  // namespace
 
 void ModelOptions::add_to(CLI::App& cmd) {
   cmd.add_option("-m,--model", model,
                  "Model folder: config.json and model.safetensors (or sharded, with "
-                 "model.safetensors.index.json) as Hugging Face publishes it")
+                 "model.safetensors.index.json) as Hugging Face publishes it; or a .gguf file "
+                 "(weights, config, tokenizer and stop tokens in one file)")
       ->required();
   cmd.add_option("--tokenizer", tokenizer,
                  "tokenizer.json, or a folder holding one (default: the model folder)");
@@ -35,26 +57,30 @@ LoadedModel load_model(const ModelOptions& options, bool quiet) {
   // --dummy-weights accepts a bare config.json as well as its folder.
   if (options.dummy_weights && fs::is_regular_file(dir) && dir.filename() == "config.json")
     dir = dir.parent_path().empty() ? fs::path(".") : dir.parent_path();
-  if (!fs::is_directory(dir)) throw IoError("model folder '" + options.model + "' does not exist");
+  const bool file = fs::is_regular_file(dir);  // a GGUF file (the reader checks it is one)
+  if (!file && !fs::is_directory(dir))
+    throw IoError("model '" + options.model +
+                  "' does not exist (expected a Hugging Face model folder or a .gguf file)");
 
   const auto start = std::chrono::steady_clock::now();
   if (!quiet)
     std::fprintf(stderr, "Loading %s%s ...\n", dir.string().c_str(),
                  options.dummy_weights ? " with dummy weights" : "");
   loaded.backend = make_backend({.device = options.device, .threads = options.threads});
-  loaded.model =
-      load_causal_lm(dir, *loaded.backend,
-                     {.dummy_weights = options.dummy_weights, .dummy_seed = options.dummy_seed});
-  loaded.generation = io::load_generation_defaults(dir);
-  if (loaded.generation.eos_token_ids.empty()) {
-    // Older folders carry eos_token_id only in config.json.
-    const auto config = io::HfConfig::load(dir / "config.json");
-    if (config.has("eos_token_id") && config.json()["eos_token_id"].is_number_integer())
-      loaded.generation.eos_token_ids.push_back(config.json()["eos_token_id"].get<int32_t>());
+  const LoadOptions load{.dummy_weights = options.dummy_weights, .dummy_seed = options.dummy_seed};
+  if (file) {
+    // One parse gives the weights, the tokenizer and the stop ids.
+    io::GgufModel gguf = io::load_gguf_model(dir);
+    const std::string tokenizer_json = std::move(gguf.tokenizer_json);
+    loaded.generation = gguf.generation;
+    loaded.model = load_causal_lm(std::move(gguf), dir, *loaded.backend, load);
+    loaded.tokenizer = options.tokenizer.empty()
+                           ? Tokenizer::from_json_text(tokenizer_json, dir.string())
+                           : Tokenizer::load(options.tokenizer);
+  } else {
+    loaded.model = load_causal_lm(dir, *loaded.backend, load);
+    load_folder_extras(dir, options, loaded);
   }
-  const fs::path tok = options.tokenizer.empty() ? dir : fs::path(options.tokenizer);
-  if (!options.tokenizer.empty() || fs::exists(dir / "tokenizer.json"))
-    loaded.tokenizer = Tokenizer::load(tok);
   loaded.load_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!quiet) std::fprintf(stderr, "Loaded in %.2f s\n", loaded.load_seconds);
