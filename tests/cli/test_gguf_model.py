@@ -104,6 +104,17 @@ class GgufModel(unittest.TestCase):
         self.assertEqual(j["prompt_ids"], capital["input_ids"])
         self.assertEqual(len(j["ids"]), 3)
 
+    def test_tokenize_and_detokenize_take_a_file(self):
+        # The tokenizer rebuilt from the file's metadata, against the folder it was written from.
+        lines = [{"text": "The capital of France is"}, {"text": "<|im_start|>user\nhé 🙂 \t x<|im_end|>"}]
+        stdin = "".join(json.dumps(l) + "\n" for l in lines)
+        for sub, data in [("tokenize", stdin), ("detokenize", '{"ids": [785, 6722, 151644, 9625]}\n')]:
+            a = subprocess.run([INFERA, sub, "--model", gguf("q8_0")], input=data, capture_output=True, text=True)
+            b = subprocess.run([INFERA, sub, "--model", QWEN06], input=data, capture_output=True, text=True)
+            self.assertEqual(a.returncode, 0, a.stderr)
+            self.assertEqual(a.stdout, b.stdout, sub)
+            self.assertTrue(a.stdout.strip(), sub)
+
     def test_perplexity_and_bench_take_a_file(self):
         text = Path(TMP) / "t.txt"
         text.write_text("The capital of France is Paris. " * 8)

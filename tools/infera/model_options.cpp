@@ -5,7 +5,10 @@
 
 #include "backend/registry.h"
 #include "infera/error.h"
+#include "io/gguf.h"
 #include "io/gguf_model.h"
+#include "io/gguf_tokenizer.h"
+#include "io/mapped_file.h"
 
 namespace infera::cli {
 
@@ -24,7 +27,7 @@ void load_folder_extras(const std::filesystem::path& dir, const ModelOptions& op
   }
   const fs::path tok = options.tokenizer.empty() ? dir : fs::path(options.tokenizer);
   if (!options.tokenizer.empty() || fs::exists(dir / "tokenizer.json"))
-    loaded.tokenizer = Tokenizer::load(tok);
+    loaded.tokenizer = load_tokenizer(tok);
 }
 
 }  // namespace
@@ -76,7 +79,7 @@ LoadedModel load_model(const ModelOptions& options, bool quiet) {
     loaded.model = load_causal_lm(std::move(gguf), dir, *loaded.backend, load);
     loaded.tokenizer = options.tokenizer.empty()
                            ? Tokenizer::from_json_text(tokenizer_json, dir.string())
-                           : Tokenizer::load(options.tokenizer);
+                           : load_tokenizer(options.tokenizer);
   } else {
     loaded.model = load_causal_lm(dir, *loaded.backend, load);
     load_folder_extras(dir, options, loaded);
@@ -85,6 +88,14 @@ LoadedModel load_model(const ModelOptions& options, bool quiet) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!quiet) std::fprintf(stderr, "Loaded in %.2f s\n", loaded.load_seconds);
   return loaded;
+}
+
+Tokenizer load_tokenizer(const std::filesystem::path& path) {
+  if (!io::is_gguf_file(path)) return Tokenizer::load(path);
+  const auto mapped = io::MappedFile::open(path);
+  const io::GgufFile file = io::parse_gguf(mapped->data(), mapped->size(), path.string());
+  return Tokenizer::from_json_text(io::tokenizer_json_from_gguf(file, path.string()),
+                                   path.string());
 }
 
 std::vector<int32_t> parse_id_list(const std::string& text, const std::string& option) {
