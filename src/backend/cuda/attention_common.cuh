@@ -1,5 +1,5 @@
 // What both attention kernels share: the visible key range of a query, the paged-cache address of
-// a key, and the pass that merges split-key partial results.
+// a key.
 #pragma once
 
 #include "backend/cuda/kernels.h"
@@ -33,8 +33,5 @@ __device__ __forceinline__ void vector_row_head(const AttentionArgs& a, int row_
   row = row_begin + v / group;
   head = g * group + v % group;
 }
-
-// Merges `splits` partial (max, sum, unnormalised output) triples per (row, head).
-void launch_attention_combine(const AttentionArgs& a, cudaStream_t stream);
 
 }  // namespace infera::cuda

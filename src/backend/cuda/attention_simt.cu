@@ -1,10 +1,11 @@
 // Paged grouped-query attention on CUDA cores, flash style: one pass over the keys with an
 // online softmax, never an L x L matrix. A block owns one (sequence, kv head, tile of up to 32
 // query vectors) and optionally one of `splits` key ranges (decode: few queries, so the keys are
-// split across blocks to fill the GPU, then merged). Per 32-key tile, the block stages keys and
-// values in shared memory (f32) once for all its query vectors; each warp scores 4 query vectors
-// at a time with one key per lane, updates their running max/sum, and accumulates P.V with one
-// head dimension per lane. Everything is f32, so this is also the exact path for every cache type.
+// split across blocks to fill the GPU; the last block of a tile to finish merges them). Per 32-key
+// tile, the block stages keys and values in shared memory (f32) once for all its query vectors;
+// each warp scores 4 query vectors at a time with one key per lane, updates their running max/sum,
+// and accumulates P.V with one head dimension per lane. Everything is f32, so this is also the
+// exact path for every cache type.
 #include <algorithm>
 
 #include "backend/cuda/attention_common.cuh"
@@ -215,30 +216,41 @@ __global__ void __launch_bounds__(kWarps * 32) attention_simt_kernel(const Atten
       }
     }
   }
-}
-
-// One block per (row, head): out = sum_s e^(m_s - M) o_s / sum_s e^(m_s - M) l_s.
-__global__ void attention_combine_kernel(const AttentionArgs a) {
-  const int64_t vec = blockIdx.x;  // row * hq + head
-  const int64_t d = a.head_dim, stride = a.num_tokens * a.hq;
-  float m = -INFINITY;
-  for (int64_t s = 0; s < a.splits; ++s) m = fmaxf(m, a.partial_ml[2 * (s * stride + vec)]);
-  float l = 0.0f;
-  if (m != -INFINITY)
-    for (int64_t s = 0; s < a.splits; ++s) {
-      const float ms = a.partial_ml[2 * (s * stride + vec)];
-      if (ms != -INFINITY) l += expf(ms - m) * a.partial_ml[2 * (s * stride + vec) + 1];
-    }
-  for (int64_t e = threadIdx.x; e < d; e += blockDim.x) {
-    float o = 0.0f;
-    if (l > 0.0f) {
-      for (int64_t s = 0; s < a.splits; ++s) {
-        const float ms = a.partial_ml[2 * (s * stride + vec)];
-        if (ms != -INFINITY) o += expf(ms - m) * a.partial_out[(s * stride + vec) * d + e];
+  if (a.splits == 1) return;
+  // The last split of this tile to finish merges all of them (no second kernel): each block
+  // publishes its partials, then counts itself done; the one that brings the count to `splits`
+  // sees every other block's partials and resets the counter for the next launch.
+  __shared__ int merge;
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) {
+    const int64_t tile = (static_cast<int64_t>(b) * a.hkv + g) * gridDim.x + blockIdx.x;
+    merge = atomicAdd(&a.split_counters[tile], 1u) == static_cast<unsigned>(a.splits - 1);
+    if (merge) a.split_counters[tile] = 0;
+  }
+  __syncthreads();
+  if (!merge) return;
+  __threadfence();
+  const int64_t stride = a.num_tokens * a.hq;
+  for (int i = tid; i < nv * d; i += blockDim.x) {
+    const int v = i / d, e = i % d;
+    int row, head;
+    vector_row_head(a, row_begin, g, v0 + v, row, head);
+    const int64_t vec = static_cast<int64_t>(row) * a.hq + head;
+    // out = sum_s e^(m_s - M) o_s / sum_s e^(m_s - M) l_s; L2 reads (other blocks wrote them).
+    float m = -INFINITY;
+    for (int64_t sp = 0; sp < a.splits; ++sp)
+      m = fmaxf(m, __ldcg(a.partial_ml + 2 * (sp * stride + vec)));
+    float l = 0.0f, o = 0.0f;
+    if (m != -INFINITY)
+      for (int64_t sp = 0; sp < a.splits; ++sp) {
+        const float ms = __ldcg(a.partial_ml + 2 * (sp * stride + vec));
+        if (ms == -INFINITY) continue;
+        const float f = expf(ms - m);
+        l += f * __ldcg(a.partial_ml + 2 * (sp * stride + vec) + 1);
+        o += f * __ldcg(a.partial_out + (sp * stride + vec) * d + e);
       }
-      o /= l;
-    }
-    a.out[vec * d + e] = o;
+    a.out[vec * d + e] = l > 0.0f ? o / l : 0.0f;
   }
 }
 
@@ -256,18 +268,12 @@ void launch_typed(const AttentionArgs& a, cudaStream_t s) {
   const dim3 grid(static_cast<unsigned>(a.tiles), static_cast<unsigned>(a.num_seqs),
                   static_cast<unsigned>(a.hkv * a.splits));
   attention_simt_kernel<T><<<grid, kWarps * 32, smem, s>>>(a);
-  if (a.splits > 1) launch_attention_combine(a, s);
 }
 
 }  // namespace
 
 int64_t attention_simt_smem_bytes(int64_t vectors_per_tile, int64_t head_dim) {
   return simt_layout(vectors_per_tile, head_dim).total * static_cast<int64_t>(sizeof(float));
-}
-
-void launch_attention_combine(const AttentionArgs& a, cudaStream_t s) {
-  const auto threads = static_cast<unsigned>(std::min<int64_t>(256, (a.head_dim + 31) / 32 * 32));
-  attention_combine_kernel<<<static_cast<unsigned>(a.num_tokens * a.hq), threads, 0, s>>>(a);
 }
 
 void launch_attention_simt(const void* p, cudaStream_t s) {

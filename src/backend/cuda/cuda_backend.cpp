@@ -92,17 +92,14 @@ std::string CudaBackend::name() const {
 }
 
 bool CudaBackend::supports(Op op, std::initializer_list<DType> dtypes) const {
-  // The encoder ops (ModernBERT) have no CUDA kernels yet: declined, so that callers skip them
-  // rather than reach Backend's throwing defaults.
-  if (op == Op::LayerNorm || op == Op::Gelu || op == Op::Geglu || op == Op::AddBias ||
-      op == Op::AttentionPacked || op == Op::MeanPool)
-    return false;
   for (DType t : dtypes) {
     const bool is_float = t == DType::F32 || t == DType::F16 || t == DType::BF16;
-    const bool ok = (op == Op::Embedding || op == Op::Matmul || op == Op::RmsNorm ||
-                     op == Op::KvWrite || op == Op::Attention)
-                        ? is_float
-                        : t == DType::F32;
+    const bool ok =
+        (op == Op::Embedding || op == Op::Matmul || op == Op::RmsNorm || op == Op::KvWrite ||
+         op == Op::Attention || op == Op::LayerNorm || op == Op::AddBias || op == Op::AddRmsNorm ||
+         op == Op::MatmulSwiglu || op == Op::QkNormRopeKvWrite)
+            ? is_float
+            : t == DType::F32;
     if (!ok) return false;
   }
   return true;

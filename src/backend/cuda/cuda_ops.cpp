@@ -6,45 +6,11 @@
 
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/op_checks.h"
 #include "infera/error.h"
 
 namespace infera::cuda {
 namespace {
-
-void expect(bool ok, const char* op, const std::string& what) {
-  if (!ok) throw InvalidArgument(std::string("[") + op + "] " + what);
-}
-
-void expect_f32(const Tensor& t, const char* op) {
-  expect(!t.empty(), op, "tensor " + t.name() + " is empty");
-  expect(t.device() == Device::CUDA, op, "tensor " + t.name() + " is not on cuda");
-  expect(t.dtype() == DType::F32, op,
-         "tensor " + t.name() + " must be F32, is " + std::string(dtype_name(t.dtype())));
-}
-
-void expect_float_on_device(const Tensor& t, const char* op) {
-  expect(!t.empty() && t.device() == Device::CUDA, op,
-         "tensor " + t.name() + " must be a cuda tensor (prepare_weight uploads weights)");
-  expect(t.dtype() == DType::F32 || t.dtype() == DType::F16 || t.dtype() == DType::BF16, op,
-         "tensor " + t.name() + " dtype " + std::string(dtype_name(t.dtype())) +
-             " is not supported on cuda");
-}
-
-std::string shapes(const Tensor& a, const Tensor& b) {
-  return a.name() + " " + a.shape().str() + " vs " + b.name() + " " + b.shape().str();
-}
-
-int64_t row_width(const Tensor& t) { return t.dim(t.rank() - 1); }
-int64_t row_count(const Tensor& t) { return t.numel() / std::max<int64_t>(row_width(t), 1); }
-
-OpNote note(const char* op, const char* kernel, std::initializer_list<const Tensor*> ts) {
-  OpNote n;
-  n.op = op;
-  n.kernel = kernel;
-  for (const Tensor* t : ts)
-    if (n.count < 3) n.shapes[n.count++] = t->shape();
-  return n;
-}
 
 // cuBLAS GEMM, out[n, m] = x[n, k] . w[m, k]^T in cuBLAS's column-major terms:
 // out^T (m x n) = w (k x m, transposed) . x^T (k x n); f32 accumulation and output.
@@ -169,19 +135,6 @@ void CudaBackend::rope(Tensor& x, const Tensor& positions, double theta) {
 }
 
 namespace {
-void expect_pool(const KvLayer& cache, int64_t kv_heads, int64_t head_dim, const char* op) {
-  const Tensor& k = cache.keys;
-  expect(!k.empty() && k.device() == Device::CUDA && k.rank() == 4 &&
-             (k.dtype() == DType::F32 || k.dtype() == DType::F16 || k.dtype() == DType::BF16) &&
-             cache.values.shape() == k.shape() && cache.values.dtype() == k.dtype() &&
-             cache.values.device() == Device::CUDA,
-         op,
-         "cache pools must be cuda [blocks, kv_heads, block_size, head_dim] of one float dtype");
-  expect(k.dim(1) == kv_heads && k.dim(3) == head_dim, op,
-         "cache " + k.shape().str() + " for " + std::to_string(kv_heads) + " kv heads of " +
-             std::to_string(head_dim));
-}
-
 // The batch's block ids (for this pool's block size) must lie inside the pool.
 void expect_tables_fit(const UploadedBatch& u, const KvLayer& cache, const char* op) {
   const int64_t blocks = cache.keys.dim(0), bs = cache.keys.dim(2);
@@ -321,6 +274,8 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& 
     const int64_t vecs = a.splits * tokens * hq;
     a.partial_out = static_cast<float*>(ctx_->scratch(1, static_cast<size_t>(vecs * head_dim) * 4));
     a.partial_ml = static_cast<float*>(ctx_->scratch(2, static_cast<size_t>(vecs) * 8));
+    a.split_counters = static_cast<unsigned*>(
+        ctx_->zeroed_scratch(3, static_cast<size_t>(a.tiles * seqs * hkv) * sizeof(unsigned)));
   }
   if (a.splits > 1) nt.kernel = "attention_simt_split";
   ctx_->record(launch_attention_simt, a, nt);
