@@ -1,5 +1,5 @@
-// What both attention kernels share: the visible key range of a query, the paged-cache address of
-// a key.
+// What the attention kernels share: the visible key range of a query, the paged-cache address of
+// a key, and the merge of split-key partial results.
 #pragma once
 
 #include "backend/cuda/kernels.h"
@@ -32,6 +32,48 @@ __device__ __forceinline__ void vector_row_head(const AttentionArgs& a, int row_
   const int group = static_cast<int>(a.hq / a.hkv);
   row = row_begin + v / group;
   head = g * group + v % group;
+}
+
+// Called by every thread of a block that has written its split's partial results (partial_out,
+// partial_ml) for query vectors [v0, v0 + nv) of sequence b, kv head g: the block that finishes
+// its tile's last split merges all of them into out (no second kernel). Each block publishes its
+// partials, then counts itself done; the one that brings the count to `splits` sees every other
+// block's partials and resets the counter for the next launch (graph replays).
+__device__ inline void merge_splits_if_last(const AttentionArgs& a, int b, int g, int v0, int nv,
+                                            int row_begin) {
+  __shared__ int merge;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const int64_t tile = (static_cast<int64_t>(b) * a.hkv + g) * gridDim.x + blockIdx.x;
+    merge = atomicAdd(&a.split_counters[tile], 1u) == static_cast<unsigned>(a.splits - 1);
+    if (merge) a.split_counters[tile] = 0;
+  }
+  __syncthreads();
+  if (!merge) return;
+  __threadfence();
+  const int d = static_cast<int>(a.head_dim);
+  const int64_t stride = a.num_tokens * a.hq;
+  for (int i = threadIdx.x; i < nv * d; i += blockDim.x) {
+    const int v = i / d, e = i % d;
+    int row, head;
+    vector_row_head(a, row_begin, g, v0 + v, row, head);
+    const int64_t vec = static_cast<int64_t>(row) * a.hq + head;
+    // out = sum_s e^(m_s - M) o_s / sum_s e^(m_s - M) l_s; L2 reads (other blocks wrote them).
+    float m = -INFINITY;
+    for (int64_t sp = 0; sp < a.splits; ++sp)
+      m = fmaxf(m, __ldcg(a.partial_ml + 2 * (sp * stride + vec)));
+    float l = 0.0f, o = 0.0f;
+    if (m != -INFINITY)
+      for (int64_t sp = 0; sp < a.splits; ++sp) {
+        const float ms = __ldcg(a.partial_ml + 2 * (sp * stride + vec));
+        if (ms == -INFINITY) continue;
+        const float f = expf(ms - m);
+        l += f * __ldcg(a.partial_ml + 2 * (sp * stride + vec) + 1);
+        o += f * __ldcg(a.partial_out + (sp * stride + vec) * d + e);
+      }
+    a.out[vec * d + e] = l > 0.0f ? o / l : 0.0f;
+  }
 }
 
 }  // namespace infera::cuda

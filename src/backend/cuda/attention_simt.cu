@@ -216,42 +216,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_simt_kernel(const Atten
       }
     }
   }
-  if (a.splits == 1) return;
-  // The last split of this tile to finish merges all of them (no second kernel): each block
-  // publishes its partials, then counts itself done; the one that brings the count to `splits`
-  // sees every other block's partials and resets the counter for the next launch.
-  __shared__ int merge;
-  __threadfence();
-  __syncthreads();
-  if (tid == 0) {
-    const int64_t tile = (static_cast<int64_t>(b) * a.hkv + g) * gridDim.x + blockIdx.x;
-    merge = atomicAdd(&a.split_counters[tile], 1u) == static_cast<unsigned>(a.splits - 1);
-    if (merge) a.split_counters[tile] = 0;
-  }
-  __syncthreads();
-  if (!merge) return;
-  __threadfence();
-  const int64_t stride = a.num_tokens * a.hq;
-  for (int i = tid; i < nv * d; i += blockDim.x) {
-    const int v = i / d, e = i % d;
-    int row, head;
-    vector_row_head(a, row_begin, g, v0 + v, row, head);
-    const int64_t vec = static_cast<int64_t>(row) * a.hq + head;
-    // out = sum_s e^(m_s - M) o_s / sum_s e^(m_s - M) l_s; L2 reads (other blocks wrote them).
-    float m = -INFINITY;
-    for (int64_t sp = 0; sp < a.splits; ++sp)
-      m = fmaxf(m, __ldcg(a.partial_ml + 2 * (sp * stride + vec)));
-    float l = 0.0f, o = 0.0f;
-    if (m != -INFINITY)
-      for (int64_t sp = 0; sp < a.splits; ++sp) {
-        const float ms = __ldcg(a.partial_ml + 2 * (sp * stride + vec));
-        if (ms == -INFINITY) continue;
-        const float f = expf(ms - m);
-        l += f * __ldcg(a.partial_ml + 2 * (sp * stride + vec) + 1);
-        o += f * __ldcg(a.partial_out + (sp * stride + vec) * d + e);
-      }
-    a.out[vec * d + e] = l > 0.0f ? o / l : 0.0f;
-  }
+  if (a.splits > 1) merge_splits_if_last(a, b, g, v0, nv, row_begin);
 }
 
 template <typename T>

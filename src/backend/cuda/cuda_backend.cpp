@@ -271,6 +271,8 @@ CudaOptions cuda_options_from_env() {
   o.sync_each_op = cuda::env_flag("INFERA_CUDA_SYNC", o.sync_each_op);
   o.exact_f32 = cuda::env_flag("INFERA_CUDA_EXACT", o.exact_f32);
   o.mma_attention = cuda::env_flag("INFERA_CUDA_MMA", o.mma_attention);
+  o.decode_attention = cuda::env_flag("INFERA_CUDA_DECODE_ATTENTION", o.decode_attention);
+  o.fused = cuda::env_flag("INFERA_CUDA_FUSED", o.fused);
   o.profile = cuda::env_flag("INFERA_CUDA_PROFILE", o.profile);
   if (const char* v = std::getenv("INFERA_CUDA_GEMV_ROWS"); v && *v) o.gemv_max_rows = std::atoi(v);
   return o;

@@ -98,8 +98,12 @@ class CudaBackend final : public Backend {
   // InvalidArgument naming `op` when `t` is no index tensor made by upload_batch here.
   const UploadedBatch& find_batch(const Tensor& t, int field, const char* op,
                                   int* found = nullptr) const;
-  void record_matmul(const Tensor& x, const Tensor& w, Tensor& out, int64_t n, int64_t k,
-                     int64_t m);
+  // matmul's shape and device checks (InvalidArgument naming the tensors).
+  void matmul_checks(const Tensor& x, const Tensor& w, const Tensor& out) const;
+  // Records out = x . w^T; returns x's bf16 copy when it made or used one (nullptr otherwise),
+  // which later matmuls of the same x may pass as `converted` to skip the conversion.
+  const void* record_matmul(const Tensor& x, const Tensor& w, Tensor& out, int64_t n, int64_t k,
+                            int64_t m, const void* converted = nullptr);
   Tensor device_tensor(const std::string& name, DType dtype, Shape shape);
 
   CudaOptions options_;

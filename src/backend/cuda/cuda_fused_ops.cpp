@@ -13,6 +13,7 @@ namespace infera::cuda {
 void CudaBackend::add_rmsnorm(Tensor& x, const Tensor& delta, const Tensor& weight, float eps,
                               Tensor& out) {
   const char* op = "add_rmsnorm";
+  if (!options_.fused) return Backend::add_rmsnorm(x, delta, weight, eps, out);
   expect_f32(x, op);
   expect_f32(delta, op);
   expect_f32(out, op);
@@ -36,12 +37,20 @@ void CudaBackend::matmul_multi(const Tensor& x, std::span<const Tensor* const> w
                                std::span<Tensor* const> outs) {
   const char* op = "matmul";
   expect(ws.size() == outs.size() && !ws.empty(), op, "one output per weight");
-  const int64_t k = row_width(x), n = row_count(x);
-  bool one_launch =
-      n <= options_.gemv_max_rows && ws.size() <= static_cast<size_t>(kGemvMaxSegments);
-  for (const Tensor* w : ws) one_launch = one_launch && w->dtype() == ws[0]->dtype();
-  if (!one_launch) return Backend::matmul_multi(x, ws, outs);
   expect_f32(x, op);
+  const int64_t k = row_width(x), n = row_count(x);
+  bool one_launch = options_.fused && n <= options_.gemv_max_rows &&
+                    ws.size() <= static_cast<size_t>(kGemvMaxSegments);
+  for (const Tensor* w : ws) one_launch = one_launch && w->dtype() == ws[0]->dtype();
+  if (!one_launch) {
+    // Several GEMMs: the shared input is converted for the tensor cores once.
+    const void* converted = nullptr;
+    for (size_t i = 0; i < ws.size(); ++i) {
+      matmul_checks(x, *ws[i], *outs[i]);
+      converted = record_matmul(x, *ws[i], *outs[i], n, k, ws[i]->dim(0), converted);
+    }
+    return;
+  }
   GemvArgs a{};
   for (size_t i = 0; i < ws.size(); ++i) {
     const Tensor& w = *ws[i];
@@ -65,9 +74,15 @@ void CudaBackend::matmul_multi(const Tensor& x, std::span<const Tensor* const> w
 void CudaBackend::matmul_swiglu(const Tensor& x, const Tensor& w_gate, const Tensor& w_up,
                                 Tensor& gate, Tensor& up) {
   const char* op = "matmul_swiglu";
+  expect_f32(x, op);
   const int64_t k = row_width(x), n = row_count(x);
-  if (n > options_.gemv_max_rows || w_gate.dtype() != w_up.dtype())
-    return Backend::matmul_swiglu(x, w_gate, w_up, gate, up);
+  if (!options_.fused || n > options_.gemv_max_rows || w_gate.dtype() != w_up.dtype()) {
+    matmul_checks(x, w_gate, gate);
+    matmul_checks(x, w_up, up);
+    const void* converted = record_matmul(x, w_gate, gate, n, k, w_gate.dim(0));
+    record_matmul(x, w_up, up, n, k, w_up.dim(0), converted);
+    return swiglu(gate, up, gate);
+  }
   expect_f32(x, op);
   expect_f32(gate, op);
   expect_f32(up, op);
@@ -97,7 +112,7 @@ void CudaBackend::qk_norm_rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, c
                                         const Tensor& k_norm, float eps, double theta,
                                         KvLayer& cache, const Batch& batch) {
   const char* op = "qk_norm_rope_kv_write";
-  if (q_norm.dtype() != k_norm.dtype())
+  if (!options_.fused || q_norm.dtype() != k_norm.dtype())
     return Backend::qk_norm_rope_kv_write(q, k, v, q_norm, k_norm, eps, theta, cache, batch);
   expect_f32(q, op);
   expect_f32(k, op);

@@ -72,7 +72,7 @@ void CudaBackend::rmsnorm(const Tensor& x, const Tensor& weight, float eps, Tens
   ctx_->record(launch_rmsnorm, a, note(op, "rmsnorm", {&x, &weight}));
 }
 
-void CudaBackend::matmul(const Tensor& x, const Tensor& w, Tensor& out) {
+void CudaBackend::matmul_checks(const Tensor& x, const Tensor& w, const Tensor& out) const {
   const char* op = "matmul";
   expect_f32(x, op);
   expect_f32(out, op);
@@ -83,36 +83,47 @@ void CudaBackend::matmul(const Tensor& x, const Tensor& w, Tensor& out) {
   expect(row_width(out) == m && row_count(out) == n, op, shapes(out, w));
   expect(n < (int64_t{1} << 31) && m < (int64_t{1} << 31) && k < (int64_t{1} << 31), op,
          "dimensions beyond 2^31: " + shapes(x, w));
-  record_matmul(x, w, out, n, k, m);
 }
 
-void CudaBackend::record_matmul(const Tensor& x, const Tensor& w, Tensor& out, int64_t n, int64_t k,
-                                int64_t m) {
+void CudaBackend::matmul(const Tensor& x, const Tensor& w, Tensor& out) {
+  matmul_checks(x, w, out);
+  record_matmul(x, w, out, row_count(x), row_width(x), w.dim(0));
+}
+
+const void* CudaBackend::record_matmul(const Tensor& x, const Tensor& w, Tensor& out, int64_t n,
+                                       int64_t k, int64_t m, const void* converted) {
   OpNote nt = note("matmul", "", {&x, &w, &out});
   const MatmulArgs a{
       x.data_as<const float>(), w.data(), out.data_as<float>(), elem_type(w.dtype()), n, k, m};
   if (n <= options_.gemv_max_rows) {
     nt.kernel = "gemv";
-    return ctx_->record(launch_gemv, a, nt);
+    ctx_->record(launch_gemv, a, nt);
+    return nullptr;
   }
   // f16 weights stay on the f32 CUDA-core GEMM: converting activations to f16 could overflow.
   if (options_.exact_f32 || w.dtype() == DType::F16) {
     nt.kernel = "gemm_simt";
-    return ctx_->record(launch_gemm_simt, a, nt);
+    ctx_->record(launch_gemm_simt, a, nt);
+    return nullptr;
   }
   const void* xin = x.data();
   if (w.dtype() == DType::BF16) {
-    void* xb = ctx_->scratch(0, static_cast<size_t>(n * k) * 2);
-    nt.kernel = "convert_bf16";
-    ctx_->record(launch_convert, ConvertArgs{x.data_as<const float>(), xb, ElemType::BF16, n * k},
-                 nt);
-    xin = xb;
+    // x rounded to bf16 once for every weight that shares it (matmul_multi, matmul_swiglu).
+    if (!converted) {
+      void* xb = ctx_->scratch(0, static_cast<size_t>(n * k) * 2);
+      nt.kernel = "convert_bf16";
+      ctx_->record(launch_convert, ConvertArgs{x.data_as<const float>(), xb, ElemType::BF16, n * k},
+                   nt);
+      converted = xb;
+    }
+    xin = converted;
   }
   nt.kernel = "cublas_gemm";
   ctx_->record(launch_cublas_gemm,
                CublasGemmArgs{ctx_->cublas(), w.data(), xin, out.data_as<float>(),
                               elem_type(w.dtype()), n, k, m},
                nt);
+  return w.dtype() == DType::BF16 ? xin : nullptr;
 }
 
 void CudaBackend::rope(Tensor& x, const Tensor& positions, double theta) {
@@ -254,6 +265,31 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& 
     nt.kernel = "attention_mma";
     return ctx_->record(launch_attention_mma, a, nt);
   }
+  const int64_t sms = ctx_->properties().multiProcessorCount;
+  const int64_t capacity = int64_t{d.max_blocks} * a.block_size;
+  // Split keys across blocks when there are too few (sequence, kv head) tiles to fill the GPU.
+  // The split count depends only on the batch's shape and its block tables' capacity, so that
+  // successive decode steps launch identically and replay as one graph.
+  auto split_keys = [&](int64_t blocks, int64_t keys_per_split) {
+    a.splits = std::clamp<int64_t>(
+        std::min((4 * sms + blocks - 1) / blocks, capacity / keys_per_split), 1, 32);
+    a.splits = std::min<int64_t>(a.splits, 65535 / hkv);
+    if (a.splits == 1) return;
+    const int64_t vecs = a.splits * tokens * hq;
+    a.partial_out = static_cast<float*>(ctx_->scratch(1, static_cast<size_t>(vecs * head_dim) * 4));
+    a.partial_ml = static_cast<float*>(ctx_->scratch(2, static_cast<size_t>(vecs) * 8));
+    a.split_counters = static_cast<unsigned*>(
+        ctx_->zeroed_scratch(3, static_cast<size_t>(a.tiles * seqs * hkv) * sizeof(unsigned)));
+  };
+  if (options_.decode_attention && vectors <= kDecodeMaxVectors && aligned &&
+      attention_decode_supports(a.type, head_dim)) {
+    a.vectors_per_tile = vectors;
+    a.tiles = 1;
+    // A block's four warps take 32 keys each per round: splits of at least 128 keys.
+    if (seqs * hkv < 4 * sms) split_keys(seqs * hkv, 128);
+    nt.kernel = a.splits > 1 ? "attention_decode_split" : "attention_decode";
+    return ctx_->record(launch_attention_decode, a, nt);
+  }
   const auto smem_limit = static_cast<int64_t>(ctx_->properties().sharedMemPerBlockOptin);
   int64_t vpt = std::min<int64_t>(32, vectors);
   while (vpt > 1 && attention_simt_smem_bytes(vpt, head_dim) > smem_limit) vpt = (vpt + 1) / 2;
@@ -261,22 +297,9 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& 
          "head_dim " + std::to_string(head_dim) + " needs more shared memory than the GPU has");
   a.vectors_per_tile = vpt;
   a.tiles = (vectors + vpt - 1) / vpt;
-  // Few queries (decode): split each sequence's keys across blocks so the GPU fills up. The
-  // split count depends only on the batch's shape and its block tables' capacity, so that
-  // successive decode steps launch identically and replay as one graph.
-  const int64_t blocks = a.tiles * seqs * hkv, sms = ctx_->properties().multiProcessorCount;
-  if (d.max_query_len() <= 4 && blocks < 4 * sms) {
-    const int64_t capacity = int64_t{d.max_blocks} * a.block_size;
-    a.splits = std::clamp<int64_t>(std::min((4 * sms + blocks - 1) / blocks, capacity / 32), 1, 32);
-    a.splits = std::min<int64_t>(a.splits, 65535 / hkv);
-  }
-  if (a.splits > 1) {
-    const int64_t vecs = a.splits * tokens * hq;
-    a.partial_out = static_cast<float*>(ctx_->scratch(1, static_cast<size_t>(vecs * head_dim) * 4));
-    a.partial_ml = static_cast<float*>(ctx_->scratch(2, static_cast<size_t>(vecs) * 8));
-    a.split_counters = static_cast<unsigned*>(
-        ctx_->zeroed_scratch(3, static_cast<size_t>(a.tiles * seqs * hkv) * sizeof(unsigned)));
-  }
+  // Few queries (decode): split each sequence's keys across blocks so the GPU fills up.
+  const int64_t blocks = a.tiles * seqs * hkv;
+  if (d.max_query_len() <= 4 && blocks < 4 * sms) split_keys(blocks, 32);
   if (a.splits > 1) nt.kernel = "attention_simt_split";
   ctx_->record(launch_attention_simt, a, nt);
 }

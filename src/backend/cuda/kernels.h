@@ -232,6 +232,12 @@ struct AttentionArgs {
 constexpr int64_t kSimtMaxHeadDim = 512;
 int64_t attention_simt_smem_bytes(int64_t vectors_per_tile, int64_t head_dim);
 void launch_attention_simt(const void* args, cudaStream_t stream);
+// Decode: at most kDecodeMaxVectors query vectors per (sequence, kv head); every warp on its own
+// keys, one 16-byte load per lane per key row (head_dim / (16 / element size) a power of two
+// <= 32, 16-byte aligned pools). Grid (1, sequences, kv heads x splits); f32 arithmetic.
+constexpr int64_t kDecodeMaxVectors = 4;
+bool attention_decode_supports(ElemType type, int64_t head_dim);
+void launch_attention_decode(const void* args, cudaStream_t stream);
 // Tensor cores (mma.sync, f16/bf16 operands, f32 accumulation): 64 query vectors per tile, for
 // f16/bf16 caches and head_dim in {16, 32, 64, 128}; prefill's path.
 constexpr int64_t kMmaVectorsPerTile = 64;

@@ -1,0 +1,231 @@
+// Decode attention: at most kDecodeMaxVectors query vectors (rows x the q heads sharing one kv
+// head) per (sequence, kv head), as in a decode step. The general kernels give such a tile to one
+// warp; here every warp of the block walks its own keys. A lane group of LPK lanes holds one key:
+// each lane loads 16 bytes of its key's row and of its value row (one pass over the cache, no
+// shared-memory staging), the group sums its partial dot products, and each warp keeps an online
+// softmax (running max, sum, unnormalised P.V in registers) per vector over the KPI = 32 / LPK
+// keys it takes per step, several steps' loads in flight. The block merges its warps in shared
+// memory; with split keys, the last block of a (sequence, kv head) merges the splits.
+// Arithmetic is f32 throughout (every cache type; the exact path too).
+#include <algorithm>
+
+#include "backend/cuda/attention_common.cuh"
+#include "backend/cuda/device_util.cuh"
+
+namespace infera::cuda {
+namespace {
+
+constexpr int kWarps = 4, kMaxVectors = static_cast<int>(kDecodeMaxVectors);
+
+template <typename T, int LPK>
+__global__ void __launch_bounds__(kWarps * 32) attention_decode_kernel(const AttentionArgs a) {
+  constexpr int V = kVec16<T>, KPI = 32 / LPK, U = 4, D = LPK * V;
+  __shared__ float qs[kMaxVectors][D];
+  __shared__ float wo[kWarps][kMaxVectors][D];
+  __shared__ float wml[kWarps][kMaxVectors][2];
+  __shared__ int vr[kMaxVectors][2];
+  __shared__ int span[2];
+  const int group = static_cast<int>(a.hq / a.hkv);
+  const int b = blockIdx.y, g = blockIdx.z % a.hkv, split = blockIdx.z / a.hkv;
+  const int row_begin = a.query_start[b], nv = (a.query_start[b + 1] - row_begin) * group;
+  if (nv <= 0) return;  // the same for every split of this (sequence, kv head)
+  const int len = a.seq_lens[b];
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const float scale = static_cast<float>(a.scale);
+  for (int i = tid; i < kMaxVectors * D; i += blockDim.x) {
+    const int v = i / D, e = i % D;
+    float val = 0.0f;
+    if (v < nv) {
+      int row, head;
+      vector_row_head(a, row_begin, g, v, row, head);
+      val = a.q[(static_cast<int64_t>(row) * a.hq + head) * D + e] * scale;
+    }
+    qs[v][e] = val;
+  }
+  if (tid < kMaxVectors) {
+    int lo = 0, hi = 0;
+    if (tid < nv) {
+      int row, head;
+      vector_row_head(a, row_begin, g, tid, row, head);
+      key_range(a, a.positions[row], len, lo, hi);
+    }
+    vr[tid][0] = lo;
+    vr[tid][1] = hi;
+  }
+  __syncthreads();
+  if (tid == 0) {
+    int lo = len, hi = 0;
+    for (int v = 0; v < nv; ++v) {
+      lo = min(lo, vr[v][0]);
+      hi = max(hi, vr[v][1]);
+    }
+    // This block's share of the keys: whole 32-key tiles of the span, split evenly (as the
+    // general kernel does).
+    const int width = max(hi - lo, 0), splits = static_cast<int>(a.splits);
+    const int per = ((width + splits - 1) / splits + 31) / 32 * 32;
+    span[0] = min(hi, lo + split * per);
+    span[1] = min(hi, lo + (split + 1) * per);
+  }
+  __syncthreads();
+  const int key_lo = span[0], key_hi = span[1];
+  const int c = lane % LPK, kg = lane / LPK;  // this lane: chunk c of key kg of each step
+  float qv[kMaxVectors][V], acc[kMaxVectors][V], m[kMaxVectors], l[kMaxVectors];
+  int lov[kMaxVectors], hiv[kMaxVectors];
+#pragma unroll
+  for (int v = 0; v < kMaxVectors; ++v) {
+#pragma unroll
+    for (int x = 0; x < V; ++x) {
+      qv[v][x] = qs[v][c * V + x];
+      acc[v][x] = 0.0f;
+    }
+    m[v] = -INFINITY;
+    l[v] = 0.0f;
+    lov[v] = vr[v][0];
+    hiv[v] = vr[v][1];
+  }
+  const T* keys = static_cast<const T*>(a.keys);
+  const T* values = static_cast<const T*>(a.values);
+  constexpr int kStep = kWarps * KPI;  // keys between a warp's consecutive steps
+  for (int base = key_lo + warp * KPI; base < key_hi; base += kStep * U) {
+    uint4 ku[U], vu[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {  // every load of U steps first, then the arithmetic
+      const int t = base + u * kStep + kg;
+      ku[u] = vu[u] = make_uint4(0, 0, 0, 0);
+      if (t < key_hi) {
+        const int64_t off = key_offset(a, b, g, t) + c * V;
+        ku[u] = __ldg(reinterpret_cast<const uint4*>(keys + off));
+        vu[u] = __ldg(reinterpret_cast<const uint4*>(values + off));
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (base + u * kStep >= key_hi) break;  // uniform across the warp
+      const int t = base + u * kStep + kg;
+      float kf[V], vf[V];
+      unpack16(ku[u], kf, T{});
+      unpack16(vu[u], vf, T{});
+#pragma unroll
+      for (int v = 0; v < kMaxVectors; ++v) {
+        if (v >= nv) break;  // uniform
+        float s = 0.0f;
+#pragma unroll
+        for (int x = 0; x < V; ++x) s = fmaf(qv[v][x], kf[x], s);
+#pragma unroll
+        for (int off = LPK / 2; off >= 1; off /= 2) s += __shfl_xor_sync(0xffffffffu, s, off);
+        const bool visible = t < key_hi && t >= lov[v] && t < hiv[v];
+        float top = visible ? s : -INFINITY;
+#pragma unroll
+        for (int off = LPK; off < 32; off *= 2)
+          top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, off));
+        const float m_new = fmaxf(m[v], top);
+        if (m_new == -INFINITY) continue;        // nothing visible yet (uniform)
+        const float alpha = expf(m[v] - m_new);  // 0 while m is -inf
+        const float p = visible ? expf(s - m_new) : 0.0f;
+        float sum = p;  // the same p on every lane of a key's group: one term per key
+#pragma unroll
+        for (int off = LPK; off < 32; off *= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+        l[v] = l[v] * alpha + sum;
+        m[v] = m_new;
+#pragma unroll
+        for (int x = 0; x < V; ++x) acc[v][x] = fmaf(p, vf[x], acc[v][x] * alpha);
+      }
+    }
+  }
+  // The warp's P.V: the sum over its key groups, per chunk.
+#pragma unroll
+  for (int v = 0; v < kMaxVectors; ++v)
+#pragma unroll
+    for (int x = 0; x < V; ++x)
+#pragma unroll
+      for (int off = LPK; off < 32; off *= 2)
+        acc[v][x] += __shfl_xor_sync(0xffffffffu, acc[v][x], off);
+  if (kg == 0)
+#pragma unroll
+    for (int v = 0; v < kMaxVectors; ++v)
+#pragma unroll
+      for (int x = 0; x < V; ++x) wo[warp][v][c * V + x] = acc[v][x];
+  if (lane == 0)
+#pragma unroll
+    for (int v = 0; v < kMaxVectors; ++v) {
+      wml[warp][v][0] = m[v];
+      wml[warp][v][1] = l[v];
+    }
+  __syncthreads();
+  // Merge the warps: out = sum_w e^(m_w - M) o_w / sum_w e^(m_w - M) l_w.
+  for (int i = tid; i < nv * D; i += blockDim.x) {
+    const int v = i / D, e = i % D;
+    float mx = -INFINITY;
+    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, wml[w][v][0]);
+    float sum = 0.0f, o = 0.0f;
+    if (mx != -INFINITY)
+      for (int w = 0; w < kWarps; ++w) {
+        if (wml[w][v][0] == -INFINITY) continue;
+        const float f = expf(wml[w][v][0] - mx);
+        sum += f * wml[w][v][1];
+        o += f * wo[w][v][e];
+      }
+    int row, head;
+    vector_row_head(a, row_begin, g, v, row, head);
+    const int64_t at = (static_cast<int64_t>(row) * a.hq + head) * D + e;
+    if (a.splits == 1) {
+      a.out[at] = sum > 0.0f ? o / sum : 0.0f;  // no visible key: zeros, as the CPU backend
+    } else {
+      const int64_t slice = static_cast<int64_t>(split) * a.num_tokens * a.hq;
+      a.partial_out[slice * D + at] = o;
+      if (e == 0) {
+        const int64_t vec = slice + static_cast<int64_t>(row) * a.hq + head;
+        a.partial_ml[2 * vec] = mx;
+        a.partial_ml[2 * vec + 1] = sum;
+      }
+    }
+  }
+  if (a.splits > 1) merge_splits_if_last(a, b, g, 0, nv, row_begin);
+}
+
+template <typename T, int LPK>
+void launch_lpk(const AttentionArgs& a, cudaStream_t s) {
+  const dim3 grid(1, static_cast<unsigned>(a.num_seqs), static_cast<unsigned>(a.hkv * a.splits));
+  attention_decode_kernel<T, LPK><<<grid, kWarps * 32, 0, s>>>(a);
+}
+
+template <typename T>
+void launch_typed(const AttentionArgs& a, cudaStream_t s) {
+  switch (a.head_dim / kVec16<T>) {
+    case 1:
+      return launch_lpk<T, 1>(a, s);
+    case 2:
+      return launch_lpk<T, 2>(a, s);
+    case 4:
+      return launch_lpk<T, 4>(a, s);
+    case 8:
+      return launch_lpk<T, 8>(a, s);
+    case 16:
+      return launch_lpk<T, 16>(a, s);
+    default:
+      return launch_lpk<T, 32>(a, s);
+  }
+}
+
+}  // namespace
+
+bool attention_decode_supports(ElemType type, int64_t head_dim) {
+  const int64_t v = type == ElemType::F32 ? 4 : 8;
+  if (head_dim <= 0 || head_dim % v != 0) return false;
+  const int64_t lanes = head_dim / v;
+  return lanes <= 32 && (lanes & (lanes - 1)) == 0;
+}
+
+void launch_attention_decode(const void* p, cudaStream_t s) {
+  const auto& a = *static_cast<const AttentionArgs*>(p);
+  switch (a.type) {
+    case ElemType::F32:
+      return launch_typed<float>(a, s);
+    case ElemType::F16:
+      return launch_typed<__half>(a, s);
+    case ElemType::BF16:
+      return launch_typed<__nv_bfloat16>(a, s);
+  }
+}
+
+}  // namespace infera::cuda
