@@ -274,6 +274,12 @@ TEST_P(FusedOps, ArgmaxRows) {
       at(4, j) = j % 2 ? nan : -inf;
     }
     at(5, width - 1) = 1000.0f;
+    // Row 0 of the widest case: the maximum is zero, first as -0, then +0 (equal: the first wins).
+    if (width > 1000) {
+      for (int j = 0; j < width; ++j) at(0, j) = -1.0f - float(j % 7);
+      at(0, 5000) = -0.0f;
+      at(0, 9000) = 0.0f;
+    }
     for (int r = 0; r < rows; ++r) {
       int32_t best = -1;
       float bv = -inf;
@@ -293,6 +299,7 @@ TEST_P(FusedOps, ArgmaxRows) {
       EXPECT_EQ(want[1], width / 3);
       EXPECT_EQ(want[2], width / 2);
     }
+    if (width > 1000) EXPECT_EQ(want[0], 5000);
     EXPECT_EQ(want[3], -1);
     EXPECT_EQ(want[4], -1);
   }

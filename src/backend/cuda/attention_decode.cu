@@ -15,15 +15,19 @@
 namespace infera::cuda {
 namespace {
 
-constexpr int kWarps = 4, kMaxVectors = static_cast<int>(kDecodeMaxVectors);
+constexpr int kWarps = 4;
 
-template <typename T, int LPK>
-__global__ void __launch_bounds__(kWarps * 32) attention_decode_kernel(const AttentionArgs a) {
-  constexpr int V = kVec16<T>, KPI = 32 / LPK, U = 4, D = LPK * V;
-  __shared__ float qs[kMaxVectors][D];
-  __shared__ float wo[kWarps][kMaxVectors][D];
-  __shared__ float wml[kWarps][kMaxVectors][2];
-  __shared__ int vr[kMaxVectors][2];
+// NV: query vectors the registers hold (2 or 4; a block has nv <= NV), sizing the per-vector
+// state so that the common GQA group of 2 keeps registers for more loads in flight (U steps)
+// and fits four blocks per multiprocessor (128 registers, no spills).
+template <typename T, int LPK, int NV>
+__global__ void __launch_bounds__(kWarps * 32, NV == 2 ? 4 : 1)
+    attention_decode_kernel(const AttentionArgs a) {
+  constexpr int V = kVec16<T>, KPI = 32 / LPK, U = 8, D = LPK * V;
+  __shared__ float qs[NV][D];
+  __shared__ float wo[kWarps][NV][D];
+  __shared__ float wml[kWarps][NV][2];
+  __shared__ int vr[NV][2];
   __shared__ int span[2];
   const int group = static_cast<int>(a.hq / a.hkv);
   const int b = blockIdx.y, g = blockIdx.z % a.hkv, split = blockIdx.z / a.hkv;
@@ -32,7 +36,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_decode_kernel(const Att
   const int len = a.seq_lens[b];
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const float scale = static_cast<float>(a.scale);
-  for (int i = tid; i < kMaxVectors * D; i += blockDim.x) {
+  for (int i = tid; i < NV * D; i += blockDim.x) {
     const int v = i / D, e = i % D;
     float val = 0.0f;
     if (v < nv) {
@@ -42,7 +46,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_decode_kernel(const Att
     }
     qs[v][e] = val;
   }
-  if (tid < kMaxVectors) {
+  if (tid < NV) {
     int lo = 0, hi = 0;
     if (tid < nv) {
       int row, head;
@@ -69,10 +73,10 @@ __global__ void __launch_bounds__(kWarps * 32) attention_decode_kernel(const Att
   __syncthreads();
   const int key_lo = span[0], key_hi = span[1];
   const int c = lane % LPK, kg = lane / LPK;  // this lane: chunk c of key kg of each step
-  float qv[kMaxVectors][V], acc[kMaxVectors][V], m[kMaxVectors], l[kMaxVectors];
-  int lov[kMaxVectors], hiv[kMaxVectors];
+  float qv[NV][V], acc[NV][V], m[NV], l[NV];
+  int lov[NV], hiv[NV];
 #pragma unroll
-  for (int v = 0; v < kMaxVectors; ++v) {
+  for (int v = 0; v < NV; ++v) {
 #pragma unroll
     for (int x = 0; x < V; ++x) {
       qv[v][x] = qs[v][c * V + x];
@@ -106,7 +110,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_decode_kernel(const Att
       unpack16(ku[u], kf, T{});
       unpack16(vu[u], vf, T{});
 #pragma unroll
-      for (int v = 0; v < kMaxVectors; ++v) {
+      for (int v = 0; v < NV; ++v) {
         if (v >= nv) break;  // uniform
         float s = 0.0f;
 #pragma unroll
@@ -134,7 +138,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_decode_kernel(const Att
   }
   // The warp's P.V: the sum over its key groups, per chunk.
 #pragma unroll
-  for (int v = 0; v < kMaxVectors; ++v)
+  for (int v = 0; v < NV; ++v)
 #pragma unroll
     for (int x = 0; x < V; ++x)
 #pragma unroll
@@ -142,12 +146,12 @@ __global__ void __launch_bounds__(kWarps * 32) attention_decode_kernel(const Att
         acc[v][x] += __shfl_xor_sync(0xffffffffu, acc[v][x], off);
   if (kg == 0)
 #pragma unroll
-    for (int v = 0; v < kMaxVectors; ++v)
+    for (int v = 0; v < NV; ++v)
 #pragma unroll
       for (int x = 0; x < V; ++x) wo[warp][v][c * V + x] = acc[v][x];
   if (lane == 0)
 #pragma unroll
-    for (int v = 0; v < kMaxVectors; ++v) {
+    for (int v = 0; v < NV; ++v) {
       wml[warp][v][0] = m[v];
       wml[warp][v][1] = l[v];
     }
@@ -186,7 +190,10 @@ __global__ void __launch_bounds__(kWarps * 32) attention_decode_kernel(const Att
 template <typename T, int LPK>
 void launch_lpk(const AttentionArgs& a, cudaStream_t s) {
   const dim3 grid(1, static_cast<unsigned>(a.num_seqs), static_cast<unsigned>(a.hkv * a.splits));
-  attention_decode_kernel<T, LPK><<<grid, kWarps * 32, 0, s>>>(a);
+  if (a.vectors_per_tile <= 2)
+    attention_decode_kernel<T, LPK, 2><<<grid, kWarps * 32, 0, s>>>(a);
+  else
+    attention_decode_kernel<T, LPK, 4><<<grid, kWarps * 32, 0, s>>>(a);
 }
 
 template <typename T>

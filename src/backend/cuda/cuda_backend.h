@@ -23,6 +23,9 @@ struct CudaOptions {
   // Decode attention (<= 4 query vectors per kv head) with every warp on its own keys
   // (INFERA_CUDA_DECODE_ATTENTION=0: the general f32 kernel instead).
   bool decode_attention = true;
+  // Fewest keys per block of the decode attention when keys are split across blocks to fill
+  // the GPU (INFERA_CUDA_DECODE_SPLIT_KEYS): fewer means more blocks, each a shorter chain.
+  int64_t decode_split_keys = 128;
   // The fused ops (add_rmsnorm, matmul_multi, matmul_swiglu, qk_norm_rope_kv_write) as single
   // kernels (INFERA_CUDA_FUSED=0: Backend's compositions of the one-op kernels).
   bool fused = true;

@@ -114,6 +114,7 @@ class CudaBackend final : public Backend {
   // Key tiles of attention_packed; the tile sizes are known before the first call (the op
   // harness asks), the query tile is that of the last call (it follows the GQA group).
   OpStats stats_{0, 32, kPackedKeys};
+  std::vector<unsigned long long> keys_;  // argmax_rows' keys read back
 };
 
 }  // namespace infera::cuda

@@ -165,16 +165,21 @@ void CudaBackend::argmax_rows(const Tensor& x, std::span<int32_t> ids) {
   expect_f32(x, op);
   expect(x.rank() == 2 && static_cast<int64_t>(ids.size()) == x.dim(0) && x.dim(1) > 0, op,
          "x " + x.shape().str() + " for " + std::to_string(ids.size()) + " ids");
-  expect(x.dim(1) <= (int64_t{1} << 31) - 1, op, "rows wider than int32 ids");
-  auto* dev = static_cast<int32_t*>(ctx_->scratch(4, ids.size() * sizeof(int32_t)));
+  expect(x.dim(1) <= (int64_t{1} << 31) - 1 && x.dim(0) <= 65535, op,
+         "at most 65535 rows narrower than 2^31");
+  auto* dev = static_cast<unsigned long long*>(ctx_->scratch(4, ids.size() * 8));
   ctx_->record(launch_argmax_rows, ArgmaxArgs{x.data_as<const float>(), dev, x.dim(0), x.dim(1)},
                note(op, "argmax_rows", {&x}));
   ctx_->flush();
-  check_cuda(cudaMemcpyAsync(ids.data(), dev, ids.size() * sizeof(int32_t), cudaMemcpyDeviceToHost,
-                             ctx_->stream()),
-             "copy " + std::to_string(ids.size()) + " token ids to the host");
+  keys_.resize(ids.size());
+  check_cuda(
+      cudaMemcpyAsync(keys_.data(), dev, ids.size() * 8, cudaMemcpyDeviceToHost, ctx_->stream()),
+      "copy " + std::to_string(ids.size()) + " argmax keys to the host");
   check_cuda(cudaStreamSynchronize(ctx_->stream()),
              "run the step that produced " + x.name() + " " + x.shape().str());
+  // The key's low word is 0xffffffff - index; 0 means no value above -inf.
+  for (size_t i = 0; i < ids.size(); ++i)
+    ids[i] = keys_[i] == 0 ? -1 : static_cast<int32_t>(0xffffffffu - (keys_[i] & 0xffffffffu));
 }
 
 }  // namespace infera::cuda

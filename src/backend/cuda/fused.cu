@@ -137,48 +137,41 @@ void qk_norm_rope_kv_for(const QkNormRopeKvArgs& a, cudaStream_t s) {
   }
 }
 
-// (value, index) of the larger; equal values: the lower index. Index -1 (nothing above -inf
-// seen) only ever pairs with -inf, so it loses to any found index.
-__device__ __forceinline__ void arg_better(float& v, int& i, float ov, int oi) {
-  if (ov > v || (ov == v && oi >= 0 && (i < 0 || oi < i))) {
-    v = ov;
-    i = oi;
-  }
+// Argmax as one 64-bit key per candidate: the value's bits made order-preserving as unsigned
+// (any value above -inf maps above 0) in the high word, the complement of the index in the low
+// word, so that the larger key is the larger value and, among equal values, the lower index.
+// 0 means no candidate (every value -inf or NaN).
+__device__ __forceinline__ unsigned long long argmax_key(float v, int64_t j) {
+  const unsigned bits = __float_as_uint(v);
+  const unsigned ordered = bits & 0x80000000u ? ~bits : bits | 0x80000000u;
+  return (static_cast<unsigned long long>(ordered) << 32) |
+         (0xffffffffu - static_cast<unsigned>(j));
 }
 
-// One block per row. Strict > while scanning keeps a thread's first maximum; NaN never compares
-// greater, so it never wins (the host sampler's rule).
-__global__ void argmax_rows_kernel(const float* __restrict__ x, int32_t* __restrict__ ids,
+// Grid (blocks per row, rows): each block takes a slice of its row, keeps its best key (NaN and
+// -inf are never candidates) and merges it into keys[row] with one atomicMax.
+__global__ void argmax_rows_kernel(const float* __restrict__ x, unsigned long long* keys,
                                    int64_t width) {
-  __shared__ float best_v[32];
-  __shared__ int best_i[32];
-  const float* row = x + static_cast<int64_t>(blockIdx.x) * width;
-  float v = -INFINITY;
-  int i = -1;
-  for (int64_t j = threadIdx.x; j < width; j += blockDim.x) {
-    const float e = row[j];
-    if (e > v) {
-      v = e;
-      i = static_cast<int>(j);
-    }
+  __shared__ unsigned long long best[32];
+  const float* row = x + static_cast<int64_t>(blockIdx.y) * width;
+  const int64_t per = (width + gridDim.x - 1) / gridDim.x;
+  const int64_t lo = static_cast<int64_t>(blockIdx.x) * per, hi = min(width, lo + per);
+  unsigned long long k = 0;
+  for (int64_t j = lo + threadIdx.x; j < hi; j += blockDim.x) {
+    float e = row[j];
+    if (e == 0.0f) e = 0.0f;  // -0 ties with +0 (the host compares values, not bits)
+    if (e > -INFINITY) k = max(k, argmax_key(e, j));
   }
 #pragma unroll
-  for (int off = 16; off > 0; off >>= 1)
-    arg_better(v, i, __shfl_xor_sync(0xffffffffu, v, off), __shfl_xor_sync(0xffffffffu, i, off));
+  for (int off = 16; off > 0; off >>= 1) k = max(k, __shfl_xor_sync(0xffffffffu, k, off));
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  if (lane == 0) {
-    best_v[warp] = v;
-    best_i[warp] = i;
-  }
+  if (lane == 0) best[warp] = k;
   __syncthreads();
   if (warp == 0) {
-    const int warps = static_cast<int>(blockDim.x / 32);
-    v = lane < warps ? best_v[lane] : -INFINITY;
-    i = lane < warps ? best_i[lane] : -1;
+    k = lane < static_cast<int>(blockDim.x / 32) ? best[lane] : 0;
 #pragma unroll
-    for (int off = 16; off > 0; off >>= 1)
-      arg_better(v, i, __shfl_xor_sync(0xffffffffu, v, off), __shfl_xor_sync(0xffffffffu, i, off));
-    if (lane == 0) ids[blockIdx.x] = i;
+    for (int off = 16; off > 0; off >>= 1) k = max(k, __shfl_xor_sync(0xffffffffu, k, off));
+    if (lane == 0 && k != 0) atomicMax(keys + blockIdx.y, k);
   }
 }
 
@@ -210,8 +203,12 @@ void launch_qk_norm_rope_kv(const void* p, cudaStream_t s) {
 
 void launch_argmax_rows(const void* p, cudaStream_t s) {
   const auto& a = *static_cast<const ArgmaxArgs*>(p);
-  const auto threads = static_cast<unsigned>(std::min<int64_t>(1024, (a.width + 31) / 32 * 32));
-  argmax_rows_kernel<<<static_cast<unsigned>(a.rows), threads, 0, s>>>(a.x, a.ids, a.width);
+  cudaMemsetAsync(a.keys, 0, static_cast<size_t>(a.rows) * sizeof(unsigned long long), s);
+  // Slices of at least 2048 values, at most 64 per row: a single row (batch-1 decode) is spread
+  // over many multiprocessors instead of streaming through one.
+  const int64_t slices = std::clamp<int64_t>(a.width / 2048, 1, 64);
+  const dim3 grid(static_cast<unsigned>(slices), static_cast<unsigned>(a.rows));
+  argmax_rows_kernel<<<grid, 256, 0, s>>>(a.x, a.keys, a.width);
 }
 
 }  // namespace infera::cuda

@@ -112,10 +112,11 @@ struct QkNormRopeKvArgs {
 };
 void launch_qk_norm_rope_kv(const void* args, cudaStream_t stream);
 
-// ids[r] = argmax of row r of x [rows, width] (ties: lowest index; -1 when nothing > -inf).
+// Per row r of x [rows, width]: keys[r] = 0 when no value is above -inf, else the argmax (ties:
+// the lowest index) as a 64-bit key whose low word is 0xffffffff - index (see fused.cu).
 struct ArgmaxArgs {
   const float* x;
-  int32_t* ids;
+  unsigned long long* keys;
   int64_t rows, width;
 };
 void launch_argmax_rows(const void* args, cudaStream_t stream);
