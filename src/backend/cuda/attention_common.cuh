@@ -60,18 +60,24 @@ __device__ inline void merge_splits_if_last(const AttentionArgs& a, int b, int g
     vector_row_head(a, row_begin, g, v0 + v, row, head);
     const int64_t vec = static_cast<int64_t>(row) * a.hq + head;
     // out = sum_s e^(m_s - M) o_s / sum_s e^(m_s - M) l_s; L2 reads (other blocks wrote them).
+    // Unrolled so that each pass issues its loads together: a rolled loop waits for one L2
+    // round trip per split (the suspected bulk of batch-1 decode attention).
+    const int splits = static_cast<int>(a.splits);
     float m = -INFINITY;
-    for (int64_t sp = 0; sp < a.splits; ++sp)
+#pragma unroll 8
+    for (int sp = 0; sp < splits; ++sp)
       m = fmaxf(m, __ldcg(a.partial_ml + 2 * (sp * stride + vec)));
     float l = 0.0f, o = 0.0f;
-    if (m != -INFINITY)
-      for (int64_t sp = 0; sp < a.splits; ++sp) {
-        const float ms = __ldcg(a.partial_ml + 2 * (sp * stride + vec));
-        if (ms == -INFINITY) continue;
-        const float f = expf(ms - m);
-        l += f * __ldcg(a.partial_ml + 2 * (sp * stride + vec) + 1);
-        o += f * __ldcg(a.partial_out + (sp * stride + vec) * d + e);
+    if (m != -INFINITY) {
+#pragma unroll 8
+      for (int sp = 0; sp < splits; ++sp) {
+        const float2 ml = __ldcg(reinterpret_cast<const float2*>(a.partial_ml) + sp * stride + vec);
+        const float po = __ldcg(a.partial_out + (sp * stride + vec) * d + e);
+        const float f = ml.x == -INFINITY ? 0.0f : expf(ml.x - m);
+        l += f * ml.y;
+        o += f * po;
       }
+    }
     a.out[vec * d + e] = l > 0.0f ? o / l : 0.0f;
   }
 }

@@ -3,9 +3,9 @@
 // warp; here every warp of the block walks its own keys. A lane group of LPK lanes holds one key:
 // each lane loads 16 bytes of its key's row and of its value row (one pass over the cache, no
 // shared-memory staging), the group sums its partial dot products, and each warp keeps an online
-// softmax (running max, sum, unnormalised P.V in registers) per vector over the KPI = 32 / LPK
-// keys it takes per step, several steps' loads in flight. The block merges its warps in shared
-// memory; with split keys, the last block of a (sequence, kv head) merges the splits.
+// softmax (running max, sum, unnormalised P.V in registers) per vector, updated once per round of
+// U steps of KPI = 32 / LPK keys, with the round's loads all in flight. The block merges its warps
+// in shared memory; with split keys, the last block of a (sequence, kv head) merges the splits.
 // Arithmetic is f32 throughout (every cache type; the exact path too).
 #include <algorithm>
 
@@ -102,38 +102,62 @@ __global__ void __launch_bounds__(kWarps * 32, NV == 2 ? 4 : 1)
         vu[u] = __ldg(reinterpret_cast<const uint4*>(values + off));
       }
     }
+    // The U steps' scores first (independent: their shuffles overlap), then one online-softmax
+    // update per vector for all U * KPI keys, so the loop-carried chain is per round, not per key.
+    float sc[U][NV];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      if (base + u * kStep >= key_hi) break;  // uniform across the warp
       const int t = base + u * kStep + kg;
-      float kf[V], vf[V];
+      float kf[V];
       unpack16(ku[u], kf, T{});
-      unpack16(vu[u], vf, T{});
 #pragma unroll
       for (int v = 0; v < NV; ++v) {
-        if (v >= nv) break;  // uniform
-        float s = 0.0f;
+        float dot = 0.0f;
 #pragma unroll
-        for (int x = 0; x < V; ++x) s = fmaf(qv[v][x], kf[x], s);
+        for (int x = 0; x < V; ++x) dot = fmaf(qv[v][x], kf[x], dot);
 #pragma unroll
-        for (int off = LPK / 2; off >= 1; off /= 2) s += __shfl_xor_sync(0xffffffffu, s, off);
+        for (int off = LPK / 2; off >= 1; off /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, off);
         const bool visible = t < key_hi && t >= lov[v] && t < hiv[v];
-        float top = visible ? s : -INFINITY;
-#pragma unroll
-        for (int off = LPK; off < 32; off *= 2)
-          top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, off));
-        const float m_new = fmaxf(m[v], top);
-        if (m_new == -INFINITY) continue;        // nothing visible yet (uniform)
-        const float alpha = expf(m[v] - m_new);  // 0 while m is -inf
-        const float p = visible ? expf(s - m_new) : 0.0f;
-        float sum = p;  // the same p on every lane of a key's group: one term per key
-#pragma unroll
-        for (int off = LPK; off < 32; off *= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-        l[v] = l[v] * alpha + sum;
-        m[v] = m_new;
-#pragma unroll
-        for (int x = 0; x < V; ++x) acc[v][x] = fmaf(p, vf[x], acc[v][x] * alpha);
+        sc[u][v] = visible ? dot : -INFINITY;
       }
+    }
+#pragma unroll
+    for (int v = 0; v < NV; ++v) {
+      float top = -INFINITY;
+#pragma unroll
+      for (int u = 0; u < U; ++u) top = fmaxf(top, sc[u][v]);
+#pragma unroll
+      for (int off = LPK; off < 32; off *= 2)
+        top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, off));
+      const float m_new = fmaxf(m[v], top);  // uniform across the warp
+      if (v >= nv || m_new == -INFINITY) {   // no such vector, or nothing visible yet
+#pragma unroll
+        for (int u = 0; u < U; ++u) sc[u][v] = 0.0f;
+        continue;
+      }
+      const float alpha = expf(m[v] - m_new);  // 0 while m is -inf
+      float sum = 0.0f;
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        sc[u][v] = sc[u][v] == -INFINITY ? 0.0f : expf(sc[u][v] - m_new);  // now p
+        sum += sc[u][v];
+      }
+      // Every lane of a key's group holds the same p: one term per key across the groups.
+#pragma unroll
+      for (int off = LPK; off < 32; off *= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+      l[v] = l[v] * alpha + sum;
+      m[v] = m_new;
+#pragma unroll
+      for (int x = 0; x < V; ++x) acc[v][x] *= alpha;
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      float vf[V];
+      unpack16(vu[u], vf, T{});
+#pragma unroll
+      for (int v = 0; v < NV; ++v)
+#pragma unroll
+        for (int x = 0; x < V; ++x) acc[v][x] = fmaf(sc[u][v], vf[x], acc[v][x]);
     }
   }
   // The warp's P.V: the sum over its key groups, per chunk.
