@@ -41,7 +41,8 @@ __device__ __forceinline__ void vector_row_head(const AttentionArgs& a, int row_
 // block's partials and resets the counter for the next launch (graph replays).
 __device__ inline void merge_splits_if_last(const AttentionArgs& a, int b, int g, int v0, int nv,
                                             int row_begin) {
-  __shared__ int merge;
+  __shared__ __align__(16) int merge_flag[4];  // [0] used; padded as attention_decode.cu says
+  int& merge = merge_flag[0];
   __threadfence();
   __syncthreads();
   if (threadIdx.x == 0) {

@@ -24,11 +24,14 @@ template <typename T, int LPK, int NV>
 __global__ void __launch_bounds__(kWarps * 32, NV == 2 ? 4 : 1)
     attention_decode_kernel(const AttentionArgs a) {
   constexpr int V = kVec16<T>, KPI = 32 / LPK, U = 8, D = LPK * V;
-  __shared__ float qs[NV][D];
-  __shared__ float wo[kWarps][NV][D];
-  __shared__ float wml[kWarps][NV][2];
-  __shared__ int vr[NV][2];
-  __shared__ int span[2];
+  // Every array 16-byte aligned and a multiple of 16 bytes long: the compiler widens the reads
+  // of vr and span to 128-bit loads, which must not reach into a neighbour that another warp
+  // writes without a barrier (racecheck flagged exactly that with vr placed after wml).
+  __shared__ __align__(16) float qs[NV][D];
+  __shared__ __align__(16) float wo[kWarps][NV][D];
+  __shared__ __align__(16) float wml[kWarps][NV][2];
+  __shared__ __align__(16) int vr[NV][2];
+  __shared__ __align__(16) int span[4];  // [0, 2) used
   const int group = static_cast<int>(a.hq / a.hkv);
   const int b = blockIdx.y, g = blockIdx.z % a.hkv, split = blockIdx.z / a.hkv;
   const int row_begin = a.query_start[b], nv = (a.query_start[b + 1] - row_begin) * group;
