@@ -48,6 +48,11 @@ class CausalLM {
   // batch.output_rows to `logits`, row-major [output_rows.size(), vocab]. Throws InvalidArgument
   // for a batch that does not fit the model or the cache (nothing is written then).
   virtual void forward(const BatchDesc& batch, KvPool& cache, std::span<float> logits) = 0;
+  // forward() followed by a greedy choice per output row: ids[i] is the index of the largest
+  // logit of output row i (ties: the lowest; NaN never wins), -1 when none is above -inf. A model
+  // overrides it to keep the logits on the backend (Backend::argmax_rows), so that a device
+  // backend sends only the ids to the host; the default reads the logits back and picks there.
+  virtual void forward_argmax(const BatchDesc& batch, KvPool& cache, std::span<int32_t> ids);
 
   void set_activation_hook(ActivationHook hook) { hook_ = std::move(hook); }
 

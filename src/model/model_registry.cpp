@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <vector>
 
 #include "infera/error.h"
 #include "io/gguf_model.h"
@@ -38,6 +39,25 @@ std::string format_parameter_count(int64_t parameters) {
   const auto dot0 = s.find(".0");
   if (dot0 != std::string::npos && dot0 + 3 == s.size()) s.erase(dot0, 2);
   return s;
+}
+
+void CausalLM::forward_argmax(const BatchDesc& batch, KvPool& cache, std::span<int32_t> ids) {
+  if (ids.size() != batch.output_rows.size())
+    throw InvalidArgument("forward_argmax: ids buffer size does not match output rows");
+  const auto vocab = static_cast<size_t>(info().vocab);
+  std::vector<float> logits(ids.size() * vocab);
+  forward(batch, cache, logits);
+  for (size_t r = 0; r < ids.size(); ++r) {
+    // Strict > keeps the first of equal maxima; NaN never compares greater, so it is skipped.
+    int32_t best = -1;
+    float best_value = -INFINITY;
+    for (size_t j = 0; j < vocab; ++j)
+      if (logits[r * vocab + j] > best_value) {
+        best_value = logits[r * vocab + j];
+        best = static_cast<int32_t>(j);
+      }
+    ids[r] = best;
+  }
 }
 
 std::string ModelInfo::summary() const {

@@ -1,7 +1,8 @@
 // Every op of ops/backend.h, written once, run by the harness on every backend and SIMD target,
 // against scalar references in double written here. Shapes include 1 row, odd sizes and
 // non-multiples of every tile size (vector widths 4/8/16, register tiles 2-4 x 4, panels of 16,
-// query blocks of 32, cache blocks of 1/5/16/32), and aliasing where the contract allows it.
+// query blocks of 32, cache blocks of 1/5/8/16/32), decode shapes, and aliasing where the
+// contract allows it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -232,10 +233,16 @@ std::vector<AttnCase> attention_cases() {
       {"local window 4, causal", {50, 20}, {50, 3}, 4, 2, 32, 16, {}},
       {"bidirectional window 8", {45, 9}, {45, 9}, 2, 1, 16, 16, {}},
       {"bidirectional global", {31, 64}, {31, 64}, 2, 2, 16, 32, {}},
+      // Decode shapes (<= 4 query vectors per kv head: a GPU's decode kernel), with split keys.
+      {"decode, 2 rows each, group 2", {20, 50}, {2, 2}, 4, 2, 64, 8, {}},
+      {"decode d 256, 700 keys", {700}, {1}, 2, 1, 256, 16, {}},
+      {"decode block size 5, 3 sequences", {77, 13, 1}, {1, 1, 1}, 6, 3, 64, 5, {}},
+      {"decode local window 4", {40, 3}, {1, 1}, 4, 2, 32, 16, {}},
   };
   c[6].params.window = 4;
   c[7].params = {.causal = false, .window = 8};
   c[8].params.causal = false;
+  c[12].params.window = 4;
   for (AttnCase& a : c) a.params.scale = 1.0f / std::sqrt(float(a.d));
   return c;
 }
