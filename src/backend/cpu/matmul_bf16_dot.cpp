@@ -13,7 +13,6 @@ namespace infera::cpu {
 namespace {
 
 constexpr int64_t kLanes = 32;  // bf16 elements per 512-bit vector
-constexpr int kChains = 4;
 constexpr int kTileX = 4, kTileW = 4;  // 16 accumulators + 8 operands of 32 registers
 constexpr int64_t kPanelRows = 16;
 
@@ -39,44 +38,24 @@ INFERA_BF16_TARGET inline float sum_lanes(__m512 v) {
   return _mm_cvtss_f32(h4);
 }
 
+// One accumulator per output, summed vector by vector, then across lanes: the order every path
+// uses (more chains per output would speed decode but cost prefill, see simd_kernels.cpp).
 template <int NX, int NW>
 INFERA_BF16_TARGET inline void tile(const uint16_t* x, int64_t k, const uint16_t* w,
                                     const RowVectors& rv, float* out, int64_t ldo) {
-  __m512 total[NX][NW];
-  for (int chain = 0; chain < kChains; ++chain) {
-    __m512 acc[NX][NW];
-    for (int a = 0; a < NX; ++a)
-      for (int b = 0; b < NW; ++b) acc[a][b] = _mm512_setzero_ps();
-    for (int64_t v = chain; v < rv.count; v += kChains) {
-      __m512bh wv[NW];
-      for (int b = 0; b < NW; ++b) wv[b] = rv.load(w + b * k, v);
-      for (int a = 0; a < NX; ++a) {
-        const __m512bh xv = rv.load(x + a * k, v);
-        for (int b = 0; b < NW; ++b) acc[a][b] = _mm512_dpbf16_ps(acc[a][b], xv, wv[b]);
-      }
+  __m512 acc[NX][NW];
+  for (int a = 0; a < NX; ++a)
+    for (int b = 0; b < NW; ++b) acc[a][b] = _mm512_setzero_ps();
+  for (int64_t v = 0; v < rv.count; ++v) {
+    __m512bh wv[NW];
+    for (int b = 0; b < NW; ++b) wv[b] = rv.load(w + b * k, v);
+    for (int a = 0; a < NX; ++a) {
+      const __m512bh xv = rv.load(x + a * k, v);
+      for (int b = 0; b < NW; ++b) acc[a][b] = _mm512_dpbf16_ps(acc[a][b], xv, wv[b]);
     }
-    for (int a = 0; a < NX; ++a)
-      for (int b = 0; b < NW; ++b)
-        total[a][b] = chain == 0 ? acc[a][b] : _mm512_add_ps(total[a][b], acc[a][b]);
   }
   for (int a = 0; a < NX; ++a)
-    for (int b = 0; b < NW; ++b) out[a * ldo + b] = sum_lanes(total[a][b]);
-}
-
-// One x row against one weight row: a single sequential stream, the four chains in flight.
-INFERA_BF16_TARGET inline float row_stream(const uint16_t* x, const uint16_t* w,
-                                           const RowVectors& rv) {
-  __m512 acc[kChains];
-  for (int c = 0; c < kChains; ++c) acc[c] = _mm512_setzero_ps();
-  int64_t v = 0;
-  for (; v + kChains <= rv.count; v += kChains)
-    for (int c = 0; c < kChains; ++c)
-      acc[c] = _mm512_dpbf16_ps(acc[c], rv.load(x, v + c), rv.load(w, v + c));
-  for (int c = 0; v < rv.count; ++v, ++c)
-    acc[c] = _mm512_dpbf16_ps(acc[c], rv.load(x, v), rv.load(w, v));
-  __m512 total = acc[0];
-  for (int c = 1; c < kChains; ++c) total = _mm512_add_ps(total, acc[c]);
-  return sum_lanes(total);
+    for (int b = 0; b < NW; ++b) out[a * ldo + b] = sum_lanes(acc[a][b]);
 }
 
 }  // namespace
@@ -106,7 +85,7 @@ INFERA_BF16_TARGET void matmul_rows_bf16_dot(const uint16_t* x, int64_t n, int64
   const RowVectors rv(k);
   if (n < kTileX) {  // decode: stream each weight row once for the few x rows
     for (int64_t j = j_begin; j < j_end; ++j)
-      for (int64_t i = 0; i < n; ++i) out[i * ldo + j] = row_stream(x + i * k, w + j * k, rv);
+      for (int64_t i = 0; i < n; ++i) tile<1, 1>(x + i * k, k, w + j * k, rv, out + i * ldo + j, ldo);
     return;
   }
   // A panel of weight rows stays in L1/L2 while every x row passes over it.

@@ -17,9 +17,9 @@ bool has_bf16_dot();
 void round_rows_to_bf16(const float* src, int64_t n, uint16_t* dst);
 
 // out[i * ldo + j] = sum_p x[i * k + p] * w[j * k + p] for i < n, j in [j_begin, j_end), x and w
-// bf16, sums in f32. One summation order whatever n is (the 32-element vectors of a row dealt to
-// four chains round-robin; chains added in order; then across lanes), so a row's result does not
-// depend on the rows that share the call. Requires has_bf16_dot().
+// bf16, sums in f32. One summation order whatever n is (one accumulator per output over the
+// 32-element vectors in order, then across lanes), so a row's result does not depend on the rows
+// that share the call. Requires has_bf16_dot().
 void matmul_rows_bf16_dot(const uint16_t* x, int64_t n, int64_t k, const uint16_t* w,
                           int64_t j_begin, int64_t j_end, float* out, int64_t ldo);
 

@@ -43,16 +43,11 @@ HWY_INLINE float WeightScalar(const hwy::float16_t* p) {
   return infera::f16_to_f32(*reinterpret_cast<const uint16_t*>(p));
 }
 
-// The one summation order of every dot product, whichever kernel computes it (so a sequence's
-// logits do not depend on what else shares its batch: batch invariance). Full vector v of the
-// k / lanes goes to chain v % kChains; each chain is summed in vector order into its own
-// accumulator; the chains are added lane-wise in chain order, then across lanes (SumOfLanes),
-// then the scalar tail in order with explicit fma (the compiler would contract `s += x * w` in some
-// inlined copies and not others). Several chains let decode keep several FMAs in flight over one
-// sequential weight stream (one chain is bound by FMA latency); the tiles pay a spill per chain.
-constexpr int kChains = 4;
-
-// A register tile: NX rows of x against NW rows of w, full dot products over k.
+// A register tile: NX rows of x against NW rows of w, full dot products over k. The scalar tails
+// use explicit fma: left to the compiler, `s += x * w` was contracted in some inlined copies and
+// not others, so AVX2 rows differed by batch. (Several FMA chains per dot product were tried for
+// decode: chains over interleaved vectors cost prefill ~25% per CPU second, chains over contiguous
+// quarters halved decode; one chain stays.)
 // AVX-512 has 32 vector registers (room for 4x4 accumulators); AVX2 has 16 (2x4).
 #if HWY_TARGET <= HWY_AVX3
 constexpr int kTileX = 4;
@@ -66,67 +61,56 @@ HWY_INLINE void Tile(const float* HWY_RESTRICT x, int64_t k, const WT* HWY_RESTR
                      float* HWY_RESTRICT out, int64_t ldo) {
   const DF d;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
-  const int64_t vectors = k / lanes;
-  HWY_ALIGN float total[NX * NW * hn::MaxLanes(d)] = {};  // (zeroed only to quiet -Wuninitialized)
-  for (int chain = 0; chain < kChains; ++chain) {
-    VF acc[NX][NW];
-    for (int a = 0; a < NX; ++a)
-      for (int b = 0; b < NW; ++b) acc[a][b] = hn::Zero(d);
-    for (int64_t v = chain; v < vectors; v += kChains) {
-      const int64_t p = v * lanes;
-      VF wv[NW];
-      for (int b = 0; b < NW; ++b) wv[b] = LoadWeight(d, w + b * k + p);
-      for (int a = 0; a < NX; ++a) {
-        const VF xv = hn::LoadU(d, x + a * k + p);
-        for (int b = 0; b < NW; ++b) acc[a][b] = hn::MulAdd(xv, wv[b], acc[a][b]);
-      }
-    }
+  VF acc[NX][NW];
+  for (int a = 0; a < NX; ++a)
+    for (int b = 0; b < NW; ++b) acc[a][b] = hn::Zero(d);
+  int64_t p = 0;
+  for (; p + lanes <= k; p += lanes) {
+    VF wv[NW];
+    for (int b = 0; b < NW; ++b) wv[b] = LoadWeight(d, w + b * k + p);
     for (int a = 0; a < NX; ++a) {
-      for (int b = 0; b < NW; ++b) {
-        float* t = total + (a * NW + b) * lanes;
-        if (chain == 0) {
-          hn::Store(acc[a][b], d, t);
-        } else {
-          hn::Store(hn::Add(hn::Load(d, t), acc[a][b]), d, t);
-        }
-      }
+      const VF xv = hn::LoadU(d, x + a * k + p);
+      for (int b = 0; b < NW; ++b) acc[a][b] = hn::MulAdd(xv, wv[b], acc[a][b]);
     }
   }
-  const int64_t p = vectors * lanes;
   for (int a = 0; a < NX; ++a) {
     for (int b = 0; b < NW; ++b) {
-      float s = hn::GetLane(hn::SumOfLanes(d, hn::Load(d, total + (a * NW + b) * lanes)));
+      float s = hn::GetLane(hn::SumOfLanes(d, acc[a][b]));
       for (int64_t q = p; q < k; ++q) s = std::fma(x[a * k + q], WeightScalar(w + b * k + q), s);
       out[a * ldo + b] = s;
     }
   }
 }
 
-// One x row against one weight row: one sequential stream of the row, kChains FMA chains.
-// Streaming one weight row at a time (rather than interleaving several rows) measured ~30% more
-// bandwidth in decode.
-template <typename WT>
-HWY_INLINE float RowStream(const float* HWY_RESTRICT x, int64_t k, const WT* HWY_RESTRICT w) {
-  static_assert(kChains == 4, "the loop below feeds four chains");
+// NX rows of x against one weight row. Streaming one weight row at a time keeps the hardware
+// prefetcher on a single sequential stream, which measured ~30% more bandwidth than interleaving
+// 4 rows when few x rows share each weight load (decode). One accumulator per x row, summed in the
+// same order as Tile(): every output element is then bit-identical whichever path computed it, so
+// a sequence's logits do not depend on what else shares its batch (batch invariance).
+template <int NX, typename WT>
+HWY_INLINE void RowStream(const float* HWY_RESTRICT x, int64_t k, const WT* HWY_RESTRICT w,
+                          float* HWY_RESTRICT out, int64_t ldo) {
   const DF d;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
-  const int64_t vectors = k / lanes;
-  VF acc[kChains];
-  for (int c = 0; c < kChains; ++c) acc[c] = hn::Zero(d);
-  int64_t v = 0;
-  for (; v + kChains <= vectors; v += kChains) {
-    const int64_t p = v * lanes;
-    acc[0] = hn::MulAdd(hn::LoadU(d, x + p), LoadWeight(d, w + p), acc[0]);
-    acc[1] = hn::MulAdd(hn::LoadU(d, x + p + lanes), LoadWeight(d, w + p + lanes), acc[1]);
-    acc[2] = hn::MulAdd(hn::LoadU(d, x + p + 2 * lanes), LoadWeight(d, w + p + 2 * lanes), acc[2]);
-    acc[3] = hn::MulAdd(hn::LoadU(d, x + p + 3 * lanes), LoadWeight(d, w + p + 3 * lanes), acc[3]);
+  VF acc[NX];
+  for (int a = 0; a < NX; ++a) acc[a] = hn::Zero(d);
+  int64_t p = 0;
+  for (; p + 2 * lanes <= k; p += 2 * lanes) {
+    const VF w0 = LoadWeight(d, w + p), w1 = LoadWeight(d, w + p + lanes);
+    for (int a = 0; a < NX; ++a) {
+      acc[a] = hn::MulAdd(hn::LoadU(d, x + a * k + p), w0, acc[a]);
+      acc[a] = hn::MulAdd(hn::LoadU(d, x + a * k + p + lanes), w1, acc[a]);
+    }
   }
-  for (int c = 0; v < vectors; ++v, ++c)
-    acc[c] = hn::MulAdd(hn::LoadU(d, x + v * lanes), LoadWeight(d, w + v * lanes), acc[c]);
-  const VF sum = hn::Add(hn::Add(hn::Add(acc[0], acc[1]), acc[2]), acc[3]);
-  float s = hn::GetLane(hn::SumOfLanes(d, sum));
-  for (int64_t q = vectors * lanes; q < k; ++q) s = std::fma(x[q], WeightScalar(w + q), s);
-  return s;
+  for (; p + lanes <= k; p += lanes) {
+    const VF w0 = LoadWeight(d, w + p);
+    for (int a = 0; a < NX; ++a) acc[a] = hn::MulAdd(hn::LoadU(d, x + a * k + p), w0, acc[a]);
+  }
+  for (int a = 0; a < NX; ++a) {
+    float s = hn::GetLane(hn::SumOfLanes(d, acc[a]));
+    for (int64_t q = p; q < k; ++q) s = std::fma(x[a * k + q], WeightScalar(w + q), s);
+    out[a * ldo] = s;
+  }
 }
 
 // All x rows against weight rows [0, rows) of `w` (already offset), in register tiles.
@@ -134,8 +118,14 @@ template <typename WT>
 HWY_INLINE void Block(const float* x, int64_t n, int64_t k, const WT* w, int64_t rows, float* out,
                       int64_t ldo) {
   if (n < kTileX) {  // decode: 1 (or a few) rows of x
-    for (int64_t j = 0; j < rows; ++j)
-      for (int64_t i = 0; i < n; ++i) out[i * ldo + j] = RowStream(x + i * k, k, w + j * k);
+    for (int64_t j = 0; j < rows; ++j) {
+      if (n == 1) {
+        RowStream<1>(x, k, w + j * k, out + j, ldo);
+      } else {
+        for (int64_t i = 0; i < n; ++i)
+          RowStream<1>(x + i * k, k, w + j * k, out + i * ldo + j, ldo);
+      }
+    }
     return;
   }
   int64_t i = 0;
