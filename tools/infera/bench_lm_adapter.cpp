@@ -39,10 +39,12 @@ LmCostModel make_lm_cost_model(const ModelInfo& info, const KvShape& kv, DType k
   return c;
 }
 
-BenchModel start_bench_backend(const std::string& device, int threads) {
+BenchModel start_bench_backend(const std::string& device, int threads,
+                               const std::string& matmul_precision) {
   BenchModel m;
   bench::Stopwatch watch;
-  m.backend = make_backend({.device = device, .threads = threads});
+  m.backend =
+      make_backend({.device = device, .threads = threads, .matmul_precision = matmul_precision});
   m.backend_seconds = watch.seconds();
   return m;
 }

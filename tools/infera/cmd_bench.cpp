@@ -37,6 +37,7 @@ struct BenchOptions {
   uint64_t dummy_seed = 0;
   int threads = 0;
   std::string device = "cpu";
+  std::string matmul_precision = "f32";
   std::string kv_dtype = "f32";
   int64_t kv_block_size = 32;
   std::vector<int64_t> prefill{128, 512, 2048};
@@ -155,7 +156,7 @@ void run_bench(const BenchOptions& o, const std::string& command_line) {
       fs::is_regular_file(dir) ? bench::fnv1a64_hex(io::load_gguf_model(dir).config.json().dump())
                                : config_hash(dir / "config.json");
 
-  BenchModel m = start_bench_backend(o.device, threads);
+  BenchModel m = start_bench_backend(o.device, threads, o.matmul_precision);
   // The probes measure the CPU and its memory: the limits of a CPU backend only.
   const bool probe = !o.skip_machine && m.backend->device() == Device::CPU;
   if (!o.skip_machine && !probe)
@@ -182,6 +183,7 @@ void run_bench(const BenchOptions& o, const std::string& command_line) {
   result.environment()["weight_format"] = info.weight_format;
   result.environment()["weight_bytes"] = info.weight_bytes;
   result.environment()["kv_cache_format"] = std::string(dtype_name(kv.dtype));
+  result.environment()["matmul_precision"] = o.matmul_precision;
   result.environment()["model"] = info.summary();
   result.environment()["model_parameters"] = info.parameters;
   result.config().update({{"model", o.model},
@@ -298,6 +300,11 @@ void add_bench_command(CLI::App& app) {
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
   cmd->add_option("--device", o->device, "Backend: cpu, cuda or auto")->capture_default_str();
+  cmd->add_option("--matmul-precision", o->matmul_precision,
+                  "CPU matmuls with bf16 weights: f32 activations, or bf16 dot products "
+                  "(AVX512-BF16, activations rounded to bf16)")
+      ->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
   cmd->add_option("--kv-dtype", o->kv_dtype, "KV cache storage: f32, bf16 or f16")
       ->check(CLI::IsMember({"f32", "bf16", "f16"}))
       ->capture_default_str();

@@ -23,6 +23,7 @@ struct ModelOptions {
   uint64_t dummy_seed = 0;
   int threads = 0;
   std::string device = "auto";
+  std::string matmul_precision = "f32";
 
   void add_to(CLI::App& cmd);
 };
