@@ -53,8 +53,8 @@ void ModelOptions::add_to(CLI::App& cmd) {
       ->capture_default_str();
   cmd.add_option("--matmul-precision", matmul_precision,
                  "CPU matmuls with bf16 weights: f32 (activations stay f32) or bf16 (activations "
-                 "rounded to bf16, AVX512-BF16 dot products where the CPU has them: faster, with "
-                 "bf16 compute's errors)")
+                 "rounded to bf16, AVX512-BF16 dot products where the CPU has them: faster prefill, "
+                 "with bf16 compute's errors)")
       ->check(CLI::IsMember({"f32", "bf16"}))
       ->capture_default_str();
 }

@@ -23,9 +23,12 @@ struct RowVectors {
   explicit RowVectors(int64_t k)
       : count((k + kLanes - 1) / kLanes),
         last_mask(k % kLanes ? (__mmask32{1} << (k % kLanes)) - 1 : ~__mmask32{0}) {}
-  INFERA_BF16_TARGET __m512bh load(const uint16_t* row, int64_t v) const {
-    const __mmask32 m = v == count - 1 ? last_mask : ~__mmask32{0};
-    return (__m512bh)_mm512_maskz_loadu_epi16(m, row + v * kLanes);
+  // Full vectors load unmasked (masked loads are slower on some CPUs); the last one masked.
+  INFERA_BF16_TARGET static __m512bh full(const uint16_t* row, int64_t v) {
+    return (__m512bh)_mm512_loadu_si512(row + v * kLanes);
+  }
+  INFERA_BF16_TARGET __m512bh last(const uint16_t* row) const {
+    return (__m512bh)_mm512_maskz_loadu_epi16(last_mask, row + (count - 1) * kLanes);
   }
 };
 
@@ -46,11 +49,19 @@ INFERA_BF16_TARGET inline void tile(const uint16_t* x, int64_t k, const uint16_t
   __m512 acc[NX][NW];
   for (int a = 0; a < NX; ++a)
     for (int b = 0; b < NW; ++b) acc[a][b] = _mm512_setzero_ps();
-  for (int64_t v = 0; v < rv.count; ++v) {
+  for (int64_t v = 0; v + 1 < rv.count; ++v) {
     __m512bh wv[NW];
-    for (int b = 0; b < NW; ++b) wv[b] = rv.load(w + b * k, v);
+    for (int b = 0; b < NW; ++b) wv[b] = RowVectors::full(w + b * k, v);
     for (int a = 0; a < NX; ++a) {
-      const __m512bh xv = rv.load(x + a * k, v);
+      const __m512bh xv = RowVectors::full(x + a * k, v);
+      for (int b = 0; b < NW; ++b) acc[a][b] = _mm512_dpbf16_ps(acc[a][b], xv, wv[b]);
+    }
+  }
+  if (rv.count > 0) {
+    __m512bh wv[NW];
+    for (int b = 0; b < NW; ++b) wv[b] = rv.last(w + b * k);
+    for (int a = 0; a < NX; ++a) {
+      const __m512bh xv = rv.last(x + a * k);
       for (int b = 0; b < NW; ++b) acc[a][b] = _mm512_dpbf16_ps(acc[a][b], xv, wv[b]);
     }
   }
