@@ -16,6 +16,7 @@ namespace infera::decision {
 namespace {
 
 constexpr int64_t kKvBlock = 16;  // slots per block of the last head layer's key/value pool
+constexpr const char* kNormReason = "norm vector (LayerNorm weights stay float)";
 
 // The decision tensors (everything outside "encoder.") with their shapes.
 std::vector<WeightSpec> head_weight_specs(const DecisionConfig& c, int64_t d) {
@@ -107,7 +108,7 @@ std::unique_ptr<DecisionModel> DecisionModel::load(const std::filesystem::path& 
          if (t.rank() == 2 && t.name().find("tok_embeddings") == std::string::npos)
            return preparer->matmul_weight(t);
          return preparer->other(t, t.rank() == 2 ? "embedding table (gathered, not a matmul)"
-                                                 : "norm vector (LayerNorm weights stay float)");
+                                                 : kNormReason);
        }},
       backend);
   m->hidden_ = d;
@@ -127,16 +128,16 @@ std::unique_ptr<DecisionModel> DecisionModel::load(const std::filesystem::path& 
   for (int64_t i = 0; i < c.num_head_layers; ++i) {
     const std::string l = "heads." + std::to_string(i) + ".";
     HeadLayer L;
-    L.attn_norm = preparer->other(get(l + "attn_norm.weight"), "norm vector");
+    L.attn_norm = preparer->other(get(l + "attn_norm.weight"), kNormReason);
     const Tensor qkv = preparer->matmul_weight(get(l + "Wqkv.weight"));
     L.wq = qkv.rows(0, d), L.wk = qkv.rows(d, d), L.wv = qkv.rows(2 * d, d);
     L.wo = preparer->matmul_weight(get(l + "Wo.weight"));
-    L.mlp_norm = preparer->other(get(l + "mlp_norm.weight"), "norm vector");
+    L.mlp_norm = preparer->other(get(l + "mlp_norm.weight"), kNormReason);
     L.w1 = preparer->matmul_weight(get(l + "W1.weight"));
     L.w2 = preparer->matmul_weight(get(l + "W2.weight"));
     m->heads_layers_.push_back(std::move(L));
   }
-  m->head_norm_ = preparer->other(get("head_norm.weight"), "norm vector");
+  m->head_norm_ = preparer->other(get("head_norm.weight"), kNormReason);
   // Scorer and action head: always full precision (widened to f32 on the host).
   m->scorer_w_ = widen_to_f32(get("scorer.weight"));
   m->scorer_b_ = widen_to_f32(get("scorer.bias"))[0];
