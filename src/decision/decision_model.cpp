@@ -33,9 +33,9 @@ std::vector<WeightSpec> head_weight_specs(const DecisionConfig& c, int64_t d) {
     s.push_back({l + "W2.weight", {d, f}, 0.02f});
   }
   s.push_back({"head_norm.weight", {d}, -1.0f});
-  s.push_back({"scorer.weight", {1, d}, 0.5f});
+  s.push_back({"scorer.weight", {1, d}, 0.05f});
   s.push_back({"scorer.bias", {1}, 0.1f});
-  s.push_back({"action.0.weight", {a, d + 4}, 0.2f});
+  s.push_back({"action.0.weight", {a, d + 4}, 0.05f});
   s.push_back({"action.0.bias", {a}, 0.1f});
   s.push_back({"action.2.weight", {n_actions, a}, 0.2f});
   s.push_back({"action.2.bias", {n_actions}, 0.1f});
@@ -107,8 +107,8 @@ std::unique_ptr<DecisionModel> DecisionModel::load(const std::filesystem::path& 
        [preparer](const Tensor& t) {
          if (t.rank() == 2 && t.name().find("tok_embeddings") == std::string::npos)
            return preparer->matmul_weight(t);
-         return preparer->other(t, t.rank() == 2 ? "embedding table (gathered, not a matmul)"
-                                                 : kNormReason);
+         return preparer->other(
+             t, t.rank() == 2 ? "embedding table (gathered, not a matmul)" : kNormReason);
        }},
       backend);
   m->hidden_ = d;

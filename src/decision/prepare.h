@@ -50,6 +50,10 @@ class Preparer {
   std::vector<PreparedQuestion> prepare(const Request& request, int64_t& cache_hits);
   int64_t state_tokens_total() const { return last_state_tokens_; }
   size_t cache_size() const { return lru_.size(); }
+  void clear_cache() {
+    lru_.clear();
+    index_.clear();
+  }
 
  private:
   std::vector<int32_t> encode_piece(std::string_view text) const;

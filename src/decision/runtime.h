@@ -69,6 +69,11 @@ class Runtime {
           std::shared_ptr<const Tokenizer> tokenizer = nullptr,
           std::string tokenizer_identity = "");
   const RuntimeOptions& options() const { return options_; }
+  RuntimeOptions& options() { return options_; }  // batching and dedup may change between calls
+  // Empties the prefix cache (benchmarks measure uncached preparation).
+  void clear_prefix_cache() {
+    if (preparer_) preparer_->clear_cache();
+  }
 
   Response decide(const Request& request);
   IdsResponse decide_ids(const std::vector<std::vector<int32_t>>& inputs);
