@@ -93,26 +93,31 @@ Question question(int i, int variant) {
   return q;
 }
 
-// A workload's request; short questions are padded with state to ~93 tokens each.
-Request make_request(const std::string& name, const Tokenizer& tok) {
+// A workload's request. Short questions get as much state as makes them 93 tokens on average
+// (the state's length is found by preparing the questions with no state first).
+Request make_request(const std::string& name, const DecisionConfig& config, const Tokenizer& tok) {
   Request r;
   int n = 0, distinct = 0;
-  int64_t state_tokens = 0;
+  bool long_state = false;
   if (name == "short5" || name == "short10" || name == "short50") {
     n = distinct = std::stoi(name.substr(5));
-    state_tokens = 55;  // + ~38 prefix tokens = ~93
   } else if (name == "long10") {
     n = distinct = 10;
-    state_tokens = 2000;  // cut to each question's room under max_length
+    long_state = true;  // cut to each question's room under max_length
   } else if (name == "dup50") {
     n = 50;
     distinct = 10;
-    state_tokens = 55;
   } else {
     throw InvalidArgument("unknown workload " + name);
   }
-  r.state = words(tok, state_tokens, n);
   for (int i = 0; i < n; ++i) r.questions.push_back(question(i % distinct, 0));
+  r.state = "";
+  Preparer prep(config, tok, "calibrate", 1);
+  int64_t hits = 0, total = 0;
+  for (const auto& p : prep.prepare(r, hits)) total += static_cast<int64_t>(p.ids.size());
+  const int64_t empty_mean = total / n;
+  r.state =
+      words(tok, long_state ? 4 * config.max_length : std::max<int64_t>(0, 93 - empty_mean), n);
   return r;
 }
 
@@ -223,13 +228,16 @@ int main(int argc, char** argv) {
   std::string dir = "bench/configs/decision-large", out;
   std::vector<std::string> workloads = {"short5", "short10", "short50", "long10", "dup50"};
   std::vector<std::string> lever_workloads = {"short10", "long10"};
+  std::vector<std::string> lever_names = {"no_batching", "no_pruning", "dense_attention", "int8",
+                                          "int4"};
   int runs = 200, lever_runs = 50, warmup = 1, threads = 0;
   double max_seconds = 600;
-  bool real_weights = false;
+  bool real_weights = false, quality_on = true;
   app.add_option("--config-dir", dir, "encoder_config.json + decision_config.json");
   app.add_option("--workload", workloads, "headline workloads");
   app.add_option("--lever-workload", lever_workloads, "workloads of the interleaved lever run");
   app.add_option("--runs", runs, "measured requests per headline workload (>= 1)");
+  app.add_option("--lever", lever_names, "levers to switch off against default (all by default)");
   app.add_option("--lever-runs", lever_runs, "measured rounds of the lever run (0: skip)");
   app.add_option("--warmup", warmup, "unmeasured requests first");
   app.add_option("--max-seconds", max_seconds, "stop a workload's measurement after this long");
@@ -239,6 +247,8 @@ int main(int argc, char** argv) {
                "load the folder's model.safetensors instead of dummy weights (quality numbers: "
                "dummy weights make every marker row alike, so their option probabilities are "
                "uniform and the 8/4-bit comparison says nothing)");
+  app.add_flag("--quality,!--no-quality", quality_on,
+               "compare int8/int4 answers with default over the headline workloads");
   CLI11_PARSE(app, argc, argv);
   try {
     auto backend = make_cpu_backend(threads);
@@ -261,7 +271,7 @@ int main(int argc, char** argv) {
                 backend->name().c_str());
     std::map<std::string, Response> reference;
     for (const std::string& w : workloads) {
-      const Request req = make_request(w, *tok);
+      const Request req = make_request(w, model->config(), *tok);
       std::vector<Config*> cs = {&def};
       Config dedup{"default_dedup", model.get(), 16, true, true, &rt};
       if (w == "dup50") cs.push_back(&dedup);
@@ -283,7 +293,10 @@ int main(int argc, char** argv) {
       Config dense_cfg{"dense_attention", wide.get(), 16, true, false, &rtd};
       Config c8{"int8", int8.get(), 16, true, false, &rt8};
       Config c4{"int4", int4.get(), 16, true, false, &rt4};
-      std::vector<Config*> levers = {&def, &no_batch, &no_prune, &dense_cfg, &c8, &c4};
+      std::vector<Config*> levers = {&def};
+      for (Config* c : {&no_batch, &no_prune, &dense_cfg, &c8, &c4})
+        if (std::find(lever_names.begin(), lever_names.end(), c->name) != lever_names.end())
+          levers.push_back(c);
       for (const auto& [fmt, m] : {std::pair{"int8", int8.get()}, std::pair{"int4", int4.get()}}) {
         const QuantReport& q = m->quant_report();
         Json kept = Json::array();
@@ -293,15 +306,15 @@ int main(int argc, char** argv) {
                                        {"kept", kept}};
       }
       for (const std::string& w : lever_workloads) {
-        const Request req = make_request(w, *tok);
+        const Request req = make_request(w, model->config(), *tok);
         auto samples = interleaved(levers, req, warmup, lever_runs, max_seconds);
         for (auto& [name, s] : samples) {
           print_row(w, name, s);
           result["levers"][w][name] = s.json();
         }
       }
-      for (const std::string& w : workloads) {
-        const Request req = make_request(w, *tok);
+      for (const std::string& w : quality_on ? workloads : std::vector<std::string>{}) {
+        const Request req = make_request(w, model->config(), *tok);
         const Response ref = reference.count(w) ? reference[w] : run_once(def, req);
         for (Config* c : {&c8, &c4}) {
           const Json q = quality(ref, run_once(*c, req));

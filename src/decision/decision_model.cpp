@@ -72,6 +72,16 @@ std::unique_ptr<DecisionModel> DecisionModel::load(const std::filesystem::path& 
   const int64_t d = enc_config.get_int("hidden_size");
   const int64_t vocab = enc_config.get_int("vocab_size");
   const io::HfConfig dec_json = io::HfConfig::load(dir / "decision_config.json");
+  // Every op the forward uses must run on this backend (a device backend may not have the encoder
+  // ops yet): say so at load, not at the first request.
+  for (const auto& [op, dtype] :
+       {std::pair{Op::LayerNorm, DType::F32}, {Op::Gelu, DType::F32}, {Op::Geglu, DType::F32},
+        {Op::AttentionPacked, DType::F32}, {Op::Attention, DType::F32}, {Op::KvWrite, DType::F32},
+        {Op::GatherRows, DType::F32}, {Op::Rope, DType::F32}, {Op::Add, DType::F32}})
+    if (!backend.supports(op, {dtype}))
+      throw InvalidArgument("the " + backend.name() + " backend does not implement " +
+                            std::string(op_name(op)) +
+                            ", which the decision model needs; use the CPU backend");
   std::unique_ptr<DecisionModel> m(new DecisionModel(backend));
   m->config_ =
       DecisionConfig::from(dec_json, vocab, enc_config.get_int_or("max_position_embeddings", 8192));

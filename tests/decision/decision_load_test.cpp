@@ -9,6 +9,7 @@
 
 #include "../io/safetensors_writer.h"
 #include "backend/cpu/cpu_backend.h"
+#include "core/dtype_convert.h"
 #include "decision/decision_model.h"
 #include "infera/error.h"
 #include "io/weight_store.h"
@@ -142,6 +143,37 @@ TEST(DecisionLoad, WrongHeadThetaMissesTheReference) {
   const std::vector<std::vector<int32_t>> ids = {cases[2]["input_ids"]};  // 302 tokens
   const auto g = good->forward(ids), b = bad->forward(ids);
   EXPECT_GT(test::max_abs_diff(b[0].option_logits, g[0].option_logits), 1e-3);
+}
+
+// The action head's activation dtype comes from decision_config.json (`action_dtype`), whatever
+// the weights are stored as: bfloat16 rounds its activations (results move by bf16 rounding,
+// ~1e-2 at most here), float32 (the default) matches the reference to 1e-4 (parity test).
+TEST(DecisionLoad, ActionHeadDtypeComesFromTheConfig) {
+  const EditedCheckpoint c([](Json& j) { j["action_dtype"] = "bfloat16"; });
+  auto backend = make_cpu_backend(1);
+  auto f32 = DecisionModel::load(test::fixture("decision-micro"), *backend, {});
+  auto bf16 = DecisionModel::load(c.dir.path(), *backend, {});
+  EXPECT_EQ(f32->config().action_dtype, DType::F32);
+  EXPECT_EQ(bf16->config().action_dtype, DType::BF16);
+  const Json cases = read_json(test::fixture("decision-micro") / "cases.json")["cases"];
+  std::vector<std::vector<int32_t>> ids;
+  for (const Json& k : cases) ids.push_back(k["input_ids"]);
+  const auto a = f32->forward(ids), b = bf16->forward(ids);
+  double diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff = std::fmax(diff, test::max_abs_diff(a[i].action_logits, b[i].action_logits));
+    EXPECT_EQ(a[i].option_probs, b[i].option_probs);  // only the action head changes
+    for (float v : b[i].action_logits)                // every value is a bf16 number
+      EXPECT_EQ(v, bf16_to_f32(f32_to_bf16(v)));
+  }
+  EXPECT_GT(diff, 0.0);
+  EXPECT_LT(diff, 2e-2);
+  // Quantized encoder and head layers leave the action head's weights in f32 (see the report).
+  ModelOptions q;
+  q.weights = WeightFormat::Int4Group64;
+  EXPECT_EQ(
+      DecisionModel::load(test::fixture("decision-micro"), *backend, q)->config().action_dtype,
+      DType::F32);
 }
 
 TEST(DecisionLoad, InputsAreChecked) {
