@@ -264,9 +264,11 @@ int main(int argc, char** argv) {
     auto tok = bench_tokenizer(model->config());
     Runtime rt(*model, {}, tok, "bench");
     Config def{"default", model.get(), 16, true, false, &rt};
-    Json result = {{"config_dir", dir},          {"model", model->encoder_info().summary()},
-                   {"backend", backend->name()}, {"threads", threads},
-                   {"warmup", warmup},           {"workloads", Json::object()}};
+    Json result = {
+        {"config_dir", dir},          {"model", model->encoder_info().summary()},
+        {"backend", backend->name()}, {"threads", threads},
+        {"warmup", warmup},           {"weights", real_weights ? "checkpoint" : "dummy (seed 1)"},
+        {"workloads", Json::object()}};
     std::printf("%s: %s, %s\n", dir.c_str(), model->encoder_info().summary().c_str(),
                 backend->name().c_str());
     std::map<std::string, Response> reference;
