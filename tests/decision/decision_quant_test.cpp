@@ -78,10 +78,6 @@ TEST(Group64, FourBitSharesOneScalePerGroup) {
   }
 }
 
-struct Case {
-  std::vector<int32_t> ids;
-};
-
 std::vector<std::vector<int32_t>> fixture_inputs() {
   std::ifstream in(test::fixture("decision-micro") / "cases.json");
   const auto j = nlohmann::json::parse(in);
