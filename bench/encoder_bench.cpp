@@ -125,6 +125,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 100000));
   app.add_option("--warmup", warmup, "Unmeasured runs first")->check(CLI::Range(0, 100));
   app.add_option("--threads", threads, "CPU threads (0: one per core)");
+  std::string precision = "f32";
+  app.add_option("--matmul-precision", precision,
+                 "bf16-weight matmuls: f32 activations, or bf16 dot products (AVX512-BF16)")
+      ->check(CLI::IsMember({"f32", "bf16"}));
   app.add_option("--out", out, "JSON file for every sample");
   CLI11_PARSE(app, argc, argv);
 
@@ -132,14 +136,17 @@ int main(int argc, char** argv) {
                  {"attention_runs", attention_runs},
                  {"warmup", warmup},
                  {"threads", threads},
+                 {"matmul_precision", precision},
                  {"cases", Json::array()}};
   try {
     for (const std::string& config : configs) {
       Mode modes[2] = {{"windowed", nullptr, nullptr}, {"dense", nullptr, nullptr}};
       for (Mode& m : modes) {
         m.backend = infera::make_cpu_backend(
-            threads, std::string(m.name) == "dense" ? infera::PackedAttentionSchedule::Dense
-                                                    : infera::PackedAttentionSchedule::Windowed);
+            threads,
+            std::string(m.name) == "dense" ? infera::PackedAttentionSchedule::Dense
+                                           : infera::PackedAttentionSchedule::Windowed,
+            precision == "bf16" ? infera::MatmulPrecision::BF16 : infera::MatmulPrecision::F32);
         m.model =
             infera::load_encoder(config, *m.backend, {.dummy_weights = true, .dummy_seed = 1});
       }

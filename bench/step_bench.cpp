@@ -1,9 +1,10 @@
 // Engine-step speed on any backend, through the same run_step the generator uses, over dummy (or
 // real) weights: prefill tokens/s of one prompt per step at given lengths (its time is also the
 // time to first token, less sampling), and batched decode tokens/s at given batch sizes after a
-// prompt of --context tokens per sequence. Decode is timed two ways: with every row's logits
-// copied to the host (what the generator does today) and with one row's only, which isolates the
-// device step from the logits' trip over PCIe. Raw per-step samples go to --json.
+// prompt of --context tokens per sequence. Decode is timed three ways: with every row's logits
+// copied to the host (the generator when it samples on the host), with one row's only, which
+// isolates the device step from the logits' trip over PCIe, and greedy with the ids chosen on the
+// backend (run_step_argmax: the generator's greedy path). Raw per-step samples go to --json.
 //
 //   step_bench --model ../shared/models/qwen3-0.6b --dummy-weights --device cuda \
 //       --kv-dtype bf16 --prefill 512,2048 --batch 1,8,64,256 --context 512 --json out.json
@@ -92,7 +93,7 @@ nlohmann::json bench_prefill(CausalLM& model, const Options& o, DType kv, int64_
 
 nlohmann::json bench_decode(CausalLM& model, const Options& o, DType kv, int64_t batch) {
   const int64_t vocab = model.info().vocab, warmup = 3;
-  const int64_t need = o.context + 2 * (o.steps + warmup) + 1;
+  const int64_t need = o.context + 3 * (o.steps + warmup) + 1;
   const int64_t per_seq = (need + o.block_size - 1) / o.block_size;
   KvCache cache(model.backend(), model.kv_shape(),
                 {.block_size = o.block_size, .num_blocks = batch * per_seq, .dtype = kv});
@@ -113,28 +114,38 @@ nlohmann::json bench_decode(CausalLM& model, const Options& o, DType kv, int64_t
     run_step(model, cache, chunks, none);
   }
   std::vector<int32_t> next(size_t(batch), 1);
-  auto run = [&](bool all_rows, int64_t steps, std::vector<double>* samples) {
-    std::vector<float> logits(size_t((all_rows ? batch : 1) * vocab));
+  enum Mode { kAllLogits, kOneRow, kGreedyIds };
+  auto run = [&](Mode mode, int64_t steps, std::vector<double>* samples) {
+    std::vector<float> logits(size_t((mode == kAllLogits ? batch : 1) * vocab));
+    std::vector<int32_t> ids(static_cast<size_t>(batch));
     for (int64_t s = 0; s < steps; ++s) {
       std::vector<SeqChunk> chunks;
       for (int64_t b = 0; b < batch; ++b)
         chunks.push_back({seqs[size_t(b)], std::span<const int32_t>(&next[size_t(b)], 1),
-                          all_rows || b == 0 ? OutputRows::Last : OutputRows::None});
+                          mode != kOneRow || b == 0 ? OutputRows::Last : OutputRows::None});
       const auto t = Clock::now();
-      run_step(model, cache, chunks, logits);
+      if (mode == kGreedyIds)
+        run_step_argmax(model, cache, chunks, ids);
+      else
+        run_step(model, cache, chunks, logits);
       if (samples) samples->push_back(seconds_since(t));
-      for (auto& id : next) id = int32_t((id * 31 + s + 7) % vocab);  // sampling stand-in
+      if (mode == kGreedyIds)  // greedy decoding proper: the chosen ids are the next tokens
+        for (size_t b = 0; b < next.size(); ++b) next[b] = std::max(ids[b], 0);
+      else
+        for (auto& id : next) id = int32_t((id * 31 + s + 7) % vocab);  // sampling stand-in
     }
   };
   nlohmann::json j = {{"batch", batch}, {"context", o.context}};
-  for (const bool all_rows : {true, false}) {
+  const char* const names[] = {"all_logits", "one_row_logits", "greedy_ids"};
+  const char* const labels[] = {"all logits to host", "one row's logits  ", "greedy ids to host"};
+  for (const Mode mode : {kAllLogits, kOneRow, kGreedyIds}) {
     std::vector<double> samples;
-    run(all_rows, warmup, nullptr);
-    run(all_rows, o.steps, &samples);
+    run(mode, warmup, nullptr);
+    run(mode, o.steps, &samples);
     const double m = median(samples);
     std::printf("decode batch %4lld (%s): median step %7.3f ms  %10.0f tok/s\n", (long long)batch,
-                all_rows ? "all logits to host" : "one row's logits  ", m * 1e3, double(batch) / m);
-    j[all_rows ? "all_logits" : "one_row_logits"] = {
+                labels[mode], m * 1e3, double(batch) / m);
+    j[names[mode]] = {
         {"seconds", samples}, {"median_step_seconds", m}, {"tokens_per_second", double(batch) / m}};
   }
   return j;

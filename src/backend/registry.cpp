@@ -17,9 +17,19 @@ std::vector<std::string> known_devices() {
 #endif
 }
 
+namespace {
+std::unique_ptr<Backend> make_cpu(const BackendOptions& options) {
+  const std::string& p = options.matmul_precision;
+  if (p != "f32" && p != "bf16")
+    throw InvalidArgument("--matmul-precision " + p + ": expected f32 or bf16");
+  return make_cpu_backend(options.threads, PackedAttentionSchedule::Windowed,
+                          p == "bf16" ? MatmulPrecision::BF16 : MatmulPrecision::F32);
+}
+}  // namespace
+
 std::unique_ptr<Backend> make_backend(const BackendOptions& options) {
   const std::string& d = options.device;
-  if (d == "cpu") return make_cpu_backend(options.threads);
+  if (d == "cpu") return make_cpu(options);
   if (d == "cuda" || d == "auto") {
 #ifdef INFERA_WITH_CUDA
     if (cuda_device_count() > 0) return make_cuda_backend(0);
@@ -30,7 +40,7 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& options) {
           "--device cuda: this build of infera has no CUDA backend "
           "(configure with -DINFERA_CUDA=ON where nvcc is found)");
 #endif
-    return make_cpu_backend(options.threads);
+    return make_cpu(options);
   }
   throw InvalidArgument("--device " + d + ": unknown device (expected cpu, cuda or auto)");
 }

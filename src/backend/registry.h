@@ -12,6 +12,9 @@ namespace infera {
 struct BackendOptions {
   std::string device = "auto";  // "cpu", "cuda" or "auto" (CUDA when a GPU is present)
   int threads = 0;              // CPU threads (0: one per core)
+  // CPU matmuls with bf16 weights: "f32" activations (default) or "bf16" dot products where the
+  // CPU has AVX512-BF16 (see cpu_backend.h). The CUDA backend ignores it.
+  std::string matmul_precision = "f32";
 };
 
 // The backend for `options.device`; InvalidArgument for an unknown device, Error when the device

@@ -28,6 +28,12 @@ struct Running {
   Clock::time_point admitted, first_token;
 };
 
+// Greedy with nothing that reads the logits first: the sampler would return their argmax.
+bool plain_greedy(const SamplingParams& p) {
+  return p.greedy() && p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f &&
+         p.frequency_penalty == 0.0f;
+}
+
 std::string request_name(size_t i, size_t n) {
   return n == 1 ? "the request" : "request " + std::to_string(i);
 }
@@ -100,6 +106,7 @@ std::vector<GenerationResult> Generator::generate(
   std::vector<SeqChunk> chunks;
   std::vector<size_t> chunk_run;  // which request each chunk belongs to
   std::vector<float> logits;
+  std::vector<int32_t> ids;
   auto finish = [&](Running& r, const std::string& reason) {
     r.result.finish_reason = reason;
     r.phase = Phase::Done;
@@ -159,18 +166,35 @@ std::vector<GenerationResult> Generator::generate(
     }
     if (chunks.empty()) continue;  // everything admitted this round finished at once
 
-    logits.resize(static_cast<size_t>(count_outputs(chunks) * info.vocab));
-    run_step(model_, cache, chunks, logits);
+    const auto outputs = static_cast<size_t>(count_outputs(chunks));
+    bool argmax_only = options_.device_greedy;
+    for (size_t c = 0; c < chunks.size() && argmax_only; ++c)
+      argmax_only = chunks[c].outputs == OutputRows::None ||
+                    plain_greedy(runs[chunk_run[c]].request->sampling);
+    if (argmax_only) {
+      ids.resize(outputs);
+      run_step_argmax(model_, cache, chunks, ids);
+    } else {
+      logits.resize(outputs * static_cast<size_t>(info.vocab));
+      run_step(model_, cache, chunks, logits);
+    }
 
     size_t out_row = 0;
     for (size_t c = 0; c < chunks.size(); ++c) {
       Running& r = runs[chunk_run[c]];
       if (r.phase == Phase::Prefill) r.prompt_fed += static_cast<int64_t>(chunks[c].tokens.size());
       if (chunks[c].outputs == OutputRows::None) continue;
-      const std::span<float> row(logits.data() + out_row * static_cast<size_t>(info.vocab),
-                                 static_cast<size_t>(info.vocab));
+      int32_t next;
+      if (argmax_only) {
+        next = ids[out_row];
+        // The sampler's rule for a row it cannot choose from.
+        if (next < 0) throw InvalidArgument("sampler: all logits are -inf/NaN");
+      } else {
+        const std::span<float> row(logits.data() + out_row * static_cast<size_t>(info.vocab),
+                                   static_cast<size_t>(info.vocab));
+        next = r.sampler->sample(row, r.request->prompt, r.result.tokens);
+      }
       ++out_row;
-      const int32_t next = r.sampler->sample(row, r.request->prompt, r.result.tokens);
       r.result.tokens.push_back(next);
       if (r.phase == Phase::Prefill) {
         r.phase = Phase::Decode;

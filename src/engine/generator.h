@@ -47,6 +47,11 @@ struct GeneratorOptions {
   // do not fit wait (first come, first served) until earlier ones finish and free their blocks.
   int64_t num_blocks = 0;
   int64_t max_kv_bytes = int64_t{8} << 30;
+  // When every request that samples in a step is plain greedy (temperature <= 0, no penalties),
+  // pick its tokens with CausalLM::forward_argmax: on a GPU only the ids cross to the host, not
+  // [rows, vocab] logits. Same tokens as the sampler's greedy path; false always samples on the
+  // host (tests compare the two).
+  bool device_greedy = true;
 };
 
 class Generator {

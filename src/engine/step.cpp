@@ -65,4 +65,11 @@ void run_step(CausalLM& model, KvCache& cache, std::span<const SeqChunk> chunks,
   for (const SeqChunk& c : chunks) cache.commit(c.seq, static_cast<int64_t>(c.tokens.size()));
 }
 
+void run_step_argmax(CausalLM& model, KvCache& cache, std::span<const SeqChunk> chunks,
+                     std::span<int32_t> ids) {
+  const BatchDesc batch = build_batch(cache, chunks);
+  model.forward_argmax(batch, cache.pool(), ids);
+  for (const SeqChunk& c : chunks) cache.commit(c.seq, static_cast<int64_t>(c.tokens.size()));
+}
+
 }  // namespace infera

@@ -33,5 +33,9 @@ int64_t count_outputs(std::span<const SeqChunk> chunks);
 // [count_outputs(chunks), vocab]. On an exception nothing is committed.
 void run_step(CausalLM& model, KvCache& cache, std::span<const SeqChunk> chunks,
               std::span<float> logits);
+// run_step with a greedy choice per output row instead of logits (CausalLM::forward_argmax):
+// `ids` receives [count_outputs(chunks)] ids, -1 for a row with no logit above -inf.
+void run_step_argmax(CausalLM& model, KvCache& cache, std::span<const SeqChunk> chunks,
+                     std::span<int32_t> ids);
 
 }  // namespace infera

@@ -4,6 +4,7 @@
 #include <exception>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -146,7 +147,9 @@ std::vector<ConvertedTensor> convert_qwen3_to_gguf(const std::filesystem::path& 
   if (config.model_type() != "qwen3")
     throw FormatError((dir / "config.json").string() + ": model_type '" + config.model_type() +
                       "' cannot be converted (only qwen3)");
-  const WeightStore store = WeightStore::open_folder(dir);
+  std::optional<WeightStore> opened;
+  if (!options.weights) opened = WeightStore::open_folder(dir);
+  const WeightStore& store = options.weights ? *options.weights : *opened;
   const json tokenizer = read_json(tok_dir / "tokenizer.json", true);
   const json tokenizer_config = read_json(tok_dir / "tokenizer_config.json", false);
   const json generation = read_json(dir / "generation_config.json", false);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "infera/tensor.h"
+#include "io/weight_store.h"
 
 namespace infera::io {
 
@@ -44,6 +45,9 @@ struct ConvertOptions {
   std::filesystem::path tokenizer_dir;
   int threads = 0;  // rows quantized in parallel (0: one per core)
   std::function<void(const ConvertedTensor&)> progress;  // optional, after each tensor
+  // Weights to write instead of the folder's safetensors (dummy weights of the config's shapes,
+  // for speed comparisons on a real shape); not owned.
+  const WeightStore* weights = nullptr;
 };
 
 // Converts `hf_dir` (config.json, safetensors, optional generation_config.json) to `out`.

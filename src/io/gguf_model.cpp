@@ -181,6 +181,15 @@ GgufModel load_gguf_model(const std::filesystem::path& path) {
       cfg["rope_scaling"] = {{"rope_type", scaling->type == GgufType::STRING ? scaling->str : "?"}};
   model.config = HfConfig::parse(cfg.dump(), origin + " (GGUF metadata)");
 
+  if (const GgufValue* ft = file.find("general.file_type"); ft && ft->as_int()) {
+    // llama.cpp's LLAMA_FTYPE_* ids of the types we run; others shown by number.
+    static const std::pair<int64_t, const char*> kNames[] = {
+        {0, "F32"},     {1, "F16"},     {2, "Q4_0"},  {7, "Q8_0"},
+        {14, "Q4_K_S"}, {15, "Q4_K_M"}, {18, "Q6_K"}, {32, "BF16"}};
+    model.file_type = "file type " + std::to_string(*ft->as_int());
+    for (const auto& [id, name] : kNames)
+      if (*ft->as_int() == id) model.file_type = name;
+  }
   model.tokenizer_json = tokenizer_json_from_gguf(file, origin);
   if (const GgufValue* t = file.find("tokenizer.chat_template")) {
     if (t->type != GgufType::STRING) bad_key(origin, "tokenizer.chat_template", "not a string");

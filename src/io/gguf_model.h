@@ -3,12 +3,9 @@
 // (mmapped in place, quantized blocks included), a config.json equivalent, the tokenizer as
 // tokenizer.json text, the chat template and the stop tokens.
 //
-// Wiring (src/model, by the loader): when `--model` names a file whose first bytes are "GGUF",
-//   io::GgufModel g = io::load_gguf_model(path);
-//   config = g.config;  store = std::move(g.weights);  // instead of config.json / open_folder
-//   tokenizer = Tokenizer::from_json_text(g.tokenizer_json, path.string());
-//   generation = g.generation;  chat template = g.chat_template;
-// Qwen3's tensor table and shape checks then apply unchanged.
+// Wiring: load_causal_lm (src/model) reads any regular file given as the model through this, and
+// the CLI's load_model (tools/infera/model_options.cpp) also takes the tokenizer and stop ids from
+// it. Qwen3's tensor table and shape checks then apply unchanged.
 #pragma once
 
 #include <filesystem>
@@ -28,6 +25,7 @@ struct GgufModel {
   std::string tokenizer_json;
   std::optional<std::string> chat_template;  // tokenizer.chat_template
   GenerationDefaults generation;             // stop ids, bos, sampling defaults when present
+  std::string file_type;  // general.file_type as llama.cpp names it ("Q4_K_M"); empty if absent
 };
 
 // True when `path` is a regular file that starts with the GGUF magic.

@@ -2,8 +2,10 @@
 
 #include <cmath>
 #include <cstdio>
+#include <vector>
 
 #include "infera/error.h"
+#include "io/gguf_model.h"
 
 namespace infera {
 namespace {
@@ -13,7 +15,8 @@ const EncoderFactory* const kEncoderFactories[] = {&kModernBertFactory};
 io::HfConfig load_config(const std::filesystem::path& dir) {
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec))
-    throw IoError("model folder " + dir.string() + " does not exist or is not a folder");
+    throw IoError("model " + dir.string() +
+                  " does not exist (expected a Hugging Face model folder or a .gguf file)");
   const auto config_path = dir / "config.json";
   if (!std::filesystem::exists(config_path, ec))
     throw FormatError("no config.json in " + dir.string() +
@@ -38,18 +41,35 @@ std::string format_parameter_count(int64_t parameters) {
   return s;
 }
 
+void CausalLM::forward_argmax(const BatchDesc& batch, KvPool& cache, std::span<int32_t> ids) {
+  if (ids.size() != batch.output_rows.size())
+    throw InvalidArgument("forward_argmax: ids buffer size does not match output rows");
+  const auto vocab = static_cast<size_t>(info().vocab);
+  std::vector<float> logits(ids.size() * vocab);
+  forward(batch, cache, logits);
+  for (size_t r = 0; r < ids.size(); ++r) {
+    // Strict > keeps the first of equal maxima; NaN never compares greater, so it is skipped.
+    int32_t best = -1;
+    float best_value = -INFINITY;
+    for (size_t j = 0; j < vocab; ++j)
+      if (logits[r * vocab + j] > best_value) {
+        best_value = logits[r * vocab + j];
+        best = static_cast<int32_t>(j);
+      }
+    ids[r] = best;
+  }
+}
+
 std::string ModelInfo::summary() const {
   return name + " (" + std::to_string(layers) + " layers, " + std::to_string(hidden) + " dim, " +
          std::to_string(q_heads) + " Q heads, " + std::to_string(kv_heads) + " KV heads)";
 }
 
-std::unique_ptr<CausalLM> load_causal_lm(const std::filesystem::path& dir, Backend& backend,
-                                         const LoadOptions& options) {
-  const io::HfConfig config = load_config(dir);
+const ModelFactory& causal_lm_factory(const io::HfConfig& config) {
   const std::string type = config.model_type();
   std::string known;
   for (const ModelFactory* f : kFactories) {
-    if (type == f->model_type) return f->load(dir, config, backend, options);
+    if (type == f->model_type) return *f;
     known += std::string(known.empty() ? "" : ", ") + f->model_type;
   }
   for (const EncoderFactory* f : kEncoderFactories)
@@ -58,6 +78,40 @@ std::unique_ptr<CausalLM> load_causal_lm(const std::filesystem::path& dir, Backe
                             "' is an encoder; use infera embed, classify or fill-mask");
   throw FormatError(config.origin() + ": model_type '" + type + "' is not supported (" + known +
                     ")");
+}
+
+io::WeightStore make_dummy_causal_lm_weights(const io::HfConfig& config, uint64_t seed) {
+  const ModelFactory& f = causal_lm_factory(config);
+  return make_dummy_weights(f.weight_specs(config), config.weight_dtype().value_or(DType::BF16),
+                            seed);
+}
+
+std::unique_ptr<CausalLM> load_causal_lm(const std::filesystem::path& path, Backend& backend,
+                                         const LoadOptions& options) {
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(path, ec)) {
+    if (options.dummy_weights)
+      throw InvalidArgument(path.string() +
+                            ": dummy weights take a model folder (its config.json), not a file");
+    return load_causal_lm(io::load_gguf_model(path), path, backend, options);
+  }
+  ModelSource source;
+  source.path = path;
+  source.config = load_config(path);
+  const ModelFactory& f = causal_lm_factory(source.config);
+  return f.load(std::move(source), backend, options);
+}
+
+std::unique_ptr<CausalLM> load_causal_lm(io::GgufModel&& gguf, const std::filesystem::path& file,
+                                         Backend& backend, const LoadOptions& options) {
+  if (options.dummy_weights)
+    throw InvalidArgument(file.string() + ": dummy weights cannot replace a GGUF file's weights");
+  ModelSource source{.path = file,
+                     .config = std::move(gguf.config),
+                     .weights = std::move(gguf.weights),
+                     .weight_format = gguf.file_type};
+  const ModelFactory& f = causal_lm_factory(source.config);
+  return f.load(std::move(source), backend, options);
 }
 
 std::unique_ptr<Encoder> load_encoder(const std::filesystem::path& dir, Backend& backend,

@@ -155,10 +155,25 @@ class Qwen3 final : public CausalLM {
   KvShape kv_shape() const override { return {p_.layers, p_.kv_heads, p_.head_dim}; }
 
   void forward(const BatchDesc& desc, KvPool& cache, std::span<float> logits) override {
-    check_cache(cache);
-    desc.validate(p_.vocab, p_.max_positions, cache.num_blocks, cache.block_size);
     if (logits.size() != desc.output_rows.size() * static_cast<size_t>(p_.vocab))
       throw InvalidArgument("forward: logits buffer size does not match output rows x vocab");
+    const Tensor out = run(desc, cache);
+    if (!out.empty()) backend_.to_host(out, logits);
+  }
+
+  void forward_argmax(const BatchDesc& desc, KvPool& cache, std::span<int32_t> ids) override {
+    if (ids.size() != desc.output_rows.size())
+      throw InvalidArgument("forward_argmax: ids buffer size does not match output rows");
+    const Tensor out = run(desc, cache);
+    if (!out.empty()) backend_.argmax_rows(out, ids);
+  }
+
+ private:
+  // The forward pass up to the logits of the output rows, left on the backend (empty when the
+  // batch asks for none).
+  Tensor run(const BatchDesc& desc, KvPool& cache) {
+    check_cache(cache);
+    desc.validate(p_.vocab, p_.max_positions, cache.num_blocks, cache.block_size);
     const int64_t n = desc.num_tokens();
     ensure_scratch(n);
     const Batch batch = backend_.upload_batch(desc);
@@ -168,7 +183,7 @@ class Qwen3 final : public CausalLM {
     emit(x, "embed", -1);
     for (int64_t il = 0; il < p_.layers; ++il)
       layer(static_cast<int>(il), n, batch, cache.layers[static_cast<size_t>(il)]);
-    if (desc.output_rows.empty()) return;
+    if (desc.output_rows.empty()) return {};
 
     // Only the requested rows go through the final norm and the (large) LM head.
     const auto r = static_cast<int64_t>(desc.output_rows.size());
@@ -182,45 +197,42 @@ class Qwen3 final : public CausalLM {
     emit(head_in, "final_norm", -1);
     Tensor out = s_.logits.rows(0, r);
     backend_.matmul(head_in, lm_head_, out);
-    backend_.to_host(out, logits);
+    return out;
   }
 
- private:
   void layer(int il, int64_t n, const Batch& batch, KvLayer& cache) {
     const LayerWeights& w = layers_[static_cast<size_t>(il)];
     Tensor x = s_.x.rows(0, n), xn = s_.xn.rows(0, n), proj = s_.proj.rows(0, n);
     Tensor q = s_.q.rows(0, n), k = s_.k.rows(0, n), v = s_.v.rows(0, n);
     Tensor attn = s_.attn.rows(0, n), gate = s_.gate.rows(0, n), up = s_.up.rows(0, n);
 
-    backend_.rmsnorm(x, w.attn_norm, p_.eps, xn);
+    // The previous layer's residual add already normed x into xn (add_rmsnorm).
+    if (il == 0) backend_.rmsnorm(x, w.attn_norm, p_.eps, xn);
     emit(xn, "attn_norm", il);
-    backend_.matmul(xn, w.q_proj, q);
-    backend_.matmul(xn, w.k_proj, k);
-    backend_.matmul(xn, w.v_proj, v);
+    const Tensor* qkv_w[] = {&w.q_proj, &w.k_proj, &w.v_proj};
+    Tensor* qkv[] = {&q, &k, &v};
+    backend_.matmul_multi(xn, qkv_w, qkv);
     Tensor qh = q.reshaped({n, p_.q_heads, p_.head_dim});
     Tensor kh = k.reshaped({n, p_.kv_heads, p_.head_dim});
-    backend_.rmsnorm(qh, w.q_norm, p_.eps, qh);
-    backend_.rmsnorm(kh, w.k_norm, p_.eps, kh);
-    backend_.rope(qh, batch.positions, p_.rope_theta);
-    backend_.rope(kh, batch.positions, p_.rope_theta);
+    backend_.qk_norm_rope_kv_write(qh, kh, v.reshaped({n, p_.kv_heads, p_.head_dim}), w.q_norm,
+                                   w.k_norm, p_.eps, p_.rope_theta, cache, batch);
     emit(qh, "q_rope", il);
     emit(kh, "k_rope", il);
-    backend_.kv_write(kh, v.reshaped({n, p_.kv_heads, p_.head_dim}), cache, batch);
     Tensor attn_h = attn.reshaped({n, p_.q_heads, p_.head_dim});
     backend_.attention(qh, cache, batch,
                        {.scale = 1.0f / std::sqrt(static_cast<float>(p_.head_dim)), .causal = true},
                        attn_h);
     emit(attn, "attn", il);
     backend_.matmul(attn, w.o_proj, proj);
-    backend_.add(x, proj, x);
+    backend_.add_rmsnorm(x, proj, w.mlp_norm, p_.eps, xn);
     emit(x, "attn_residual", il);
 
-    backend_.rmsnorm(x, w.mlp_norm, p_.eps, xn);
-    backend_.matmul(xn, w.gate_proj, gate);
-    backend_.matmul(xn, w.up_proj, up);
-    backend_.swiglu(gate, up, gate);
+    backend_.matmul_swiglu(xn, w.gate_proj, w.up_proj, gate, up);
     backend_.matmul(gate, w.down_proj, proj);
-    backend_.add(x, proj, x);
+    if (il + 1 < p_.layers)
+      backend_.add_rmsnorm(x, proj, layers_[static_cast<size_t>(il) + 1].attn_norm, p_.eps, xn);
+    else
+      backend_.add(x, proj, x);
     emit(x, "layer_out", il);
   }
 
@@ -285,12 +297,13 @@ class Qwen3 final : public CausalLM {
   Scratch s_;
 };
 
-std::unique_ptr<CausalLM> load_qwen3(const std::filesystem::path& dir, const io::HfConfig& config,
-                                     Backend& backend, const LoadOptions& options) {
-  const Qwen3Params p = Qwen3Params::from(config);
-  io::WeightStore store =
-      options.dummy_weights ? make_dummy_weights(qwen3_weight_specs(p), p.dtype, options.dummy_seed)
-                            : io::WeightStore::open_folder(dir);
+std::unique_ptr<CausalLM> load_qwen3(ModelSource source, Backend& backend,
+                                     const LoadOptions& options) {
+  const Qwen3Params p = Qwen3Params::from(source.config);
+  io::WeightStore store = source.weights          ? std::move(*source.weights)
+                          : options.dummy_weights ? make_dummy_weights(qwen3_weight_specs(p),
+                                                                       p.dtype, options.dummy_seed)
+                                                  : io::WeightStore::open_folder(source.path);
   ModelInfo info;
   info.architecture = "Qwen3";
   info.layers = p.layers;
@@ -301,6 +314,14 @@ std::unique_ptr<CausalLM> load_qwen3(const std::filesystem::path& dir, const io:
   info.vocab = p.vocab;
   info.max_positions = p.max_positions;
   info.weight_dtype = p.dtype;
+  // What the file holds decides (a GGUF file has no torch_dtype; its matrices may be quantized).
+  const std::string q_proj = layer_prefix(0) + "self_attn.q_proj.weight";
+  if (store.contains(q_proj)) info.weight_dtype = store.get(q_proj).dtype();
+  info.weight_format = source.weight_format.empty() ? std::string(dtype_name(info.weight_dtype))
+                                                    : source.weight_format;
+  info.weight_bytes = static_cast<int64_t>(store.total_bytes());
+  if (store.contains("model.embed_tokens.weight"))
+    info.embedding_bytes = static_cast<int64_t>(store.get("model.embed_tokens.weight").nbytes());
   info.tied_embeddings = p.tied;
   for (const WeightSpec& s : qwen3_weight_specs(p)) info.parameters += s.shape.numel();
   info.name = "Qwen3-" + format_parameter_count(info.parameters);
@@ -309,6 +330,8 @@ std::unique_ptr<CausalLM> load_qwen3(const std::filesystem::path& dir, const io:
 
 }  // namespace
 
-const ModelFactory kQwen3Factory{"qwen3", &load_qwen3};
+const ModelFactory kQwen3Factory{"qwen3", &load_qwen3, [](const io::HfConfig& config) {
+                                   return qwen3_weight_specs(Qwen3Params::from(config));
+                                 }};
 
 }  // namespace infera

@@ -51,6 +51,11 @@ enum class Op : uint8_t {
   AddBias,
   AttentionPacked,
   MeanPool,
+  // Fused ops (composite defaults below; a backend overrides them to save launches and passes).
+  AddRmsNorm,
+  MatmulSwiglu,
+  QkNormRopeKvWrite,
+  ArgmaxRows,
 };
 std::string_view op_name(Op op);
 
@@ -153,6 +158,36 @@ class Backend {
   virtual void mean_pool(const Tensor& x, const Batch& batch, Tensor& out) {
     unsupported(Op::MeanPool);
   }
+
+  // --- fused ops ----------------------------------------------------------------------------
+  // Each has a default composed of the ops above (so every backend runs them correctly as is) and
+  // means exactly that composition; a backend overrides one to do it in fewer passes and
+  // launches. Dtype support is that of the ops they compose.
+  //
+  // Residual add then the next norm: x = x + delta; out = rmsnorm(x, weight, eps). x [rows, dim]
+  // F32 (updated in place), delta like x, out like x (must not alias x or delta).
+  virtual void add_rmsnorm(Tensor& x, const Tensor& delta, const Tensor& weight, float eps,
+                           Tensor& out);
+  // outs[i] = x . ws[i]^T for every i (one input, several weights with its in_features: the
+  // q/k/v projections), as matmul(x, *ws[i], *outs[i]).
+  virtual void matmul_multi(const Tensor& x, std::span<const Tensor* const> ws,
+                            std::span<Tensor* const> outs);
+  // The gated MLP's first half: gate = silu(x . w_gate^T) * (x . w_up^T). gate and up are
+  // [n, f] F32; `up` is scratch the backend may use or leave alone, and its contents after the
+  // call are unspecified.
+  virtual void matmul_swiglu(const Tensor& x, const Tensor& w_gate, const Tensor& w_up,
+                             Tensor& gate, Tensor& up);
+  // Attention's input stage: per-head RMSNorm of q [n, hq, d] and k [n, hkv, d] (weights
+  // q_norm, k_norm [d]), RoPE on both at batch.positions, both in place, then k and v
+  // [n, hkv, d] written to the cache at batch.slots, as rmsnorm x2, rope x2, kv_write.
+  virtual void qk_norm_rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const Tensor& q_norm,
+                                     const Tensor& k_norm, float eps, double theta, KvLayer& cache,
+                                     const Batch& batch);
+  // Greedy choice per row, delivered to the host: ids[i] = the index of the largest value of row
+  // i of x [rows, width] F32 (ties: the lowest index, as torch.argmax; NaN never wins), or -1
+  // when the row has no value above -inf. ids.size() == rows. A device backend computes it where
+  // x lives, so only the ids cross to the host.
+  virtual void argmax_rows(const Tensor& x, std::span<int32_t> ids);
 
   // Counters since the last reset_op_stats() (see OpStats).
   virtual OpStats op_stats() const { return {}; }

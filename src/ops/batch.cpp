@@ -45,6 +45,14 @@ std::string_view op_name(Op op) {
       return "attention_packed";
     case Op::MeanPool:
       return "mean_pool";
+    case Op::AddRmsNorm:
+      return "add_rmsnorm";
+    case Op::MatmulSwiglu:
+      return "matmul_swiglu";
+    case Op::QkNormRopeKvWrite:
+      return "qk_norm_rope_kv_write";
+    case Op::ArgmaxRows:
+      return "argmax_rows";
   }
   return "?";
 }

@@ -1,7 +1,8 @@
 // Every op of ops/backend.h, written once, run by the harness on every backend and SIMD target,
 // against scalar references in double written here. Shapes include 1 row, odd sizes and
 // non-multiples of every tile size (vector widths 4/8/16, register tiles 2-4 x 4, panels of 16,
-// query blocks of 32, cache blocks of 1/5/16/32), and aliasing where the contract allows it.
+// query blocks of 32, cache blocks of 1/5/8/16/32), decode shapes, and aliasing where the
+// contract allows it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -64,6 +65,46 @@ TEST_P(OpHarness, Matmul) {
             want[size_t(i * m + j)] = s;
           }
         report.check(Op::Matmul, wt, shape_name({n, k, m}), read_back(b, out), want);
+      }
+    }
+  });
+}
+
+// Batch invariance on the CPU: a row's matmul result is bit-identical whichever other rows share
+// the call (decode streams 1-3 rows through a GEMV, prefill runs register tiles over panels), so a
+// sequence's logits do not depend on its batch. The model-level batch test allows 1e-5 and cannot
+// see a different summation order; this one compares bits.
+TEST_P(OpHarness, MatmulRowsAreBitIdenticalWhateverShareTheCall) {
+  if (GetParam().name.rfind("cpu", 0) != 0)
+    GTEST_SKIP() << GetParam().name << ": not a batch-invariant backend";
+  for_each_target(GetParam(), [](Backend& b, const std::string& label) {
+    std::mt19937 rng(7);
+    for (DType wt : kFloatTypes) {
+      for (auto [n, k, m] : {std::tuple{9, 1024, 19}, {7, 257, 13}, {6, 100, 5}, {5, 33, 40}}) {
+        HostData x = make_host_data(DType::F32, size_t(n * k), rng);
+        HostData w = make_host_data(wt, size_t(m * k), rng);
+        Tensor wtn = to_backend(b, "w", wt, {m, k}, w);
+        Tensor xt = to_backend(b, "x", DType::F32, {n, k}, x);
+        Tensor all = b.alloc("all", DType::F32, {n, m});
+        b.matmul(xt, wtn, all);
+        const std::vector<float> together = read_back(b, all);
+        for (int rows : {1, 2, 3}) {  // the GEMV path takes fewer rows than a register tile
+          for (int i = 0; i + rows <= n; i += rows) {
+            HostData part{{x.values.begin() + i * k, x.values.begin() + (i + rows) * k}, {}};
+            part.bytes.resize(part.values.size() * sizeof(float));
+            std::memcpy(part.bytes.data(), part.values.data(), part.bytes.size());
+            Tensor xp = to_backend(b, "xp", DType::F32, {rows, k}, part);
+            Tensor out = b.alloc("out", DType::F32, {rows, m});
+            b.matmul(xp, wtn, out);
+            const std::vector<float> alone = read_back(b, out);
+            EXPECT_EQ(std::memcmp(alone.data(), together.data() + size_t(i) * size_t(m),
+                                  alone.size() * sizeof(float)),
+                      0)
+                << label << " " << dtype_name(wt) << " " << shape_name({n, k, m}) << ": rows "
+                << i << ".." << i + rows - 1 << " computed " << rows
+                << " at a time differ from the same rows in one call of " << n;
+          }
+        }
       }
     }
   });
@@ -232,10 +273,16 @@ std::vector<AttnCase> attention_cases() {
       {"local window 4, causal", {50, 20}, {50, 3}, 4, 2, 32, 16, {}},
       {"bidirectional window 8", {45, 9}, {45, 9}, 2, 1, 16, 16, {}},
       {"bidirectional global", {31, 64}, {31, 64}, 2, 2, 16, 32, {}},
+      // Decode shapes (<= 4 query vectors per kv head: a GPU's decode kernel), with split keys.
+      {"decode, 2 rows each, group 2", {20, 50}, {2, 2}, 4, 2, 64, 8, {}},
+      {"decode d 256, 700 keys", {700}, {1}, 2, 1, 256, 16, {}},
+      {"decode block size 5, 3 sequences", {77, 13, 1}, {1, 1, 1}, 6, 3, 64, 5, {}},
+      {"decode local window 4", {40, 3}, {1, 1}, 4, 2, 32, 16, {}},
   };
   c[6].params.window = 4;
   c[7].params = {.causal = false, .window = 8};
   c[8].params.causal = false;
+  c[12].params.window = 4;
   for (AttnCase& a : c) a.params.scale = 1.0f / std::sqrt(float(a.d));
   return c;
 }

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/matmul_bf16_dot.h"
 #include "backend/cpu/simd_kernels.h"
 #include "backend/registry.h"
 #ifdef INFERA_WITH_CUDA
@@ -22,6 +23,14 @@ std::vector<HarnessBackend> harness_backends() {
       {"cpu_1t", [] { return make_cpu_backend(1); }, true},
       {"cpu_2t", [] { return make_cpu_backend(2); }, true},
   };
+  // bf16 weights through AVX512-BF16 dot products (activations rounded to bf16) where present.
+  if (cpu::has_bf16_dot())
+    list.push_back({"cpu_bf16dot_2t", [] {
+                      return make_cpu_backend(2, PackedAttentionSchedule::Windowed,
+                                              MatmulPrecision::BF16);
+                    }});
+  else
+    std::printf("[op harness] cpu_bf16dot not tested here: this CPU has no AVX512-BF16\n");
   for (const std::string& d : known_devices()) {
     if (d == "cpu") continue;
     try {

@@ -18,8 +18,15 @@ LmCostModel make_lm_cost_model(const ModelInfo& info, const KvShape& kv, DType k
   const double table = static_cast<double>(info.vocab) * static_cast<double>(info.hidden);
   const double params = static_cast<double>(info.parameters);
   // Tied: the embedding table is the LM head and is streamed once per decode step.
-  const double streamed = info.tied_embeddings ? params : params - table;
-  c.weight_bytes_per_decode_token = streamed * weight_bytes;
+  if (info.weight_bytes > 0) {
+    // The bytes as stored: GGUF files mix block types (Q4_K_M: Q4_K, Q6_K and F32 norms).
+    c.weight_bytes_per_decode_token =
+        static_cast<double>(info.weight_bytes) -
+        (info.tied_embeddings ? 0.0 : static_cast<double>(info.embedding_bytes));
+  } else {  // a ModelInfo filled by hand: every parameter at the weight dtype
+    const double streamed = info.tied_embeddings ? params : params - table;
+    c.weight_bytes_per_decode_token = streamed * weight_bytes;
+  }
   // Everything but the embedding table(s) multiplies each prompt token (norm weights, ~0.01%
   // of the layer weights, are counted as if they were matmul weights).
   const double layer_params = params - (info.tied_embeddings ? table : 2 * table);
@@ -32,10 +39,12 @@ LmCostModel make_lm_cost_model(const ModelInfo& info, const KvShape& kv, DType k
   return c;
 }
 
-BenchModel start_bench_backend(const std::string& device, int threads) {
+BenchModel start_bench_backend(const std::string& device, int threads,
+                               const std::string& matmul_precision) {
   BenchModel m;
   bench::Stopwatch watch;
-  m.backend = make_backend({.device = device, .threads = threads});
+  m.backend =
+      make_backend({.device = device, .threads = threads, .matmul_precision = matmul_precision});
   m.backend_seconds = watch.seconds();
   return m;
 }

@@ -48,7 +48,8 @@ struct BenchModel {
 };
 
 // Starts the backend for `device` ("cpu", "cuda", "auto") with `threads` CPU threads, timed.
-BenchModel start_bench_backend(const std::string& device, int threads);
+BenchModel start_bench_backend(const std::string& device, int threads,
+                               const std::string& matmul_precision = "f32");
 // Loads the model in `dir` on m.backend, timed.
 void load_bench_model(BenchModel& m, const std::filesystem::path& dir, const LoadOptions& options);
 

@@ -23,6 +23,7 @@
 #include "bench_lm_report.h"
 #include "commands.h"
 #include "infera/error.h"
+#include "io/gguf_model.h"
 
 namespace infera::cli {
 namespace {
@@ -36,6 +37,7 @@ struct BenchOptions {
   uint64_t dummy_seed = 0;
   int threads = 0;
   std::string device = "cpu";
+  std::string matmul_precision = "f32";
   std::string kv_dtype = "f32";
   int64_t kv_block_size = 32;
   std::vector<int64_t> prefill{128, 512, 2048};
@@ -55,12 +57,15 @@ struct BenchOptions {
   bool quiet = false;
 };
 
-// The folder holding config.json; --dummy-weights also accepts the config.json itself.
+// The folder holding config.json, or a GGUF file; --dummy-weights also accepts the config.json
+// itself.
 fs::path model_dir(const BenchOptions& o) {
   fs::path dir = o.model;
   if (o.dummy_weights && fs::is_regular_file(dir) && dir.filename() == "config.json")
     dir = dir.parent_path().empty() ? fs::path(".") : dir.parent_path();
-  if (!fs::is_directory(dir)) throw IoError("model folder '" + o.model + "' does not exist");
+  if (!fs::is_directory(dir) && !fs::is_regular_file(dir))
+    throw IoError("model '" + o.model +
+                  "' does not exist (expected a Hugging Face model folder or a .gguf file)");
   return dir;
 }
 
@@ -146,9 +151,12 @@ void run_bench(const BenchOptions& o, const std::string& command_line) {
   result.environment() = bench::capture_environment();
   result.environment()["threads"] = threads;
   result.environment()["load_average_1min_start"] = bench::json_number(bench::load_average_1min());
-  result.environment()["model_config_hash"] = config_hash(dir / "config.json");
+  // A GGUF file: the hash of the config.json equivalent its metadata gives (same rule).
+  result.environment()["model_config_hash"] =
+      fs::is_regular_file(dir) ? bench::fnv1a64_hex(io::load_gguf_model(dir).config.json().dump())
+                               : config_hash(dir / "config.json");
 
-  BenchModel m = start_bench_backend(o.device, threads);
+  BenchModel m = start_bench_backend(o.device, threads, o.matmul_precision);
   // The probes measure the CPU and its memory: the limits of a CPU backend only.
   const bool probe = !o.skip_machine && m.backend->device() == Device::CPU;
   if (!o.skip_machine && !probe)
@@ -166,14 +174,16 @@ void run_bench(const BenchOptions& o, const std::string& command_line) {
   result.series("memory.rss_after_load_mib", "MiB", false)
       .samples.push_back(static_cast<double>(bench::current_rss_bytes()) / (1 << 20));
   progress(o, "loaded %s in %.2f s: %s, weights %s\n", info.summary().c_str(), m.load_seconds,
-           m.backend->name().c_str(), std::string(dtype_name(info.weight_dtype)).c_str());
+           m.backend->name().c_str(), info.weight_format.c_str());
   const KvSettings kv{.dtype = o.kv_dtype == "bf16"  ? DType::BF16
                                : o.kv_dtype == "f16" ? DType::F16
                                                      : DType::F32,
                       .block_size = o.kv_block_size};
   result.environment()["backend"] = m.backend->name();
-  result.environment()["weight_format"] = std::string(dtype_name(info.weight_dtype));
+  result.environment()["weight_format"] = info.weight_format;
+  result.environment()["weight_bytes"] = info.weight_bytes;
   result.environment()["kv_cache_format"] = std::string(dtype_name(kv.dtype));
+  result.environment()["matmul_precision"] = o.matmul_precision;
   result.environment()["model"] = info.summary();
   result.environment()["model_parameters"] = info.parameters;
   result.config().update({{"model", o.model},
@@ -279,7 +289,8 @@ void add_bench_command(CLI::App& app) {
       "  infera bench --model ../shared/models/qwen3-0.6b --dummy-weights\n"
       "  infera bench --model ../shared/models/qwen3-0.6b --dummy-weights --prefill 128,512 "
       "--decode-context 128 --decode-steps 32 --repeats 3");
-  cmd->add_option("-m,--model", o->model, "Model folder (config.json + weights)")->required();
+  cmd->add_option("-m,--model", o->model, "Model folder (config.json + weights) or a .gguf file")
+      ->required();
   cmd->add_flag(
       "--dummy-weights", o->dummy_weights,
       "Seeded random weights of the config's shapes (the speed workload; no weight file)");
@@ -289,6 +300,11 @@ void add_bench_command(CLI::App& app) {
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
   cmd->add_option("--device", o->device, "Backend: cpu, cuda or auto")->capture_default_str();
+  cmd->add_option("--matmul-precision", o->matmul_precision,
+                  "CPU matmuls with bf16 weights: f32 activations, or bf16 dot products "
+                  "(AVX512-BF16, activations rounded to bf16)")
+      ->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
   cmd->add_option("--kv-dtype", o->kv_dtype, "KV cache storage: f32, bf16 or f16")
       ->check(CLI::IsMember({"f32", "bf16", "f16"}))
       ->capture_default_str();

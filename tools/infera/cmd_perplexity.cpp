@@ -19,10 +19,10 @@
 #include <vector>
 
 #include "commands.h"
-#include "engine/kv_cache.h"
-#include "engine/step.h"
 #include "infera/error.h"
 #include "model_options.h"
+#include "next_token_metrics.h"
+#include "window_logits.h"
 
 namespace infera::cli {
 namespace {
@@ -44,19 +44,6 @@ std::string read_text_file(const std::string& path) {
   text << in.rdbuf();
   if (in.bad()) throw IoError("cannot read --text-file '" + path + "'");
   return text.str();
-}
-
-// -log softmax(row)[target], in double so that thousands of terms sum without loss.
-double negative_log_likelihood(std::span<const float> row, int32_t target, int64_t position) {
-  double max = row[0];
-  for (float v : row) max = std::max(max, static_cast<double>(v));
-  double sum = 0.0;
-  for (float v : row) sum += std::exp(static_cast<double>(v) - max);
-  const double nll = max + std::log(sum) - static_cast<double>(row[static_cast<size_t>(target)]);
-  if (!std::isfinite(nll))
-    throw Error("non-finite logits at token " + std::to_string(position) +
-                " of the text: the model's output is not usable");
-  return nll;
 }
 
 void perplexity(const PerplexityOptions& o) {
@@ -83,42 +70,22 @@ void perplexity(const PerplexityOptions& o) {
     throw InvalidArgument("--text-file '" + o.text_file + "' has " + std::to_string(n) +
                           " tokens; perplexity needs at least 2");
 
-  const auto vocab = static_cast<size_t>(info.vocab);
-  std::vector<float> logits;
   double total_nll = 0.0;
-  int64_t scored = 0, windows = 0;
-  constexpr int64_t kBlock = 32;
-  for (int64_t begin = 0; begin + 1 < n; begin += context) {
-    const int64_t len = std::min(context, n - begin);
-    std::span<const int32_t> window(ids.data() + begin, static_cast<size_t>(len));
-    // Each window is one sequence over its own cache, fed chunk by chunk through the batch
-    // contract; the rows whose logits are wanted are listed explicitly.
-    KvCache cache(m.model->backend(), m.model->kv_shape(),
-                  {.block_size = kBlock, .num_blocks = (len + kBlock - 1) / kBlock});
-    const SeqId seq = cache.add_sequence();
-    if (!cache.reserve(seq, len)) throw Error("perplexity: the KV cache could not hold a window");
-    for (int64_t c0 = 0; c0 < len; c0 += o.chunk) {
-      const int64_t rows = std::min(o.chunk, len - c0);
-      // The window's last token predicts nothing inside the window: no logits needed for it.
-      const int64_t wanted = std::min(rows, len - 1 - c0);
-      if (wanted <= 0) break;
-      const SeqChunk chunk{seq, window.subspan(static_cast<size_t>(c0), static_cast<size_t>(rows)),
-                           OutputRows::None};
-      BatchDesc batch = build_batch(cache, std::span<const SeqChunk>(&chunk, 1));
-      for (int64_t r = 0; r < wanted; ++r) batch.output_rows.push_back(static_cast<int32_t>(r));
-      logits.resize(static_cast<size_t>(wanted) * vocab);
-      m.model->forward(batch, cache.pool(), logits);
-      cache.commit(seq, rows);
-      for (int64_t r = 0; r < wanted; ++r) {
-        const int64_t pos = c0 + r;
-        std::span<const float> row(logits.data() + static_cast<size_t>(r) * vocab, vocab);
-        total_nll +=
-            negative_log_likelihood(row, window[static_cast<size_t>(pos + 1)], begin + pos + 1);
-        ++scored;
+  int64_t scored = 0;
+  WindowedLogits windows(*m.model, ids, context, o.chunk);
+  while (windows.next()) {
+    for (int64_t r = 0; r < windows.rows(); ++r) {
+      const int64_t target = windows.target_index(r);
+      try {
+        total_nll += negative_log_likelihood(windows.row(r), ids[static_cast<size_t>(target)]);
+      } catch (const Error& e) {
+        throw Error(std::string(e.what()) + " (predicting token " + std::to_string(target) +
+                    " of the text)");
       }
+      ++scored;
     }
-    ++windows;
   }
+  const int64_t n_windows = windows.windows();
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const double mean_nll = total_nll / static_cast<double>(scored);
@@ -126,14 +93,14 @@ void perplexity(const PerplexityOptions& o) {
   if (o.json) {
     const nlohmann::json j = {
         {"model", info.summary()}, {"text_file", o.text_file}, {"tokens", n},
-        {"scored_tokens", scored}, {"windows", windows},       {"context", context},
+        {"scored_tokens", scored}, {"windows", n_windows},     {"context", context},
         {"mean_nll", mean_nll},    {"perplexity", ppl},        {"seconds", seconds}};
     std::printf("%s\n", j.dump().c_str());
     return;
   }
   std::printf("Model: %s\n", info.summary().c_str());
   std::printf("Text: %s (%lld tokens, %lld windows of up to %lld)\n", o.text_file.c_str(),
-              static_cast<long long>(n), static_cast<long long>(windows),
+              static_cast<long long>(n), static_cast<long long>(n_windows),
               static_cast<long long>(context));
   std::printf("Perplexity: %.4f (mean NLL %.6f nats over %lld predicted tokens) in %.2f s\n", ppl,
               mean_nll, static_cast<long long>(scored), seconds);

@@ -159,7 +159,7 @@ void run(const RunOptions& o) {
   if (!o.json) {
     std::printf("Model: %s\n", info.summary().c_str());
     std::printf("Backend: %s, weights %s, KV cache %s\n", m.model->backend().name().c_str(),
-                std::string(dtype_name(info.weight_dtype)).c_str(), o.engine.kv_dtype.c_str());
+                info.weight_format.c_str(), o.engine.kv_dtype.c_str());
     if (single) {
       std::printf("Prompt: %s (%zu tokens)\nOutput: ", one_line(prompts[0].shown).c_str(),
                   requests[0].prompt.size());

@@ -12,6 +12,7 @@
 #include "infera/error.h"
 #include "infera/tokenizer.h"
 #include "json_lines.h"
+#include "model_options.h"
 
 namespace infera::cli {
 namespace {
@@ -23,7 +24,7 @@ struct TokenizeOptions {
 };
 
 void run_tokenize(const TokenizeOptions& opts) {
-  const Tokenizer tok = Tokenizer::load(opts.model);
+  const Tokenizer tok = load_tokenizer(opts.model);
   std::string line;
   for (std::size_t line_no = 1; std::getline(std::cin, line); ++line_no) {
     if (is_blank_line(line)) continue;
@@ -43,7 +44,7 @@ void run_tokenize(const TokenizeOptions& opts) {
 }
 
 void run_detokenize(const TokenizeOptions& opts) {
-  const Tokenizer tok = Tokenizer::load(opts.model);
+  const Tokenizer tok = load_tokenizer(opts.model);
   std::string line;
   for (std::size_t line_no = 1; std::getline(std::cin, line); ++line_no) {
     if (is_blank_line(line)) continue;
@@ -67,7 +68,8 @@ void add_tokenize_commands(CLI::App& app) {
       "tokenize",
       "Read {\"text\": ...} (or {\"text\": ..., \"text_pair\": ...}) JSON lines on stdin, "
       "write {\"ids\": [...]} lines (with \"type_ids\" for pairs)");
-  tokenize->add_option("--model", opts->model, "Model folder (or tokenizer.json file)")->required();
+  tokenize->add_option("--model", opts->model, "Model folder, tokenizer.json, or a .gguf file")
+      ->required();
   tokenize->add_flag(
       "--add-special-tokens", opts->add_special_tokens,
       "Add the tokenizer's special tokens (its post-processor, e.g. [CLS] ... [SEP])");
@@ -75,7 +77,7 @@ void add_tokenize_commands(CLI::App& app) {
 
   CLI::App* detokenize = app.add_subcommand(
       "detokenize", "Read {\"ids\": [...]} JSON lines on stdin, write {\"text\": ...} lines");
-  detokenize->add_option("--model", opts->model, "Model folder (or tokenizer.json file)")
+  detokenize->add_option("--model", opts->model, "Model folder, tokenizer.json, or a .gguf file")
       ->required();
   detokenize->add_flag("--skip-special-tokens", opts->skip_special_tokens,
                        "Drop special tokens (e.g. <|im_end|>) from the text");

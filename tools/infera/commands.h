@@ -10,6 +10,7 @@ namespace infera::cli {
 void add_run_command(CLI::App& app);
 void add_logits_command(CLI::App& app);
 void add_perplexity_command(CLI::App& app);
+void add_eval_command(CLI::App& app);       // quality gate: KL, top-1, perplexity vs a reference
 void add_tokenize_commands(CLI::App& app);  // tokenize, detokenize
 void add_chat_command(CLI::App& app);
 void add_encoder_commands(CLI::App& app);  // embed, classify, fill-mask

@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   infera::cli::add_chat_command(app);
   infera::cli::add_logits_command(app);
   infera::cli::add_perplexity_command(app);
+  infera::cli::add_eval_command(app);
   infera::cli::add_tokenize_commands(app);
   infera::cli::add_encoder_commands(app);
   infera::cli::add_decide_command(app);

@@ -23,6 +23,7 @@ struct ModelOptions {
   uint64_t dummy_seed = 0;
   int threads = 0;
   std::string device = "auto";
+  std::string matmul_precision = "f32";
 
   void add_to(CLI::App& cmd);
 };
@@ -37,6 +38,10 @@ struct LoadedModel {
 
 // Loads the model, printing progress to stderr ("Loading ... done in 0.4 s") unless quiet.
 LoadedModel load_model(const ModelOptions& options, bool quiet);
+
+// A tokenizer from tokenizer.json, a folder holding one, or a .gguf file (its tokenizer.ggml.*
+// metadata); any other regular file is read as tokenizer.json.
+Tokenizer load_tokenizer(const std::filesystem::path& path);
 
 // "785,6722,315" -> ids; errors name the bad item.
 std::vector<int32_t> parse_id_list(const std::string& text, const std::string& option);

@@ -11,6 +11,7 @@
 
 #include "backend/cpu/cpu_attention.h"
 #include "backend/cpu/encoder_ops.h"
+#include "backend/cpu/matmul_bf16_dot.h"
 #include "backend/cpu/quant_matmul.h"
 #include "backend/cpu/simd_kernels.h"
 #include "backend/cpu/thread_pool.h"
@@ -59,12 +60,15 @@ struct HeapFree {
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend(int threads, PackedAttentionSchedule schedule)
-      : pool_(threads), panels_(static_cast<size_t>(pool_.size())), schedule_(schedule) {}
+  CpuBackend(int threads, PackedAttentionSchedule schedule, MatmulPrecision precision)
+      : pool_(threads),
+        panels_(static_cast<size_t>(pool_.size())),
+        schedule_(schedule),
+        bf16_dot_(precision == MatmulPrecision::BF16 && cpu::has_bf16_dot()) {}
 
   std::string name() const override {
     return std::string("cpu (") + cpu::simd_target_name() + ", " + std::to_string(pool_.size()) +
-           " threads)";
+           " threads" + (bf16_dot_ ? ", bf16 matmul" : "") + ")";
   }
   Device device() const override { return Device::CPU; }
   bool supports(Op op, std::initializer_list<DType> dtypes) const override {
@@ -168,9 +172,10 @@ class CpuBackend final : public Backend {
     if (dtype_is_quantized(w.dtype()))  // integer kernels on the blocks (quant_matmul.h)
       return cpu::matmul_quantized(pool_, x.data_as<float>(), n, k, w.data(), w.dtype(), m,
                                    out.data_as<float>());
-    for (auto& p : panels_) p.resize(static_cast<size_t>(cpu::kPanelRows * k));
     const float* xs = x.data_as<float>();
     float* os = out.data_as<float>();
+    if (bf16_dot_ && w.dtype() == DType::BF16) return matmul_bf16_dot(xs, n, k, w, m, os);
+    for (auto& p : panels_) p.resize(static_cast<size_t>(cpu::kPanelRows * k));
     // Split output columns (weight rows) over threads in whole panels.
     const int64_t panels = (m + cpu::kPanelRows - 1) / cpu::kPanelRows;
     std::atomic<int> slot{0};
@@ -178,6 +183,19 @@ class CpuBackend final : public Backend {
       std::vector<float>& panel = panels_[static_cast<size_t>(slot.fetch_add(1))];
       cpu::matmul_rows(xs, n, k, w.data(), w.dtype(), begin * cpu::kPanelRows,
                        std::min(m, end * cpu::kPanelRows), os, m, panel.data());
+    });
+  }
+
+  // Activations rounded to bf16 once, then output columns split over threads as above.
+  void matmul_bf16_dot(const float* xs, int64_t n, int64_t k, const Tensor& w, int64_t m,
+                       float* os) {
+    bf16_rows_.resize(static_cast<size_t>(n * k));
+    cpu::round_rows_to_bf16(xs, n * k, bf16_rows_.data());
+    const uint16_t* wb = w.data_as<const uint16_t>();
+    const int64_t panels = (m + cpu::kPanelRows - 1) / cpu::kPanelRows;
+    pool_.parallel_for(panels, 1, [&](int64_t begin, int64_t end) {
+      cpu::matmul_rows_bf16_dot(bf16_rows_.data(), n, k, wb, begin * cpu::kPanelRows,
+                                std::min(m, end * cpu::kPanelRows), os, m);
     });
   }
 
@@ -360,6 +378,8 @@ class CpuBackend final : public Backend {
   cpu::ThreadPool pool_;
   std::vector<std::vector<float>> panels_;  // per-thread matmul scratch
   PackedAttentionSchedule schedule_;
+  bool bf16_dot_;
+  std::vector<uint16_t> bf16_rows_;  // matmul activations rounded to bf16
   std::vector<float> packed_kv_;  // attention_packed's head-major keys and values
   int64_t packed_key_tiles_ = 0;
   std::vector<RopeTable> rope_tables_;
@@ -450,8 +470,9 @@ void CpuBackend::attention_packed(const Tensor& q, const Tensor& k, const Tensor
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend(int threads, PackedAttentionSchedule schedule) {
-  return std::make_unique<CpuBackend>(threads, schedule);
+std::unique_ptr<Backend> make_cpu_backend(int threads, PackedAttentionSchedule schedule,
+                                          MatmulPrecision precision) {
+  return std::make_unique<CpuBackend>(threads, schedule, precision);
 }
 
 }  // namespace infera

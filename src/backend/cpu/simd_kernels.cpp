@@ -43,7 +43,11 @@ HWY_INLINE float WeightScalar(const hwy::float16_t* p) {
   return infera::f16_to_f32(*reinterpret_cast<const uint16_t*>(p));
 }
 
-// A register tile: NX rows of x against NW rows of w, full dot products over k.
+// A register tile: NX rows of x against NW rows of w, full dot products over k. The scalar tails
+// use explicit fma: left to the compiler, `s += x * w` was contracted in some inlined copies and
+// not others, so AVX2 rows differed by batch. (Several FMA chains per dot product were tried for
+// decode: chains over interleaved vectors cost prefill ~25% per CPU second, chains over contiguous
+// quarters halved decode; one chain stays.)
 // AVX-512 has 32 vector registers (room for 4x4 accumulators); AVX2 has 16 (2x4).
 #if HWY_TARGET <= HWY_AVX3
 constexpr int kTileX = 4;
@@ -72,7 +76,7 @@ HWY_INLINE void Tile(const float* HWY_RESTRICT x, int64_t k, const WT* HWY_RESTR
   for (int a = 0; a < NX; ++a) {
     for (int b = 0; b < NW; ++b) {
       float s = hn::GetLane(hn::SumOfLanes(d, acc[a][b]));
-      for (int64_t q = p; q < k; ++q) s += x[a * k + q] * WeightScalar(w + b * k + q);
+      for (int64_t q = p; q < k; ++q) s = std::fma(x[a * k + q], WeightScalar(w + b * k + q), s);
       out[a * ldo + b] = s;
     }
   }
@@ -104,7 +108,7 @@ HWY_INLINE void RowStream(const float* HWY_RESTRICT x, int64_t k, const WT* HWY_
   }
   for (int a = 0; a < NX; ++a) {
     float s = hn::GetLane(hn::SumOfLanes(d, acc[a]));
-    for (int64_t q = p; q < k; ++q) s += x[a * k + q] * WeightScalar(w + q);
+    for (int64_t q = p; q < k; ++q) s = std::fma(x[a * k + q], WeightScalar(w + q), s);
     out[a * ldo] = s;
   }
 }

@@ -1,5 +1,5 @@
-// What both attention kernels share: the visible key range of a query, the paged-cache address of
-// a key, and the pass that merges split-key partial results.
+// What the attention kernels share: the visible key range of a query, the paged-cache address of
+// a key, and the merge of split-key partial results.
 #pragma once
 
 #include "backend/cuda/kernels.h"
@@ -34,7 +34,53 @@ __device__ __forceinline__ void vector_row_head(const AttentionArgs& a, int row_
   head = g * group + v % group;
 }
 
-// Merges `splits` partial (max, sum, unnormalised output) triples per (row, head).
-void launch_attention_combine(const AttentionArgs& a, cudaStream_t stream);
+// Called by every thread of a block that has written its split's partial results (partial_out,
+// partial_ml) for query vectors [v0, v0 + nv) of sequence b, kv head g: the block that finishes
+// its tile's last split merges all of them into out (no second kernel). Each block publishes its
+// partials, then counts itself done; the one that brings the count to `splits` sees every other
+// block's partials and resets the counter for the next launch (graph replays).
+__device__ inline void merge_splits_if_last(const AttentionArgs& a, int b, int g, int v0, int nv,
+                                            int row_begin) {
+  __shared__ __align__(16) int merge_flag[4];  // [0] used; padded as attention_decode.cu says
+  int& merge = merge_flag[0];
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const int64_t tile = (static_cast<int64_t>(b) * a.hkv + g) * gridDim.x + blockIdx.x;
+    merge = atomicAdd(&a.split_counters[tile], 1u) == static_cast<unsigned>(a.splits - 1);
+    if (merge) a.split_counters[tile] = 0;
+  }
+  __syncthreads();
+  if (!merge) return;
+  __threadfence();
+  const int d = static_cast<int>(a.head_dim);
+  const int64_t stride = a.num_tokens * a.hq;
+  for (int i = threadIdx.x; i < nv * d; i += blockDim.x) {
+    const int v = i / d, e = i % d;
+    int row, head;
+    vector_row_head(a, row_begin, g, v0 + v, row, head);
+    const int64_t vec = static_cast<int64_t>(row) * a.hq + head;
+    // out = sum_s e^(m_s - M) o_s / sum_s e^(m_s - M) l_s; L2 reads (other blocks wrote them).
+    // Unrolled so that each pass issues its loads together: a rolled loop waits for one L2
+    // round trip per split (the suspected bulk of batch-1 decode attention).
+    const int splits = static_cast<int>(a.splits);
+    float m = -INFINITY;
+#pragma unroll 8
+    for (int sp = 0; sp < splits; ++sp)
+      m = fmaxf(m, __ldcg(a.partial_ml + 2 * (sp * stride + vec)));
+    float l = 0.0f, o = 0.0f;
+    if (m != -INFINITY) {
+#pragma unroll 8
+      for (int sp = 0; sp < splits; ++sp) {
+        const float2 ml = __ldcg(reinterpret_cast<const float2*>(a.partial_ml) + sp * stride + vec);
+        const float po = __ldcg(a.partial_out + (sp * stride + vec) * d + e);
+        const float f = ml.x == -INFINITY ? 0.0f : expf(ml.x - m);
+        l += f * ml.y;
+        o += f * po;
+      }
+    }
+    a.out[vec * d + e] = l > 0.0f ? o / l : 0.0f;
+  }
+}
 
 }  // namespace infera::cuda

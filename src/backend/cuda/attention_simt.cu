@@ -1,10 +1,11 @@
 // Paged grouped-query attention on CUDA cores, flash style: one pass over the keys with an
 // online softmax, never an L x L matrix. A block owns one (sequence, kv head, tile of up to 32
 // query vectors) and optionally one of `splits` key ranges (decode: few queries, so the keys are
-// split across blocks to fill the GPU, then merged). Per 32-key tile, the block stages keys and
-// values in shared memory (f32) once for all its query vectors; each warp scores 4 query vectors
-// at a time with one key per lane, updates their running max/sum, and accumulates P.V with one
-// head dimension per lane. Everything is f32, so this is also the exact path for every cache type.
+// split across blocks to fill the GPU; the last block of a tile to finish merges them). Per 32-key
+// tile, the block stages keys and values in shared memory (f32) once for all its query vectors;
+// each warp scores 4 query vectors at a time with one key per lane, updates their running max/sum,
+// and accumulates P.V with one head dimension per lane. Everything is f32, so this is also the
+// exact path for every cache type.
 #include <algorithm>
 
 #include "backend/cuda/attention_common.cuh"
@@ -215,31 +216,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_simt_kernel(const Atten
       }
     }
   }
-}
-
-// One block per (row, head): out = sum_s e^(m_s - M) o_s / sum_s e^(m_s - M) l_s.
-__global__ void attention_combine_kernel(const AttentionArgs a) {
-  const int64_t vec = blockIdx.x;  // row * hq + head
-  const int64_t d = a.head_dim, stride = a.num_tokens * a.hq;
-  float m = -INFINITY;
-  for (int64_t s = 0; s < a.splits; ++s) m = fmaxf(m, a.partial_ml[2 * (s * stride + vec)]);
-  float l = 0.0f;
-  if (m != -INFINITY)
-    for (int64_t s = 0; s < a.splits; ++s) {
-      const float ms = a.partial_ml[2 * (s * stride + vec)];
-      if (ms != -INFINITY) l += expf(ms - m) * a.partial_ml[2 * (s * stride + vec) + 1];
-    }
-  for (int64_t e = threadIdx.x; e < d; e += blockDim.x) {
-    float o = 0.0f;
-    if (l > 0.0f) {
-      for (int64_t s = 0; s < a.splits; ++s) {
-        const float ms = a.partial_ml[2 * (s * stride + vec)];
-        if (ms != -INFINITY) o += expf(ms - m) * a.partial_out[(s * stride + vec) * d + e];
-      }
-      o /= l;
-    }
-    a.out[vec * d + e] = o;
-  }
+  if (a.splits > 1) merge_splits_if_last(a, b, g, v0, nv, row_begin);
 }
 
 template <typename T>
@@ -256,18 +233,12 @@ void launch_typed(const AttentionArgs& a, cudaStream_t s) {
   const dim3 grid(static_cast<unsigned>(a.tiles), static_cast<unsigned>(a.num_seqs),
                   static_cast<unsigned>(a.hkv * a.splits));
   attention_simt_kernel<T><<<grid, kWarps * 32, smem, s>>>(a);
-  if (a.splits > 1) launch_attention_combine(a, s);
 }
 
 }  // namespace
 
 int64_t attention_simt_smem_bytes(int64_t vectors_per_tile, int64_t head_dim) {
   return simt_layout(vectors_per_tile, head_dim).total * static_cast<int64_t>(sizeof(float));
-}
-
-void launch_attention_combine(const AttentionArgs& a, cudaStream_t s) {
-  const auto threads = static_cast<unsigned>(std::min<int64_t>(256, (a.head_dim + 31) / 32 * 32));
-  attention_combine_kernel<<<static_cast<unsigned>(a.num_tokens * a.hq), threads, 0, s>>>(a);
 }
 
 void launch_attention_simt(const void* p, cudaStream_t s) {

@@ -92,17 +92,14 @@ std::string CudaBackend::name() const {
 }
 
 bool CudaBackend::supports(Op op, std::initializer_list<DType> dtypes) const {
-  // The encoder ops (ModernBERT) have no CUDA kernels yet: declined, so that callers skip them
-  // rather than reach Backend's throwing defaults.
-  if (op == Op::LayerNorm || op == Op::Gelu || op == Op::Geglu || op == Op::AddBias ||
-      op == Op::AttentionPacked || op == Op::MeanPool)
-    return false;
   for (DType t : dtypes) {
     const bool is_float = t == DType::F32 || t == DType::F16 || t == DType::BF16;
-    const bool ok = (op == Op::Embedding || op == Op::Matmul || op == Op::RmsNorm ||
-                     op == Op::KvWrite || op == Op::Attention)
-                        ? is_float
-                        : t == DType::F32;
+    const bool ok =
+        (op == Op::Embedding || op == Op::Matmul || op == Op::RmsNorm || op == Op::KvWrite ||
+         op == Op::Attention || op == Op::LayerNorm || op == Op::AddBias || op == Op::AddRmsNorm ||
+         op == Op::MatmulSwiglu || op == Op::QkNormRopeKvWrite)
+            ? is_float
+            : t == DType::F32;
     if (!ok) return false;
   }
   return true;
@@ -274,8 +271,12 @@ CudaOptions cuda_options_from_env() {
   o.sync_each_op = cuda::env_flag("INFERA_CUDA_SYNC", o.sync_each_op);
   o.exact_f32 = cuda::env_flag("INFERA_CUDA_EXACT", o.exact_f32);
   o.mma_attention = cuda::env_flag("INFERA_CUDA_MMA", o.mma_attention);
+  o.decode_attention = cuda::env_flag("INFERA_CUDA_DECODE_ATTENTION", o.decode_attention);
+  o.fused = cuda::env_flag("INFERA_CUDA_FUSED", o.fused);
   o.profile = cuda::env_flag("INFERA_CUDA_PROFILE", o.profile);
   if (const char* v = std::getenv("INFERA_CUDA_GEMV_ROWS"); v && *v) o.gemv_max_rows = std::atoi(v);
+  if (const char* v = std::getenv("INFERA_CUDA_DECODE_SPLIT_KEYS"); v && *v)
+    o.decode_split_keys = std::max(1, std::atoi(v));
   return o;
 }
 

@@ -20,6 +20,15 @@ struct CudaOptions {
   // (INFERA_CUDA_EXACT=1); slower.
   bool exact_f32 = false;
   bool mma_attention = true;  // tensor-core attention for f16/bf16 caches (INFERA_CUDA_MMA=0: off)
+  // Decode attention (<= 4 query vectors per kv head) with every warp on its own keys
+  // (INFERA_CUDA_DECODE_ATTENTION=0: the general f32 kernel instead).
+  bool decode_attention = true;
+  // Fewest keys per block of the decode attention when keys are split across blocks to fill
+  // the GPU (INFERA_CUDA_DECODE_SPLIT_KEYS): fewer means more blocks, each a shorter chain.
+  int64_t decode_split_keys = 128;
+  // The fused ops (add_rmsnorm, matmul_multi, matmul_swiglu, qk_norm_rope_kv_write) as single
+  // kernels (INFERA_CUDA_FUSED=0: Backend's compositions of the one-op kernels).
+  bool fused = true;
   int64_t gemv_max_rows = 8;  // matmuls of up to this many rows stream weights (GEMV), 0..8
   bool profile = false;       // time each kernel with events, eagerly (INFERA_CUDA_PROFILE=1)
 };

@@ -60,6 +60,28 @@ class CudaBackend final : public Backend {
   void swiglu(const Tensor& gate, const Tensor& up, Tensor& out) override;
   void add(const Tensor& a, const Tensor& b, Tensor& out) override;
   void gather_rows(const Tensor& src, const Tensor& rows, Tensor& dst) override;
+  // Fused ops (cuda_fused_ops.cpp).
+  void add_rmsnorm(Tensor& x, const Tensor& delta, const Tensor& weight, float eps,
+                   Tensor& out) override;
+  void matmul_multi(const Tensor& x, std::span<const Tensor* const> ws,
+                    std::span<Tensor* const> outs) override;
+  void matmul_swiglu(const Tensor& x, const Tensor& w_gate, const Tensor& w_up, Tensor& gate,
+                     Tensor& up) override;
+  void qk_norm_rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const Tensor& q_norm,
+                             const Tensor& k_norm, float eps, double theta, KvLayer& cache,
+                             const Batch& batch) override;
+  void argmax_rows(const Tensor& x, std::span<int32_t> ids) override;
+  // Encoder ops (cuda_encoder_ops.cpp).
+  void layernorm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
+                 Tensor& out) override;
+  void gelu(const Tensor& x, Tensor& out) override;
+  void geglu(const Tensor& input, const Tensor& gate, Tensor& out) override;
+  void add_bias(const Tensor& x, const Tensor& bias, Tensor& out) override;
+  void attention_packed(const Tensor& q, const Tensor& k, const Tensor& v, const Batch& batch,
+                        const AttentionParams& params, Tensor& out) override;
+  void mean_pool(const Tensor& x, const Batch& batch, Tensor& out) override;
+  OpStats op_stats() const override;
+  void reset_op_stats() override;
   void synchronize() override;
 
   CudaStats stats() const;
@@ -76,8 +98,12 @@ class CudaBackend final : public Backend {
   // InvalidArgument naming `op` when `t` is no index tensor made by upload_batch here.
   const UploadedBatch& find_batch(const Tensor& t, int field, const char* op,
                                   int* found = nullptr) const;
-  void record_matmul(const Tensor& x, const Tensor& w, Tensor& out, int64_t n, int64_t k,
-                     int64_t m);
+  // matmul's shape and device checks (InvalidArgument naming the tensors).
+  void matmul_checks(const Tensor& x, const Tensor& w, const Tensor& out) const;
+  // Records out = x . w^T; returns x's bf16 copy when it made or used one (nullptr otherwise),
+  // which later matmuls of the same x may pass as `converted` to skip the conversion.
+  const void* record_matmul(const Tensor& x, const Tensor& w, Tensor& out, int64_t n, int64_t k,
+                            int64_t m, const void* converted = nullptr);
   Tensor device_tensor(const std::string& name, DType dtype, Shape shape);
 
   CudaOptions options_;
@@ -85,6 +111,10 @@ class CudaBackend final : public Backend {
   std::shared_ptr<std::vector<UploadedBatch>> batches_;  // live uploads (shared with deleters)
   std::shared_ptr<struct BatchBufferPool> batch_pool_;
   std::vector<RopeTable> rope_tables_;
+  // Key tiles of attention_packed; the tile sizes are known before the first call (the op
+  // harness asks), the query tile is that of the last call (it follows the GQA group).
+  OpStats stats_{0, 32, kPackedKeys};
+  std::vector<unsigned long long> keys_;  // argmax_rows' keys read back
 };
 
 }  // namespace infera::cuda

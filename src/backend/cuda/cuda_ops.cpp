@@ -6,45 +6,11 @@
 
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/op_checks.h"
 #include "infera/error.h"
 
 namespace infera::cuda {
 namespace {
-
-void expect(bool ok, const char* op, const std::string& what) {
-  if (!ok) throw InvalidArgument(std::string("[") + op + "] " + what);
-}
-
-void expect_f32(const Tensor& t, const char* op) {
-  expect(!t.empty(), op, "tensor " + t.name() + " is empty");
-  expect(t.device() == Device::CUDA, op, "tensor " + t.name() + " is not on cuda");
-  expect(t.dtype() == DType::F32, op,
-         "tensor " + t.name() + " must be F32, is " + std::string(dtype_name(t.dtype())));
-}
-
-void expect_float_on_device(const Tensor& t, const char* op) {
-  expect(!t.empty() && t.device() == Device::CUDA, op,
-         "tensor " + t.name() + " must be a cuda tensor (prepare_weight uploads weights)");
-  expect(t.dtype() == DType::F32 || t.dtype() == DType::F16 || t.dtype() == DType::BF16, op,
-         "tensor " + t.name() + " dtype " + std::string(dtype_name(t.dtype())) +
-             " is not supported on cuda");
-}
-
-std::string shapes(const Tensor& a, const Tensor& b) {
-  return a.name() + " " + a.shape().str() + " vs " + b.name() + " " + b.shape().str();
-}
-
-int64_t row_width(const Tensor& t) { return t.dim(t.rank() - 1); }
-int64_t row_count(const Tensor& t) { return t.numel() / std::max<int64_t>(row_width(t), 1); }
-
-OpNote note(const char* op, const char* kernel, std::initializer_list<const Tensor*> ts) {
-  OpNote n;
-  n.op = op;
-  n.kernel = kernel;
-  for (const Tensor* t : ts)
-    if (n.count < 3) n.shapes[n.count++] = t->shape();
-  return n;
-}
 
 // cuBLAS GEMM, out[n, m] = x[n, k] . w[m, k]^T in cuBLAS's column-major terms:
 // out^T (m x n) = w (k x m, transposed) . x^T (k x n); f32 accumulation and output.
@@ -106,7 +72,7 @@ void CudaBackend::rmsnorm(const Tensor& x, const Tensor& weight, float eps, Tens
   ctx_->record(launch_rmsnorm, a, note(op, "rmsnorm", {&x, &weight}));
 }
 
-void CudaBackend::matmul(const Tensor& x, const Tensor& w, Tensor& out) {
+void CudaBackend::matmul_checks(const Tensor& x, const Tensor& w, const Tensor& out) const {
   const char* op = "matmul";
   expect_f32(x, op);
   expect_f32(out, op);
@@ -117,36 +83,47 @@ void CudaBackend::matmul(const Tensor& x, const Tensor& w, Tensor& out) {
   expect(row_width(out) == m && row_count(out) == n, op, shapes(out, w));
   expect(n < (int64_t{1} << 31) && m < (int64_t{1} << 31) && k < (int64_t{1} << 31), op,
          "dimensions beyond 2^31: " + shapes(x, w));
-  record_matmul(x, w, out, n, k, m);
 }
 
-void CudaBackend::record_matmul(const Tensor& x, const Tensor& w, Tensor& out, int64_t n, int64_t k,
-                                int64_t m) {
+void CudaBackend::matmul(const Tensor& x, const Tensor& w, Tensor& out) {
+  matmul_checks(x, w, out);
+  record_matmul(x, w, out, row_count(x), row_width(x), w.dim(0));
+}
+
+const void* CudaBackend::record_matmul(const Tensor& x, const Tensor& w, Tensor& out, int64_t n,
+                                       int64_t k, int64_t m, const void* converted) {
   OpNote nt = note("matmul", "", {&x, &w, &out});
   const MatmulArgs a{
       x.data_as<const float>(), w.data(), out.data_as<float>(), elem_type(w.dtype()), n, k, m};
   if (n <= options_.gemv_max_rows) {
     nt.kernel = "gemv";
-    return ctx_->record(launch_gemv, a, nt);
+    ctx_->record(launch_gemv, a, nt);
+    return nullptr;
   }
   // f16 weights stay on the f32 CUDA-core GEMM: converting activations to f16 could overflow.
   if (options_.exact_f32 || w.dtype() == DType::F16) {
     nt.kernel = "gemm_simt";
-    return ctx_->record(launch_gemm_simt, a, nt);
+    ctx_->record(launch_gemm_simt, a, nt);
+    return nullptr;
   }
   const void* xin = x.data();
   if (w.dtype() == DType::BF16) {
-    void* xb = ctx_->scratch(0, static_cast<size_t>(n * k) * 2);
-    nt.kernel = "convert_bf16";
-    ctx_->record(launch_convert, ConvertArgs{x.data_as<const float>(), xb, ElemType::BF16, n * k},
-                 nt);
-    xin = xb;
+    // x rounded to bf16 once for every weight that shares it (matmul_multi, matmul_swiglu).
+    if (!converted) {
+      void* xb = ctx_->scratch(0, static_cast<size_t>(n * k) * 2);
+      nt.kernel = "convert_bf16";
+      ctx_->record(launch_convert, ConvertArgs{x.data_as<const float>(), xb, ElemType::BF16, n * k},
+                   nt);
+      converted = xb;
+    }
+    xin = converted;
   }
   nt.kernel = "cublas_gemm";
   ctx_->record(launch_cublas_gemm,
                CublasGemmArgs{ctx_->cublas(), w.data(), xin, out.data_as<float>(),
                               elem_type(w.dtype()), n, k, m},
                nt);
+  return w.dtype() == DType::BF16 ? xin : nullptr;
 }
 
 void CudaBackend::rope(Tensor& x, const Tensor& positions, double theta) {
@@ -169,19 +146,6 @@ void CudaBackend::rope(Tensor& x, const Tensor& positions, double theta) {
 }
 
 namespace {
-void expect_pool(const KvLayer& cache, int64_t kv_heads, int64_t head_dim, const char* op) {
-  const Tensor& k = cache.keys;
-  expect(!k.empty() && k.device() == Device::CUDA && k.rank() == 4 &&
-             (k.dtype() == DType::F32 || k.dtype() == DType::F16 || k.dtype() == DType::BF16) &&
-             cache.values.shape() == k.shape() && cache.values.dtype() == k.dtype() &&
-             cache.values.device() == Device::CUDA,
-         op,
-         "cache pools must be cuda [blocks, kv_heads, block_size, head_dim] of one float dtype");
-  expect(k.dim(1) == kv_heads && k.dim(3) == head_dim, op,
-         "cache " + k.shape().str() + " for " + std::to_string(kv_heads) + " kv heads of " +
-             std::to_string(head_dim));
-}
-
 // The batch's block ids (for this pool's block size) must lie inside the pool.
 void expect_tables_fit(const UploadedBatch& u, const KvLayer& cache, const char* op) {
   const int64_t blocks = cache.keys.dim(0), bs = cache.keys.dim(2);
@@ -301,6 +265,30 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& 
     nt.kernel = "attention_mma";
     return ctx_->record(launch_attention_mma, a, nt);
   }
+  const int64_t sms = ctx_->properties().multiProcessorCount;
+  const int64_t capacity = int64_t{d.max_blocks} * a.block_size;
+  // Split keys across blocks when there are too few (sequence, kv head) tiles to fill the GPU.
+  // The split count depends only on the batch's shape and its block tables' capacity, so that
+  // successive decode steps launch identically and replay as one graph.
+  auto split_keys = [&](int64_t blocks, int64_t keys_per_split) {
+    a.splits = std::clamp<int64_t>(
+        std::min((4 * sms + blocks - 1) / blocks, capacity / keys_per_split), 1, 32);
+    a.splits = std::min<int64_t>(a.splits, 65535 / hkv);
+    if (a.splits == 1) return;
+    const int64_t vecs = a.splits * tokens * hq;
+    a.partial_out = static_cast<float*>(ctx_->scratch(1, static_cast<size_t>(vecs * head_dim) * 4));
+    a.partial_ml = static_cast<float*>(ctx_->scratch(2, static_cast<size_t>(vecs) * 8));
+    a.split_counters = static_cast<unsigned*>(
+        ctx_->zeroed_scratch(3, static_cast<size_t>(a.tiles * seqs * hkv) * sizeof(unsigned)));
+  };
+  if (options_.decode_attention && vectors <= kDecodeMaxVectors && aligned &&
+      attention_decode_supports(a.type, head_dim)) {
+    a.vectors_per_tile = vectors;
+    a.tiles = 1;
+    if (seqs * hkv < 4 * sms) split_keys(seqs * hkv, options_.decode_split_keys);
+    nt.kernel = a.splits > 1 ? "attention_decode_split" : "attention_decode";
+    return ctx_->record(launch_attention_decode, a, nt);
+  }
   const auto smem_limit = static_cast<int64_t>(ctx_->properties().sharedMemPerBlockOptin);
   int64_t vpt = std::min<int64_t>(32, vectors);
   while (vpt > 1 && attention_simt_smem_bytes(vpt, head_dim) > smem_limit) vpt = (vpt + 1) / 2;
@@ -308,20 +296,9 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& 
          "head_dim " + std::to_string(head_dim) + " needs more shared memory than the GPU has");
   a.vectors_per_tile = vpt;
   a.tiles = (vectors + vpt - 1) / vpt;
-  // Few queries (decode): split each sequence's keys across blocks so the GPU fills up. The
-  // split count depends only on the batch's shape and its block tables' capacity, so that
-  // successive decode steps launch identically and replay as one graph.
-  const int64_t blocks = a.tiles * seqs * hkv, sms = ctx_->properties().multiProcessorCount;
-  if (d.max_query_len() <= 4 && blocks < 4 * sms) {
-    const int64_t capacity = int64_t{d.max_blocks} * a.block_size;
-    a.splits = std::clamp<int64_t>(std::min((4 * sms + blocks - 1) / blocks, capacity / 32), 1, 32);
-    a.splits = std::min<int64_t>(a.splits, 65535 / hkv);
-  }
-  if (a.splits > 1) {
-    const int64_t vecs = a.splits * tokens * hq;
-    a.partial_out = static_cast<float*>(ctx_->scratch(1, static_cast<size_t>(vecs * head_dim) * 4));
-    a.partial_ml = static_cast<float*>(ctx_->scratch(2, static_cast<size_t>(vecs) * 8));
-  }
+  // Few queries (decode): split each sequence's keys across blocks so the GPU fills up.
+  const int64_t blocks = a.tiles * seqs * hkv;
+  if (d.max_query_len() <= 4 && blocks < 4 * sms) split_keys(blocks, 32);
   if (a.splits > 1) nt.kernel = "attention_simt_split";
   ctx_->record(launch_attention_simt, a, nt);
 }

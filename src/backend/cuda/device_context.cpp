@@ -118,6 +118,16 @@ void* DeviceContext::scratch(int slot, size_t bytes) {
   return s.ptr;
 }
 
+void* DeviceContext::zeroed_scratch(int slot, size_t bytes) {
+  const size_t before =
+      static_cast<size_t>(slot) < scratch_.size() ? scratch_[static_cast<size_t>(slot)].bytes : 0;
+  void* p = scratch(slot, bytes);
+  const size_t now = scratch_[static_cast<size_t>(slot)].bytes;
+  // A new buffer: zeroed on the stream, ahead of the pending launches that will use it.
+  if (now != before) check_cuda(cudaMemsetAsync(p, 0, now, stream_), "zero scratch space");
+  return p;
+}
+
 void DeviceContext::upload(void* dst, const void* src, size_t bytes) {
   flush();
   const auto* from = static_cast<const uint8_t*>(src);

@@ -68,6 +68,9 @@ class DeviceContext {
   // A device buffer of at least `bytes` kept by the context under `slot` (GEMM activations,
   // attention partials); growing it moves it, which only changes later launches' keys.
   void* scratch(int slot, size_t bytes);
+  // scratch() whose memory is zero when (re)allocated; kernels that use it must leave it zero
+  // (the attention's split counters).
+  void* zeroed_scratch(int slot, size_t bytes);
   // Copies host memory to the device through pinned staging buffers (no second host copy of a
   // weight), after flushing pending launches; returns once the copy is complete.
   void upload(void* dst, const void* src, size_t bytes);

@@ -1,4 +1,5 @@
-// Small-batch matmul (decode): out[n, m] = x[n, k] . w[m, k]^T for n <= kGemvMaxRows.
+// Small-batch matmul (decode): out[n, m] = x[n, k] . w[m, k]^T for n <= kGemvMaxRows, also for
+// several weights sharing x in one launch (q/k/v) and gate/up with SwiGLU in the epilogue.
 // Each warp owns R weight rows and streams them once, 16 bytes per lane per load, against all n
 // rows of x (read through L1, they are small), accumulating in f32. One pass over the weights is
 // the whole cost, so this runs at close to memory bandwidth when the grid fills the GPU.
@@ -12,42 +13,77 @@ namespace {
 
 constexpr int kWarpsPerBlock = 4;
 
-// k % kVec16<W> == 0 and 16-byte aligned rows: 16-byte loads.
-template <typename W, int N, int R>
-__global__ void __launch_bounds__(kWarpsPerBlock * 32)
-    gemv_vec_kernel(const float* __restrict__ x, const W* __restrict__ w, float* __restrict__ out,
-                    int64_t k, int64_t m) {
+// Element i (< kGemvMaxSegments) of a parameter array, by selects: indexing a kernel
+// parameter's array with a run-time index copies the whole struct to local memory.
+template <typename T>
+__device__ __forceinline__ T pick(const T (&v)[kGemvMaxSegments], int i) {
+  static_assert(kGemvMaxSegments == 3);
+  return i == 0 ? v[0] : i == 1 ? v[1] : v[2];
+}
+
+// The weight rows one warp owns: segment seg of the GemvArgs (several weights sharing x, as the
+// q/k/v projections), rows [row0, row0 + R) of it.
+struct WarpRows {
+  int seg;
+  int64_t row0;
+};
+__device__ __forceinline__ WarpRows warp_rows(const GemvArgs& a, int64_t warp, int R,
+                                              int segments) {
+  const int64_t w0 = (a.m[0] + R - 1) / R, w1 = (a.m[1] + R - 1) / R;
+  if (segments == 1 || warp < w0) return {0, warp * R};
+  if (segments == 2 || warp < w0 + w1) return {1, (warp - w0) * R};
+  return {2, (warp - w0 - w1) * R};
+}
+
+// k % kVec16<W> == 0 and 16-byte aligned rows: 16-byte loads. G = 1: out[s] = x . w[s]^T for
+// the warp's segment; G = 2 (SwiGLU): the warp reads the same R rows of w[0] (gate) and w[1]
+// (up) and writes silu(gate) * up to out[0], so the MLP's first half is one pass and no
+// intermediate [n, f] round trip.
+template <typename W, int N, int R, int G>
+__global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_vec_kernel(const GemvArgs a) {
   constexpr int V = kVec16<W>;
   const int64_t warp = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
-  const int64_t row0 = warp * R;
+  // SwiGLU: one row space (gate and up rows pair up), the grid's spare warps find no row.
+  const WarpRows wr = warp_rows(a, warp, R, G == 1 ? static_cast<int>(a.segments) : 1);
+  const int64_t row0 = wr.row0, m = pick(a.m, wr.seg), k = a.k;
   if (row0 >= m) return;
-  float acc[R][N];
+  const float* __restrict__ x = a.x;
+  const W* __restrict__ w[G];
 #pragma unroll
-  for (int r = 0; r < R; ++r)
+  for (int g = 0; g < G; ++g) w[g] = static_cast<const W*>(G == 1 ? pick(a.w, wr.seg) : a.w[g]);
+  float acc[G][R][N];
 #pragma unroll
-    for (int n = 0; n < N; ++n) acc[r][n] = 0.0f;
+  for (int g = 0; g < G; ++g)
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int n = 0; n < N; ++n) acc[g][r][n] = 0.0f;
   // kUnroll 16-byte weight loads per row in flight before any is used (k = 1024 in bf16 is one
   // round): a warp alone on a row is otherwise latency-bound.
   constexpr int kUnroll = 4;
   for (int64_t base0 = static_cast<int64_t>(lane) * V; base0 < k; base0 += 32 * V * kUnroll) {
-    uint4 wu[R][kUnroll];
+    uint4 wu[G][R][kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t base = base0 + static_cast<int64_t>(u) * 32 * V;
 #pragma unroll
-      for (int r = 0; r < R; ++r)
-        wu[r][u] = (base < k && row0 + r < m)
-                       ? __ldg(reinterpret_cast<const uint4*>(w + (row0 + r) * k + base))
-                       : make_uint4(0, 0, 0, 0);
+      for (int g = 0; g < G; ++g)
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+          wu[g][r][u] = (base < k && row0 + r < m)
+                            ? __ldg(reinterpret_cast<const uint4*>(w[g] + (row0 + r) * k + base))
+                            : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t base = base0 + static_cast<int64_t>(u) * 32 * V;
       if (base >= k) break;
-      float wv[R][V];
+      float wv[G][R][V];
 #pragma unroll
-      for (int r = 0; r < R; ++r) unpack16(wu[r][u], wv[r], W{});
+      for (int g = 0; g < G; ++g)
+#pragma unroll
+        for (int r = 0; r < R; ++r) unpack16(wu[g][r][u], wv[g][r], W{});
 #pragma unroll
       for (int n = 0; n < N; ++n) {
         float xv[V];
@@ -60,17 +96,24 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
           xv[4 * q + 3] = f.w;
         }
 #pragma unroll
-        for (int r = 0; r < R; ++r)
+        for (int g = 0; g < G; ++g)
 #pragma unroll
-          for (int e = 0; e < V; ++e) acc[r][n] = fmaf(wv[r][e], xv[e], acc[r][n]);
+          for (int r = 0; r < R; ++r)
+#pragma unroll
+            for (int e = 0; e < V; ++e) acc[g][r][n] = fmaf(wv[g][r][e], xv[e], acc[g][r][n]);
       }
     }
   }
+  float* out = G == 1 ? pick(a.out, wr.seg) : a.out[0];
 #pragma unroll
   for (int r = 0; r < R; ++r)
 #pragma unroll
     for (int n = 0; n < N; ++n) {
-      const float v = warp_sum(acc[r][n]);
+      float v = warp_sum(acc[0][r][n]);
+      if constexpr (G == 2) {
+        const float up = warp_sum(acc[G - 1][r][n]);
+        v = v / (1.0f + expf(-v)) * up;  // as swiglu_kernel
+      }
       if (lane == 0 && row0 + r < m) out[n * m + row0 + r] = v;
     }
 }
@@ -98,26 +141,42 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
   }
 }
 
+// Whether every weight of `a` and x allow 16-byte loads.
+template <typename W>
+bool vec_aligned(const GemvArgs& a) {
+  uintptr_t bits = reinterpret_cast<uintptr_t>(a.x);
+  for (int64_t s = 0; s < a.segments; ++s) bits |= reinterpret_cast<uintptr_t>(a.w[s]);
+  return bits % 16 == 0 && a.k % kVec16<W> == 0;
+}
+
 template <typename W, int N>
-void gemv_for(const MatmulArgs& a, cudaStream_t s) {
-  const auto* w = static_cast<const W*>(a.w);
-  const bool aligned =
-      ((reinterpret_cast<uintptr_t>(a.x) | reinterpret_cast<uintptr_t>(w)) % 16) == 0 &&
-      a.k % kVec16<W> == 0;
-  if (aligned) {
+void gemv_for(const GemvArgs& a, cudaStream_t s) {
+  if (vec_aligned<W>(a)) {
     // Two weight rows per warp once x has several rows, so each x load serves two weight loads.
     constexpr int R = N <= 2 ? 1 : 2;
-    const int64_t warps = (a.m + R - 1) / R;
-    gemv_vec_kernel<W, N, R>
-        <<<blocks_for(warps, kWarpsPerBlock), kWarpsPerBlock * 32, 0, s>>>(a.x, w, a.out, a.k, a.m);
-  } else {
-    gemv_scalar_kernel<W, N>
-        <<<blocks_for(a.m, kWarpsPerBlock), kWarpsPerBlock * 32, 0, s>>>(a.x, w, a.out, a.k, a.m);
+    int64_t warps = 0;
+    for (int64_t g = 0; g < (a.swiglu ? 1 : a.segments); ++g) warps += (a.m[g] + R - 1) / R;
+    const unsigned grid = blocks_for(warps, kWarpsPerBlock);
+    if (a.swiglu)
+      gemv_vec_kernel<W, N, R, 2><<<grid, kWarpsPerBlock * 32, 0, s>>>(a);
+    else
+      gemv_vec_kernel<W, N, R, 1><<<grid, kWarpsPerBlock * 32, 0, s>>>(a);
+    return;
+  }
+  // Unaligned: one plain launch per weight (then the SwiGLU pass).
+  for (int64_t g = 0; g < a.segments; ++g) {
+    const auto* w = static_cast<const W*>(a.w[g]);
+    gemv_scalar_kernel<W, N><<<blocks_for(a.m[g], kWarpsPerBlock), kWarpsPerBlock * 32, 0, s>>>(
+        a.x, w, a.out[g], a.k, a.m[g]);
+  }
+  if (a.swiglu) {
+    BinaryArgs b{a.out[0], a.out[1], a.out[0], a.n * a.m[0]};
+    launch_swiglu(&b, s);
   }
 }
 
 template <typename W>
-void gemv_typed(const MatmulArgs& a, cudaStream_t s) {
+void gemv_typed(const GemvArgs& a, cudaStream_t s) {
   switch (a.n) {
     case 1:
       return gemv_for<W, 1>(a, s);
@@ -140,8 +199,8 @@ void gemv_typed(const MatmulArgs& a, cudaStream_t s) {
 
 }  // namespace
 
-void launch_gemv(const void* p, cudaStream_t s) {
-  const auto& a = *static_cast<const MatmulArgs*>(p);
+void launch_gemv_multi(const void* p, cudaStream_t s) {
+  const auto& a = *static_cast<const GemvArgs*>(p);
   switch (a.weight_type) {
     case ElemType::F32:
       return gemv_typed<float>(a, s);
@@ -150,6 +209,20 @@ void launch_gemv(const void* p, cudaStream_t s) {
     case ElemType::BF16:
       return gemv_typed<__nv_bfloat16>(a, s);
   }
+}
+
+void launch_gemv(const void* p, cudaStream_t s) {
+  const auto& m = *static_cast<const MatmulArgs*>(p);
+  GemvArgs a{};
+  a.x = m.x;
+  a.w[0] = m.w;
+  a.out[0] = m.out;
+  a.m[0] = m.m;
+  a.segments = 1;
+  a.weight_type = m.weight_type;
+  a.n = m.n;
+  a.k = m.k;
+  launch_gemv_multi(&a, s);
 }
 
 }  // namespace infera::cuda

@@ -79,6 +79,94 @@ struct KvWriteArgs {
 };
 void launch_kv_write(const void* args, cudaStream_t stream);
 
+// Fused kernels (fused.cu). Residual add + RMSNorm: x += delta (in place); out = rmsnorm(x).
+struct AddRmsNormArgs {
+  float* x;
+  const float* delta;
+  const void* weight;
+  float* out;
+  int64_t rows, dim;
+  ElemType weight_type;
+  double eps;
+};
+void launch_add_rmsnorm(const void* args, cudaStream_t stream);
+
+// Per-head RMSNorm + RoPE of q [n, hq, d] and k [n, hkv, d] in place, then k and v [n, hkv, d]
+// to the pools at slots (as KvWriteArgs).
+struct QkNormRopeKvArgs {
+  float* q;
+  float* k;
+  const float* v;
+  const void* q_norm;
+  const void* k_norm;
+  ElemType norm_type;
+  const int32_t* positions;
+  const float* cos;
+  const float* sin;  // tables [positions, d / 2]
+  const int32_t* slots;
+  void* key_pool;
+  void* value_pool;
+  ElemType cache_type;
+  int64_t n, hq, hkv, head_dim, block_size;
+  double eps;
+};
+void launch_qk_norm_rope_kv(const void* args, cudaStream_t stream);
+
+// Per row r of x [rows, width]: keys[r] = 0 when no value is above -inf, else the argmax (ties:
+// the lowest index) as a 64-bit key whose low word is 0xffffffff - index (see fused.cu).
+struct ArgmaxArgs {
+  const float* x;
+  unsigned long long* keys;
+  int64_t rows, width;
+};
+void launch_argmax_rows(const void* args, cudaStream_t stream);
+
+// Encoder kernels (encoder.cu). LayerNorm per row; bias may be null (no bias).
+struct LayerNormArgs {
+  const float* x;
+  const void* weight;
+  const void* bias;
+  float* out;
+  int64_t rows, dim;
+  ElemType weight_type;
+  double eps;
+};
+void launch_layernorm(const void* args, cudaStream_t stream);
+// BinaryArgs: out = gelu(a) (b null) or gelu(a) * b (GeGLU), erf form.
+void launch_gelu(const void* args, cudaStream_t stream);
+// out[i, :] = x[i, :] + bias[:].
+struct AddBiasArgs {
+  const float* x;
+  const void* bias;
+  float* out;
+  int64_t rows, width;
+  ElemType type;
+};
+void launch_add_bias(const void* args, cudaStream_t stream);
+// out[s, :] = mean of rows [query_start[s], query_start[s + 1]) of x.
+struct MeanPoolArgs {
+  const float* x;
+  const int32_t* query_start;
+  float* out;
+  int64_t seqs, width;
+};
+void launch_mean_pool(const void* args, cudaStream_t stream);
+// Packed encoder attention (Backend::attention_packed): grid (tiles, sequences, kv heads), tiles
+// of query_tile rows (query_tile x group <= 32 query vectors), key tiles of kPackedKeys.
+constexpr int64_t kPackedKeys = 32, kPackedMaxHeadDim = 256;
+struct PackedAttentionArgs {
+  const float* q;
+  const float* k;
+  const float* v;
+  float* out;
+  const int32_t* query_start;
+  int64_t num_seqs, tiles, query_tile, hq, hkv, head_dim;
+  double scale;
+  int64_t causal, window;
+};
+int64_t packed_attention_smem_bytes(int64_t head_dim);
+void launch_packed_attention(const void* args, cudaStream_t stream);
+
 // f32 -> f16/bf16 (round to nearest even), for the tensor-core GEMM's activations.
 struct ConvertArgs {
   const float* src;
@@ -102,6 +190,21 @@ struct MatmulArgs {
 };
 void launch_gemv(const void* args, cudaStream_t stream);
 void launch_gemm_simt(const void* args, cudaStream_t stream);
+// The GEMV over up to kGemvMaxSegments weights that share x and k, in one launch: out[s] =
+// x . w[s]^T ([n, m[s]]); with swiglu = 1 (segments == 2, m[0] == m[1]): out[0] =
+// silu(x . w[0]^T) * (x . w[1]^T), out[1] untouched unless the weights are unaligned (then it
+// holds x . w[1]^T).
+constexpr int kGemvMaxSegments = 3;
+struct GemvArgs {
+  const float* x;
+  const void* w[kGemvMaxSegments];
+  float* out[kGemvMaxSegments];
+  int64_t m[kGemvMaxSegments];
+  int64_t segments, swiglu;
+  ElemType weight_type;
+  int64_t n, k;
+};
+void launch_gemv_multi(const void* args, cudaStream_t stream);
 
 // Grouped-query attention over the paged cache (see Backend::attention). Work items are
 // (sequence, kv head, tile of "query vectors"): the sequence's rows x the q heads sharing the kv
@@ -122,6 +225,7 @@ struct AttentionArgs {
   int64_t splits;            // key ranges per tile (> 1: partial results, then a combine pass)
   float* partial_out;        // [splits, T, hq, head_dim] when splits > 1
   float* partial_ml;         // [splits, T, hq, 2]: running max and sum
+  unsigned* split_counters;  // [B, hkv, tiles], zero between launches: splits done per tile
   double scale;
   int64_t causal, window;
 };
@@ -129,6 +233,12 @@ struct AttentionArgs {
 constexpr int64_t kSimtMaxHeadDim = 512;
 int64_t attention_simt_smem_bytes(int64_t vectors_per_tile, int64_t head_dim);
 void launch_attention_simt(const void* args, cudaStream_t stream);
+// Decode: at most kDecodeMaxVectors query vectors per (sequence, kv head); every warp on its own
+// keys, one 16-byte load per lane per key row (head_dim / (16 / element size) a power of two
+// <= 32, 16-byte aligned pools). Grid (1, sequences, kv heads x splits); f32 arithmetic.
+constexpr int64_t kDecodeMaxVectors = 4;
+bool attention_decode_supports(ElemType type, int64_t head_dim);
+void launch_attention_decode(const void* args, cudaStream_t stream);
 // Tensor cores (mma.sync, f16/bf16 operands, f32 accumulation): 64 query vectors per tile, for
 // f16/bf16 caches and head_dim in {16, 32, 64, 128}; prefill's path.
 constexpr int64_t kMmaVectorsPerTile = 64;

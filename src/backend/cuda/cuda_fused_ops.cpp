@@ -1,0 +1,185 @@
+// The CUDA backend's fused ops (see ops/backend.h): the same checks as the one-op versions, one
+// launch where the decode step used several. Shapes a fused kernel does not cover fall back to
+// Backend's composition of the one-op kernels.
+#include <string>
+
+#include "backend/cuda/cuda_backend_impl.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/op_checks.h"
+#include "infera/error.h"
+
+namespace infera::cuda {
+
+void CudaBackend::add_rmsnorm(Tensor& x, const Tensor& delta, const Tensor& weight, float eps,
+                              Tensor& out) {
+  const char* op = "add_rmsnorm";
+  if (!options_.fused) return Backend::add_rmsnorm(x, delta, weight, eps, out);
+  expect_f32(x, op);
+  expect_f32(delta, op);
+  expect_f32(out, op);
+  expect_float_on_device(weight, op);
+  const int64_t dim = row_width(x), rows = row_count(x);
+  expect(delta.numel() == x.numel() && out.numel() == x.numel() && weight.numel() == dim, op,
+         shapes(x, delta) + ", " + shapes(out, weight));
+  expect(out.data() != x.data() && out.data() != delta.data(), op, "out must not alias x or delta");
+  AddRmsNormArgs a{x.data_as<float>(),
+                   delta.data_as<const float>(),
+                   weight.data(),
+                   out.data_as<float>(),
+                   rows,
+                   dim,
+                   elem_type(weight.dtype()),
+                   eps};
+  ctx_->record(launch_add_rmsnorm, a, note(op, "add_rmsnorm", {&x, &weight}));
+}
+
+void CudaBackend::matmul_multi(const Tensor& x, std::span<const Tensor* const> ws,
+                               std::span<Tensor* const> outs) {
+  const char* op = "matmul";
+  expect(ws.size() == outs.size() && !ws.empty(), op, "one output per weight");
+  expect_f32(x, op);
+  const int64_t k = row_width(x), n = row_count(x);
+  bool one_launch = options_.fused && n <= options_.gemv_max_rows &&
+                    ws.size() <= static_cast<size_t>(kGemvMaxSegments);
+  for (const Tensor* w : ws) one_launch = one_launch && w->dtype() == ws[0]->dtype();
+  if (!one_launch) {
+    // Several GEMMs: the shared input is converted for the tensor cores once.
+    const void* converted = nullptr;
+    for (size_t i = 0; i < ws.size(); ++i) {
+      matmul_checks(x, *ws[i], *outs[i]);
+      converted = record_matmul(x, *ws[i], *outs[i], n, k, ws[i]->dim(0), converted);
+    }
+    return;
+  }
+  GemvArgs a{};
+  for (size_t i = 0; i < ws.size(); ++i) {
+    const Tensor& w = *ws[i];
+    Tensor& out = *outs[i];
+    expect_f32(out, op);
+    expect_float_on_device(w, op);
+    expect(w.rank() == 2 && w.dim(1) == k, op, shapes(x, w));
+    expect(row_width(out) == w.dim(0) && row_count(out) == n, op, shapes(out, w));
+    a.w[i] = w.data();
+    a.out[i] = out.data_as<float>();
+    a.m[i] = w.dim(0);
+  }
+  a.x = x.data_as<const float>();
+  a.segments = static_cast<int64_t>(ws.size());
+  a.weight_type = elem_type(ws[0]->dtype());
+  a.n = n;
+  a.k = k;
+  ctx_->record(launch_gemv_multi, a, note(op, "gemv_multi", {&x, ws[0], outs[0]}));
+}
+
+void CudaBackend::matmul_swiglu(const Tensor& x, const Tensor& w_gate, const Tensor& w_up,
+                                Tensor& gate, Tensor& up) {
+  const char* op = "matmul_swiglu";
+  expect_f32(x, op);
+  const int64_t k = row_width(x), n = row_count(x);
+  if (!options_.fused || n > options_.gemv_max_rows || w_gate.dtype() != w_up.dtype()) {
+    matmul_checks(x, w_gate, gate);
+    matmul_checks(x, w_up, up);
+    const void* converted = record_matmul(x, w_gate, gate, n, k, w_gate.dim(0));
+    record_matmul(x, w_up, up, n, k, w_up.dim(0), converted);
+    return swiglu(gate, up, gate);
+  }
+  expect_f32(x, op);
+  expect_f32(gate, op);
+  expect_f32(up, op);
+  expect_float_on_device(w_gate, op);
+  expect_float_on_device(w_up, op);
+  expect(w_gate.rank() == 2 && w_gate.dim(1) == k && w_up.shape() == w_gate.shape(), op,
+         shapes(x, w_gate) + ", " + shapes(w_up, w_gate));
+  const int64_t m = w_gate.dim(0);
+  expect(row_width(gate) == m && row_count(gate) == n && up.numel() == gate.numel(), op,
+         shapes(gate, w_gate) + ", " + shapes(up, w_up));
+  GemvArgs a{};
+  a.x = x.data_as<const float>();
+  a.w[0] = w_gate.data();
+  a.w[1] = w_up.data();
+  a.out[0] = gate.data_as<float>();
+  a.out[1] = up.data_as<float>();
+  a.m[0] = a.m[1] = m;
+  a.segments = 2;
+  a.swiglu = 1;
+  a.weight_type = elem_type(w_gate.dtype());
+  a.n = n;
+  a.k = k;
+  ctx_->record(launch_gemv_multi, a, note(op, "gemv_swiglu", {&x, &w_gate, &gate}));
+}
+
+void CudaBackend::qk_norm_rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const Tensor& q_norm,
+                                        const Tensor& k_norm, float eps, double theta,
+                                        KvLayer& cache, const Batch& batch) {
+  const char* op = "qk_norm_rope_kv_write";
+  if (!options_.fused || q_norm.dtype() != k_norm.dtype())
+    return Backend::qk_norm_rope_kv_write(q, k, v, q_norm, k_norm, eps, theta, cache, batch);
+  expect_f32(q, op);
+  expect_f32(k, op);
+  expect_f32(v, op);
+  expect_float_on_device(q_norm, op);
+  expect_float_on_device(k_norm, op);
+  expect(q.rank() == 3 && k.rank() == 3 && v.shape() == k.shape() && q.dim(0) == k.dim(0) &&
+             q.dim(2) == k.dim(2) && q.dim(0) == batch.num_tokens(),
+         op, shapes(q, k) + ", " + shapes(k, v));
+  const int64_t n = q.dim(0), d = q.dim(2);
+  expect(d > 0 && d % 2 == 0, op, "head_dim " + std::to_string(d) + " must be even");
+  expect(q_norm.numel() == d && k_norm.numel() == d, op, shapes(q_norm, k_norm));
+  expect_pool(cache, k.dim(1), d, op);
+  const UploadedBatch& u = find_batch(batch.positions, kPositions, op);
+  expect(batch.positions.numel() == n, op, "positions for q " + q.shape().str());
+  expect(u.min[kPositions] >= 0, op, "negative position " + std::to_string(u.min[kPositions]));
+  expect(!batch.slots.empty(), op, "the batch has no slots");
+  const UploadedBatch& us = find_batch(batch.slots, kSlots, op);
+  expect(batch.slots.numel() == n, op, "slots must be I32 [" + std::to_string(n) + "]");
+  const int64_t capacity = cache.keys.dim(0) * cache.keys.dim(2);
+  expect(us.min[kSlots] >= 0 && us.max[kSlots] < capacity, op,
+         "slot " + std::to_string(us.min[kSlots] < 0 ? us.min[kSlots] : us.max[kSlots]) +
+             " outside the cache's " + std::to_string(capacity));
+  const RopeTable& table = rope_table(theta, d, u.max[kPositions]);
+  QkNormRopeKvArgs a{};
+  a.q = q.data_as<float>();
+  a.k = k.data_as<float>();
+  a.v = v.data_as<const float>();
+  a.q_norm = q_norm.data();
+  a.k_norm = k_norm.data();
+  a.norm_type = elem_type(q_norm.dtype());
+  a.positions = batch.positions.data_as<const int32_t>();
+  a.cos = table.cos.data_as<const float>();
+  a.sin = table.sin.data_as<const float>();
+  a.slots = batch.slots.data_as<const int32_t>();
+  a.key_pool = cache.keys.data();
+  a.value_pool = cache.values.data();
+  a.cache_type = elem_type(cache.keys.dtype());
+  a.n = n;
+  a.hq = q.dim(1);
+  a.hkv = k.dim(1);
+  a.head_dim = d;
+  a.block_size = cache.keys.dim(2);
+  a.eps = eps;
+  ctx_->record(launch_qk_norm_rope_kv, a, note(op, "qk_norm_rope_kv", {&q, &k, &cache.keys}));
+}
+
+void CudaBackend::argmax_rows(const Tensor& x, std::span<int32_t> ids) {
+  const char* op = "argmax_rows";
+  expect_f32(x, op);
+  expect(x.rank() == 2 && static_cast<int64_t>(ids.size()) == x.dim(0) && x.dim(1) > 0, op,
+         "x " + x.shape().str() + " for " + std::to_string(ids.size()) + " ids");
+  expect(x.dim(1) <= (int64_t{1} << 31) - 1 && x.dim(0) <= 65535, op,
+         "at most 65535 rows narrower than 2^31");
+  auto* dev = static_cast<unsigned long long*>(ctx_->scratch(4, ids.size() * 8));
+  ctx_->record(launch_argmax_rows, ArgmaxArgs{x.data_as<const float>(), dev, x.dim(0), x.dim(1)},
+               note(op, "argmax_rows", {&x}));
+  ctx_->flush();
+  keys_.resize(ids.size());
+  check_cuda(
+      cudaMemcpyAsync(keys_.data(), dev, ids.size() * 8, cudaMemcpyDeviceToHost, ctx_->stream()),
+      "copy " + std::to_string(ids.size()) + " argmax keys to the host");
+  check_cuda(cudaStreamSynchronize(ctx_->stream()),
+             "run the step that produced " + x.name() + " " + x.shape().str());
+  // The key's low word is 0xffffffff - index; 0 means no value above -inf.
+  for (size_t i = 0; i < ids.size(); ++i)
+    ids[i] = keys_[i] == 0 ? -1 : static_cast<int32_t>(0xffffffffu - (keys_[i] & 0xffffffffu));
+}
+
+}  // namespace infera::cuda

@@ -1,0 +1,238 @@
+// The encoder (ModernBERT) kernels: LayerNorm, GELU/GeGLU (exact erf form), bias add, mean pooling
+// and packed bidirectional/windowed attention. All f32 arithmetic, as the CPU backend.
+#include <algorithm>
+
+#include "backend/cuda/device_util.cuh"
+#include "backend/cuda/kernels.h"
+
+namespace infera::cuda {
+namespace {
+
+__device__ __forceinline__ float block_sum(float v, float* part) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  v = warp_sum(v);
+  __syncthreads();  // part may still be read from the previous call
+  if (lane == 0) part[warp] = v;
+  __syncthreads();
+  float t = lane < static_cast<int>(blockDim.x / 32) ? part[lane] : 0.0f;
+  return warp_sum(t);
+}
+
+// One block per row; two passes over the row (mean, then the mean of squared deviations), as
+// torch.nn.LayerNorm. out may alias x: each element is read before its own write.
+template <typename W>
+__global__ void layernorm_kernel(const float* x, const W* __restrict__ w, const W* __restrict__ b,
+                                 float* out, int64_t dim, float eps) {
+  __shared__ float part[32];
+  const float* xr = x + static_cast<int64_t>(blockIdx.x) * dim;
+  float s = 0.0f;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) s += xr[i];
+  const float mean = block_sum(s, part) / static_cast<float>(dim);
+  float q = 0.0f;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+    const float c = xr[i] - mean;
+    q += c * c;
+  }
+  const float inv = 1.0f / sqrtf(block_sum(q, part) / static_cast<float>(dim) + eps);
+  float* yr = out + static_cast<int64_t>(blockIdx.x) * dim;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
+    yr[i] = (xr[i] - mean) * inv * to_f32(w[i]) + (b ? to_f32(b[i]) : 0.0f);
+}
+
+__device__ __forceinline__ float gelu(float x) {
+  return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+}
+
+__global__ void gelu_kernel(const float* a, const float* gate, float* out, int64_t count) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    out[i] = gate ? gelu(a[i]) * gate[i] : gelu(a[i]);
+}
+
+template <typename W>
+__global__ void add_bias_kernel(const float* x, const W* __restrict__ bias, float* out,
+                                int64_t count, int64_t width) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    out[i] = x[i] + to_f32(bias[i % width]);
+}
+
+// One thread per (sequence, column): the sequence's rows summed in order, then divided.
+__global__ void mean_pool_kernel(const float* __restrict__ x, const int32_t* __restrict__ qs,
+                                 float* __restrict__ out, int64_t width) {
+  const int64_t s = blockIdx.y, col = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (col >= width) return;
+  const int32_t lo = qs[s], hi = qs[s + 1];
+  float sum = 0.0f;
+  for (int32_t r = lo; r < hi; ++r) sum += x[static_cast<int64_t>(r) * width + col];
+  out[s * width + col] = hi > lo ? sum / static_cast<float>(hi - lo) : 0.0f;
+}
+
+// Packed attention: a block owns (query tile of a.query_tile rows, sequence, kv head); its query
+// vectors are the tile's rows x the q heads of that kv head (<= 32). It walks only the key tiles
+// of kPackedKeys keys that overlap the union of its rows' windows, staging each tile's keys and
+// values once in shared memory for all its vectors; each warp scores a vector's tile with one
+// key per lane, keeps the online softmax state, and accumulates P.V one head dimension per lane.
+// Masked keys get probability exactly 0.
+constexpr int kPackedWarps = 4;
+
+__global__ void __launch_bounds__(kPackedWarps * 32)
+    packed_attention_kernel(const PackedAttentionArgs a) {
+  extern __shared__ float smem[];
+  const int d = static_cast<int>(a.head_dim), group = static_cast<int>(a.hq / a.hkv);
+  const int b = blockIdx.y, g = blockIdx.z;
+  const int start = a.query_start[b], len = a.query_start[b + 1] - start;
+  const int qt = static_cast<int>(a.query_tile), q0 = blockIdx.x * qt;
+  if (q0 >= len) return;
+  const int rows = min(qt, len - q0), nv = rows * group;
+  constexpr int KT = kPackedKeys;
+  float* qs = smem;                    // [32][d], pre-scaled
+  float* os = qs + 32 * d;             // [32][d]
+  float* ks = os + 32 * d;             // [KT][d + 1]
+  float* vs = ks + KT * (d + 1);       // [KT][d]
+  float* ps = vs + KT * d;             // [warps][KT]
+  float* ml = ps + kPackedWarps * KT;  // [32][2]
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const float scale = static_cast<float>(a.scale);
+  for (int i = tid; i < 32 * d; i += blockDim.x) {
+    const int v = i / d, e = i % d;
+    float val = 0.0f;
+    if (v < nv) {
+      const int row = start + q0 + v / group, head = g * group + v % group;
+      val = a.q[(static_cast<int64_t>(row) * a.hq + head) * d + e] * scale;
+    }
+    qs[i] = val;
+    os[i] = 0.0f;
+  }
+  for (int v = tid; v < 32; v += blockDim.x) {
+    ml[2 * v] = -INFINITY;
+    ml[2 * v + 1] = 0.0f;
+  }
+  const int last = q0 + rows - 1;
+  const int lo = a.window < 0 ? 0 : max(0, q0 - static_cast<int>(a.window));
+  int hi = a.window < 0 ? len : min(len, last + static_cast<int>(a.window) + 1);
+  if (a.causal) hi = min(hi, last + 1);
+  for (int t0 = lo / KT * KT; t0 < hi; t0 += KT) {
+    __syncthreads();  // previous tile's readers are done (and the setup above is visible)
+    for (int i = tid; i < KT * d; i += blockDim.x) {
+      const int j = i / d, e = i % d, t = t0 + j;
+      const bool in = t < len;
+      const int64_t at = (static_cast<int64_t>(start + t) * a.hkv + g) * d + e;
+      ks[j * (d + 1) + e] = in ? a.k[at] : 0.0f;
+      vs[j * d + e] = in ? a.v[at] : 0.0f;
+    }
+    __syncthreads();
+    const int t = t0 + lane;
+    for (int v = warp; v < nv; v += kPackedWarps) {
+      const int i = q0 + v / group;  // the vector's row offset in the sequence
+      const bool visible = t < len && (!a.causal || t <= i) &&
+                           (a.window < 0 || abs(i - t) <= static_cast<int>(a.window));
+      float s = 0.0f;
+      const float* qr = qs + v * d;
+      const float* kr = ks + lane * (d + 1);
+      for (int e = 0; e < d; ++e) s = fmaf(qr[e], kr[e], s);
+      const float m_old = ml[2 * v];
+      const float m_new = fmaxf(m_old, warp_max(visible ? s : -INFINITY));
+      if (m_new == -INFINITY) continue;         // nothing visible yet (uniform across the warp)
+      const float alpha = expf(m_old - m_new);  // 0 when m_old is -inf
+      const float p = visible ? expf(s - m_new) : 0.0f;
+      const float sum = warp_sum(p);
+      ps[warp * KT + lane] = p;
+      __syncwarp();
+      for (int e = lane; e < d; e += 32) {
+        float acc = os[v * d + e] * alpha;
+        for (int j = 0; j < KT; ++j) acc = fmaf(ps[warp * KT + j], vs[j * d + e], acc);
+        os[v * d + e] = acc;
+      }
+      __syncwarp();
+      if (lane == 0) {
+        ml[2 * v] = m_new;
+        ml[2 * v + 1] = ml[2 * v + 1] * alpha + sum;
+      }
+      __syncwarp();
+    }
+  }
+  __syncthreads();
+  for (int i = tid; i < nv * d; i += blockDim.x) {
+    const int v = i / d, e = i % d;
+    const int row = start + q0 + v / group, head = g * group + v % group;
+    const float l = ml[2 * v + 1];
+    a.out[(static_cast<int64_t>(row) * a.hq + head) * d + e] = l > 0.0f ? os[i] / l : 0.0f;
+  }
+}
+
+unsigned stride_grid(int64_t count) {
+  return static_cast<unsigned>(std::clamp<int64_t>((count + 255) / 256, 1, 132 * 16));
+}
+
+}  // namespace
+
+int64_t packed_attention_smem_bytes(int64_t head_dim) {
+  return (32 * head_dim * 2 + kPackedKeys * (2 * head_dim + 1) + kPackedWarps * kPackedKeys + 64) *
+         static_cast<int64_t>(sizeof(float));
+}
+
+void launch_layernorm(const void* p, cudaStream_t s) {
+  const auto& a = *static_cast<const LayerNormArgs*>(p);
+  const auto threads = static_cast<unsigned>(std::min<int64_t>(512, (a.dim + 31) / 32 * 32));
+  const auto grid = static_cast<unsigned>(a.rows);
+  const auto eps = static_cast<float>(a.eps);
+  switch (a.weight_type) {
+    case ElemType::F32:
+      return layernorm_kernel<<<grid, threads, 0, s>>>(a.x, static_cast<const float*>(a.weight),
+                                                       static_cast<const float*>(a.bias), a.out,
+                                                       a.dim, eps);
+    case ElemType::F16:
+      return layernorm_kernel<<<grid, threads, 0, s>>>(a.x, static_cast<const __half*>(a.weight),
+                                                       static_cast<const __half*>(a.bias), a.out,
+                                                       a.dim, eps);
+    case ElemType::BF16:
+      return layernorm_kernel<<<grid, threads, 0, s>>>(
+          a.x, static_cast<const __nv_bfloat16*>(a.weight),
+          static_cast<const __nv_bfloat16*>(a.bias), a.out, a.dim, eps);
+  }
+}
+
+void launch_gelu(const void* p, cudaStream_t s) {
+  const auto& a = *static_cast<const BinaryArgs*>(p);
+  gelu_kernel<<<stride_grid(a.count), 256, 0, s>>>(a.a, a.b, a.out, a.count);
+}
+
+void launch_add_bias(const void* p, cudaStream_t s) {
+  const auto& a = *static_cast<const AddBiasArgs*>(p);
+  const int64_t count = a.rows * a.width;
+  switch (a.type) {
+    case ElemType::F32:
+      return add_bias_kernel<<<stride_grid(count), 256, 0, s>>>(
+          a.x, static_cast<const float*>(a.bias), a.out, count, a.width);
+    case ElemType::F16:
+      return add_bias_kernel<<<stride_grid(count), 256, 0, s>>>(
+          a.x, static_cast<const __half*>(a.bias), a.out, count, a.width);
+    case ElemType::BF16:
+      return add_bias_kernel<<<stride_grid(count), 256, 0, s>>>(
+          a.x, static_cast<const __nv_bfloat16*>(a.bias), a.out, count, a.width);
+  }
+}
+
+void launch_mean_pool(const void* p, cudaStream_t s) {
+  const auto& a = *static_cast<const MeanPoolArgs*>(p);
+  const dim3 grid(blocks_for(a.width, 128), static_cast<unsigned>(a.seqs));
+  mean_pool_kernel<<<grid, 128, 0, s>>>(a.x, a.query_start, a.out, a.width);
+}
+
+void launch_packed_attention(const void* p, cudaStream_t s) {
+  const auto& a = *static_cast<const PackedAttentionArgs*>(p);
+  const auto smem = static_cast<size_t>(packed_attention_smem_bytes(a.head_dim));
+  // Not a stream operation; a configuration's first launch runs eagerly, outside any capture.
+  static size_t raised = 48 * 1024;
+  if (smem > raised) {
+    cudaFuncSetAttribute(packed_attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         static_cast<int>(smem));
+    raised = smem;
+  }
+  const dim3 grid(static_cast<unsigned>(a.tiles), static_cast<unsigned>(a.num_seqs),
+                  static_cast<unsigned>(a.hkv));
+  packed_attention_kernel<<<grid, kPackedWarps * 32, smem, s>>>(a);
+}
+
+}  // namespace infera::cuda

@@ -1,0 +1,214 @@
+// Fused decode-step kernels: residual add + RMSNorm, q/k per-head RMSNorm + RoPE + KV cache write,
+// and the greedy argmax over logit rows. Each replaces a chain of the one-op kernels in
+// elementwise.cu with one launch and one pass, computing the same formulas in the same precision.
+#include <algorithm>
+
+#include "backend/cuda/device_util.cuh"
+#include "backend/cuda/kernels.h"
+
+namespace infera::cuda {
+namespace {
+
+// One block per row (width a multiple of 4, 16-byte aligned): x += delta, written back, and the
+// row kept in registers (up to K float4 per thread) for the RMSNorm into out.
+template <typename W, int K>
+__global__ void add_rmsnorm_rows_kernel(float* x, const float* delta, const W* __restrict__ w,
+                                        float* __restrict__ out, int64_t dim, float eps) {
+  __shared__ float part[32];
+  const int64_t row = blockIdx.x;
+  const int chunks = static_cast<int>(dim / 4), lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  float4* xr = reinterpret_cast<float4*>(x + row * dim);
+  const float4* dr = reinterpret_cast<const float4*>(delta + row * dim);
+  float4 v[K];
+  float ss = 0.0f;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int c = threadIdx.x + k * blockDim.x;
+    v[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (c < chunks) {
+      const float4 a = xr[c], b = dr[c];
+      v[k] = make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+      xr[c] = v[k];
+    }
+    ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
+  }
+  ss = warp_sum(ss);
+  if (lane == 0) part[warp] = ss;
+  __syncthreads();
+  if (warp == 0) {
+    float t = lane < static_cast<int>(blockDim.x / 32) ? part[lane] : 0.0f;
+    t = warp_sum(t);
+    if (lane == 0) part[0] = t;
+  }
+  __syncthreads();
+  const float inv = 1.0f / sqrtf(part[0] / static_cast<float>(dim) + eps);
+  float4* yr = reinterpret_cast<float4*>(out + row * dim);
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int c = threadIdx.x + k * blockDim.x;
+    if (c >= chunks) continue;
+    const W* wc = w + 4 * static_cast<int64_t>(c);
+    yr[c] = make_float4(to_f32(wc[0]) * (v[k].x * inv), to_f32(wc[1]) * (v[k].y * inv),
+                        to_f32(wc[2]) * (v[k].z * inv), to_f32(wc[3]) * (v[k].w * inv));
+  }
+}
+
+template <typename W>
+void add_rmsnorm_typed(const AddRmsNormArgs& a, cudaStream_t s) {
+  const auto* w = static_cast<const W*>(a.weight);
+  const int64_t chunks = a.dim / 4;
+  const bool rows_path = a.dim % 4 == 0 && chunks <= 4 * 1024 &&
+                         ((reinterpret_cast<uintptr_t>(a.x) | reinterpret_cast<uintptr_t>(a.delta) |
+                           reinterpret_cast<uintptr_t>(a.out)) %
+                          16) == 0;
+  if (!rows_path) {  // the two one-op kernels
+    const BinaryArgs add{a.x, a.delta, a.x, a.rows * a.dim};
+    launch_add(&add, s);
+    const RmsNormArgs norm{a.x, a.weight, a.out, a.rows, a.dim, a.weight_type, a.eps};
+    launch_rmsnorm(&norm, s);
+    return;
+  }
+  const int64_t threads = std::min<int64_t>(1024, (chunks + 31) / 32 * 32);
+  const int64_t k = (chunks + threads - 1) / threads;
+  const auto grid = static_cast<unsigned>(a.rows), block = static_cast<unsigned>(threads);
+  const auto eps = static_cast<float>(a.eps);
+  if (k == 1)
+    return add_rmsnorm_rows_kernel<W, 1><<<grid, block, 0, s>>>(a.x, a.delta, w, a.out, a.dim, eps);
+  if (k == 2)
+    return add_rmsnorm_rows_kernel<W, 2><<<grid, block, 0, s>>>(a.x, a.delta, w, a.out, a.dim, eps);
+  add_rmsnorm_rows_kernel<W, 4><<<grid, block, 0, s>>>(a.x, a.delta, w, a.out, a.dim, eps);
+}
+
+// One warp per (token, head slot): slots [0, hq) are q heads, [hq, hq + hkv) k heads, then hkv v
+// heads. q and k: RMSNorm over the head (as rmsnorm_kernel: w * (x * rsqrt(mean x^2 + eps))),
+// then rotate-half RoPE from the table (as rope_kernel), written in place; k also to the key
+// pool. v: copied to the value pool. Pool writes round to nearest even, as kv_write_kernel.
+template <typename W, typename T>
+__global__ void qk_norm_rope_kv_kernel(const QkNormRopeKvArgs a) {
+  const int64_t unit = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const int64_t heads = a.hq + 2 * a.hkv, d = a.head_dim, half = d / 2;
+  if (unit >= a.n * heads) return;
+  const int64_t token = unit / heads, h = unit % heads;
+  const int64_t slot = a.slots[token], block = slot / a.block_size, offset = slot % a.block_size;
+  T* const keys = static_cast<T*>(a.key_pool);
+  T* const values = static_cast<T*>(a.value_pool);
+  if (h >= a.hq + a.hkv) {  // a v head: straight to the cache
+    const int64_t hk = h - a.hq - a.hkv;
+    const float* src = a.v + (token * a.hkv + hk) * d;
+    T* dst = values + ((block * a.hkv + hk) * a.block_size + offset) * d;
+    for (int64_t j = lane; j < d; j += 32) dst[j] = from_f32<T>(src[j]);
+    return;
+  }
+  const bool is_q = h < a.hq;
+  const int64_t hk = h - a.hq;
+  float* x = is_q ? a.q + (token * a.hq + h) * d : a.k + (token * a.hkv + hk) * d;
+  const W* w = static_cast<const W*>(is_q ? a.q_norm : a.k_norm);
+  float ss = 0.0f;
+  for (int64_t j = lane; j < d; j += 32) ss += x[j] * x[j];
+  ss = warp_sum(ss);
+  const float inv = 1.0f / sqrtf(ss / static_cast<float>(d) + static_cast<float>(a.eps));
+  const int64_t pos = a.positions[token];
+  T* cache = is_q ? nullptr : keys + ((block * a.hkv + hk) * a.block_size + offset) * d;
+  for (int64_t j = lane; j < half; j += 32) {
+    const float lo = to_f32(w[j]) * (x[j] * inv), hi = to_f32(w[j + half]) * (x[j + half] * inv);
+    const float c = a.cos[pos * half + j], sn = a.sin[pos * half + j];
+    const float r0 = lo * c - hi * sn, r1 = hi * c + lo * sn;
+    x[j] = r0;
+    x[j + half] = r1;
+    if (cache) {
+      cache[j] = from_f32<T>(r0);
+      cache[j + half] = from_f32<T>(r1);
+    }
+  }
+}
+
+template <typename W>
+void qk_norm_rope_kv_for(const QkNormRopeKvArgs& a, cudaStream_t s) {
+  constexpr int kWarps = 8;
+  const unsigned grid = blocks_for(a.n * (a.hq + 2 * a.hkv), kWarps);
+  switch (a.cache_type) {
+    case ElemType::F32:
+      return qk_norm_rope_kv_kernel<W, float><<<grid, kWarps * 32, 0, s>>>(a);
+    case ElemType::F16:
+      return qk_norm_rope_kv_kernel<W, __half><<<grid, kWarps * 32, 0, s>>>(a);
+    case ElemType::BF16:
+      return qk_norm_rope_kv_kernel<W, __nv_bfloat16><<<grid, kWarps * 32, 0, s>>>(a);
+  }
+}
+
+// Argmax as one 64-bit key per candidate: the value's bits made order-preserving as unsigned
+// (any value above -inf maps above 0) in the high word, the complement of the index in the low
+// word, so that the larger key is the larger value and, among equal values, the lower index.
+// 0 means no candidate (every value -inf or NaN).
+__device__ __forceinline__ unsigned long long argmax_key(float v, int64_t j) {
+  const unsigned bits = __float_as_uint(v);
+  const unsigned ordered = bits & 0x80000000u ? ~bits : bits | 0x80000000u;
+  return (static_cast<unsigned long long>(ordered) << 32) |
+         (0xffffffffu - static_cast<unsigned>(j));
+}
+
+// Grid (blocks per row, rows): each block takes a slice of its row, keeps its best key (NaN and
+// -inf are never candidates) and merges it into keys[row] with one atomicMax.
+__global__ void argmax_rows_kernel(const float* __restrict__ x, unsigned long long* keys,
+                                   int64_t width) {
+  __shared__ unsigned long long best[32];
+  const float* row = x + static_cast<int64_t>(blockIdx.y) * width;
+  const int64_t per = (width + gridDim.x - 1) / gridDim.x;
+  const int64_t lo = static_cast<int64_t>(blockIdx.x) * per, hi = min(width, lo + per);
+  unsigned long long k = 0;
+  for (int64_t j = lo + threadIdx.x; j < hi; j += blockDim.x) {
+    float e = row[j];
+    if (e == 0.0f) e = 0.0f;  // -0 ties with +0 (the host compares values, not bits)
+    if (e > -INFINITY) k = max(k, argmax_key(e, j));
+  }
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) k = max(k, __shfl_xor_sync(0xffffffffu, k, off));
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (lane == 0) best[warp] = k;
+  __syncthreads();
+  if (warp == 0) {
+    k = lane < static_cast<int>(blockDim.x / 32) ? best[lane] : 0;
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) k = max(k, __shfl_xor_sync(0xffffffffu, k, off));
+    if (lane == 0 && k != 0) atomicMax(keys + blockIdx.y, k);
+  }
+}
+
+}  // namespace
+
+void launch_add_rmsnorm(const void* p, cudaStream_t s) {
+  const auto& a = *static_cast<const AddRmsNormArgs*>(p);
+  switch (a.weight_type) {
+    case ElemType::F32:
+      return add_rmsnorm_typed<float>(a, s);
+    case ElemType::F16:
+      return add_rmsnorm_typed<__half>(a, s);
+    case ElemType::BF16:
+      return add_rmsnorm_typed<__nv_bfloat16>(a, s);
+  }
+}
+
+void launch_qk_norm_rope_kv(const void* p, cudaStream_t s) {
+  const auto& a = *static_cast<const QkNormRopeKvArgs*>(p);
+  switch (a.norm_type) {
+    case ElemType::F32:
+      return qk_norm_rope_kv_for<float>(a, s);
+    case ElemType::F16:
+      return qk_norm_rope_kv_for<__half>(a, s);
+    case ElemType::BF16:
+      return qk_norm_rope_kv_for<__nv_bfloat16>(a, s);
+  }
+}
+
+void launch_argmax_rows(const void* p, cudaStream_t s) {
+  const auto& a = *static_cast<const ArgmaxArgs*>(p);
+  cudaMemsetAsync(a.keys, 0, static_cast<size_t>(a.rows) * sizeof(unsigned long long), s);
+  // Slices of at least 2048 values, at most 64 per row: a single row (batch-1 decode) is spread
+  // over many multiprocessors instead of streaming through one.
+  const int64_t slices = std::clamp<int64_t>(a.width / 2048, 1, 64);
+  const dim3 grid(static_cast<unsigned>(slices), static_cast<unsigned>(a.rows));
+  argmax_rows_kernel<<<grid, 256, 0, s>>>(a.x, a.keys, a.width);
+}
+
+}  // namespace infera::cuda

@@ -1,0 +1,65 @@
+// Host-side operand checks shared by the CUDA backend's op files: each failure is an
+// InvalidArgument naming the op and the tensors.
+#pragma once
+
+#include <algorithm>
+#include <initializer_list>
+#include <string>
+
+#include "backend/cuda/device_context.h"
+#include "infera/error.h"
+#include "infera/tensor.h"
+#include "ops/batch.h"
+
+namespace infera::cuda {
+
+inline void expect(bool ok, const char* op, const std::string& what) {
+  if (!ok) throw InvalidArgument(std::string("[") + op + "] " + what);
+}
+
+inline void expect_f32(const Tensor& t, const char* op) {
+  expect(!t.empty(), op, "tensor " + t.name() + " is empty");
+  expect(t.device() == Device::CUDA, op, "tensor " + t.name() + " is not on cuda");
+  expect(t.dtype() == DType::F32, op,
+         "tensor " + t.name() + " must be F32, is " + std::string(dtype_name(t.dtype())));
+}
+
+inline void expect_float_on_device(const Tensor& t, const char* op) {
+  expect(!t.empty() && t.device() == Device::CUDA, op,
+         "tensor " + t.name() + " must be a cuda tensor (prepare_weight uploads weights)");
+  expect(t.dtype() == DType::F32 || t.dtype() == DType::F16 || t.dtype() == DType::BF16, op,
+         "tensor " + t.name() + " dtype " + std::string(dtype_name(t.dtype())) +
+             " is not supported on cuda");
+}
+
+inline std::string shapes(const Tensor& a, const Tensor& b) {
+  return a.name() + " " + a.shape().str() + " vs " + b.name() + " " + b.shape().str();
+}
+
+inline int64_t row_width(const Tensor& t) { return t.dim(t.rank() - 1); }
+inline int64_t row_count(const Tensor& t) { return t.numel() / std::max<int64_t>(row_width(t), 1); }
+
+inline OpNote note(const char* op, const char* kernel, std::initializer_list<const Tensor*> ts) {
+  OpNote n;
+  n.op = op;
+  n.kernel = kernel;
+  for (const Tensor* t : ts)
+    if (n.count < 3) n.shapes[n.count++] = t->shape();
+  return n;
+}
+
+// The layer's pools: cuda [blocks, kv_heads, block_size, head_dim] of one float dtype.
+inline void expect_pool(const KvLayer& cache, int64_t kv_heads, int64_t head_dim, const char* op) {
+  const Tensor& k = cache.keys;
+  expect(!k.empty() && k.device() == Device::CUDA && k.rank() == 4 &&
+             (k.dtype() == DType::F32 || k.dtype() == DType::F16 || k.dtype() == DType::BF16) &&
+             cache.values.shape() == k.shape() && cache.values.dtype() == k.dtype() &&
+             cache.values.device() == Device::CUDA,
+         op,
+         "cache pools must be cuda [blocks, kv_heads, block_size, head_dim] of one float dtype");
+  expect(k.dim(1) == kv_heads && k.dim(3) == head_dim, op,
+         "cache " + k.shape().str() + " for " + std::to_string(kv_heads) + " kv heads of " +
+             std::to_string(head_dim));
+}
+
+}  // namespace infera::cuda

@@ -1,0 +1,312 @@
+// The fused ops of ops/backend.h (add_rmsnorm, matmul_multi, matmul_swiglu,
+// qk_norm_rope_kv_write, argmax_rows), run by the harness on every backend and SIMD target against
+// scalar references in double written here: the CPU exercises Backend's composite defaults, a
+// GPU its fused kernels. Shapes cover 1 row, odd and unaligned widths, and both sides of the
+// CUDA GEMV/GEMM switch (8 rows).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/op_harness.h"
+#include "core/dtype_convert.h"
+#include "ops/backend.h"
+
+namespace infera::test {
+namespace {
+
+using Doubles = std::vector<double>;
+const DType kFloatTypes[] = {DType::F32, DType::BF16, DType::F16};
+
+std::string dims(std::initializer_list<int64_t> ds) {
+  std::string s;
+  for (int64_t d : ds) s += (s.empty() ? "" : "x") + std::to_string(d);
+  return s;
+}
+
+Doubles matmul_ref(const std::vector<float>& x, const std::vector<float>& w, int n, int k, int m) {
+  Doubles out(size_t(n * m));
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < m; ++j) {
+      double s = 0;
+      for (int p = 0; p < k; ++p) s += double(x[size_t(i * k + p)]) * w[size_t(j * k + p)];
+      out[size_t(i * m + j)] = s;
+    }
+  return out;
+}
+
+class FusedOps : public ::testing::TestWithParam<HarnessBackend> {};
+
+TEST_P(FusedOps, AddRmsNorm) {
+  for_each_target(GetParam(), [](Backend& b, const std::string& label) {
+    OpReport report(label);
+    std::mt19937 rng(31);
+    for (DType wt : kFloatTypes) {
+      if (!b.supports(Op::RmsNorm, {wt})) {
+        report.declined(Op::AddRmsNorm, wt);
+        continue;
+      }
+      for (auto [rows, dim] : {std::pair{1, 1}, {1, 7}, {3, 64}, {17, 129}, {2, 1024}, {4, 4100}}) {
+        HostData x = make_host_data(DType::F32, size_t(rows * dim), rng, 3.0f);
+        HostData d = make_host_data(DType::F32, size_t(rows * dim), rng, 2.0f);
+        HostData w = make_host_data(wt, size_t(dim), rng);
+        Tensor xt = to_backend(b, "x", DType::F32, {rows, dim}, x);
+        Tensor dt = to_backend(b, "delta", DType::F32, {rows, dim}, d);
+        Tensor wtn = to_backend(b, "w", wt, {dim}, w);
+        Tensor out = b.alloc("out", DType::F32, {rows, dim});
+        b.add_rmsnorm(xt, dt, wtn, 1e-6f, out);
+        Doubles sum(x.values.size()), want(x.values.size());
+        for (size_t i = 0; i < sum.size(); ++i) sum[i] = double(x.values[i]) + d.values[i];
+        for (int r = 0; r < rows; ++r) {
+          double ss = 0;
+          for (int i = 0; i < dim; ++i) ss += sum[size_t(r * dim + i)] * sum[size_t(r * dim + i)];
+          const double inv = 1.0 / std::sqrt(ss / dim + 1e-6);
+          for (int i = 0; i < dim; ++i)
+            want[size_t(r * dim + i)] = w.values[size_t(i)] * sum[size_t(r * dim + i)] * inv;
+        }
+        const std::string name = dims({rows, dim});
+        report.check(Op::Add, DType::F32, name + " residual", read_back(b, xt), sum);
+        report.check(Op::AddRmsNorm, wt, name, read_back(b, out), want);
+      }
+    }
+  });
+}
+
+TEST_P(FusedOps, MatmulMultiAndSwiglu) {
+  for_each_target(GetParam(), [](Backend& b, const std::string& label) {
+    OpReport report(label);
+    std::mt19937 rng(32);
+    for (DType wt : kFloatTypes) {
+      if (!b.supports(Op::Matmul, {wt})) {
+        report.declined(Op::Matmul, wt);
+        continue;
+      }
+      // k = 100 is no multiple of 8 (no 16-byte loads of 16-bit rows); n = 9 and 12 are past the
+      // 8-row GEMV.
+      for (auto [n, k, m] : {std::tuple{1, 64, 37},
+                             {1, 1024, 48},
+                             {3, 100, 20},
+                             {8, 256, 33},
+                             {9, 128, 40},
+                             {12, 64, 7}}) {
+        HostData x = make_host_data(DType::F32, size_t(n * k), rng);
+        Tensor xt = to_backend(b, "x", DType::F32, {n, k}, x);
+        const int ms[3] = {m, m / 2 + 1, 3};
+        std::vector<HostData> w;
+        std::vector<Tensor> wt_t, out_t;
+        for (int i = 0; i < 3; ++i) {
+          w.push_back(make_host_data(wt, size_t(ms[i] * k), rng));
+          wt_t.push_back(to_backend(b, "w" + std::to_string(i), wt, {ms[i], k}, w.back()));
+          out_t.push_back(b.alloc("out" + std::to_string(i), DType::F32, {n, ms[i]}));
+        }
+        const Tensor* ws[] = {&wt_t[0], &wt_t[1], &wt_t[2]};
+        Tensor* outs[] = {&out_t[0], &out_t[1], &out_t[2]};
+        b.matmul_multi(xt, ws, outs);
+        for (int i = 0; i < 3; ++i)
+          report.check(Op::Matmul, wt, dims({n, k, ms[i]}) + " multi " + std::to_string(i),
+                       read_back(b, out_t[size_t(i)]),
+                       matmul_ref(x.values, w[size_t(i)].values, n, k, ms[i]));
+
+        Tensor gate = b.alloc("gate", DType::F32, {n, m}), up = b.alloc("up", DType::F32, {n, m});
+        b.matmul_swiglu(xt, wt_t[0], wt_t[0], gate, up);
+        // gate = silu(x.w0) * (x.w0) with the same weight twice: checks the epilogue's pairing.
+        const Doubles g = matmul_ref(x.values, w[0].values, n, k, m);
+        Doubles want(g.size());
+        for (size_t i = 0; i < g.size(); ++i) want[i] = g[i] / (1.0 + std::exp(-g[i])) * g[i];
+        report.check(Op::MatmulSwiglu, wt, dims({n, k, m}) + " same weight", read_back(b, gate),
+                     want);
+        HostData w_up = make_host_data(wt, size_t(m * k), rng);
+        Tensor up_t = to_backend(b, "w_up", wt, {m, k}, w_up);
+        b.matmul_swiglu(xt, wt_t[0], up_t, gate, up);
+        const Doubles u = matmul_ref(x.values, w_up.values, n, k, m);
+        for (size_t i = 0; i < g.size(); ++i) want[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
+        report.check(Op::MatmulSwiglu, wt, dims({n, k, m}), read_back(b, gate), want);
+      }
+    }
+  });
+}
+
+// Scalar attention of row i (position i, causal) over keys/values [len, hkv, d], in double.
+void attend(const std::vector<float>& q, const Doubles& keys, const Doubles& values, int n, int hq,
+            int hkv, int d, Doubles& out) {
+  const double scale = 1.0 / std::sqrt(double(float(d)));
+  for (int i = 0; i < n; ++i)
+    for (int h = 0; h < hq; ++h) {
+      const int g = h / (hq / hkv);
+      Doubles s(size_t(i + 1));
+      double mx = -1e300, sum = 0;
+      for (int t = 0; t <= i; ++t) {
+        double dot = 0;
+        for (int e = 0; e < d; ++e)
+          dot += q[size_t((i * hq + h) * d + e)] * keys[size_t((t * hkv + g) * d + e)];
+        s[size_t(t)] = dot * double(float(scale));
+        mx = std::max(mx, s[size_t(t)]);
+      }
+      for (double& v : s) sum += (v = std::exp(v - mx));
+      for (int e = 0; e < d; ++e) {
+        double o = 0;
+        for (int t = 0; t <= i; ++t)
+          o += s[size_t(t)] / sum * values[size_t((t * hkv + g) * d + e)];
+        out[size_t((i * hq + h) * d + e)] = o;
+      }
+    }
+}
+
+// What a cache of dtype t stores for v (round to nearest even).
+double round_to(DType t, double v) {
+  const float f = float(v);
+  if (t == DType::BF16) return bf16_to_f32(f32_to_bf16(f));
+  if (t == DType::F16) return f16_to_f32(f32_to_f16(f));
+  return f;
+}
+
+TEST_P(FusedOps, QkNormRopeKvWrite) {
+  for_each_target(GetParam(), [](Backend& b, const std::string& label) {
+    OpReport report(label);
+    std::mt19937 rng(33);
+    for (DType ct : kFloatTypes) {
+      if (!b.supports(Op::KvWrite, {ct}) || !b.supports(Op::Attention, {ct})) {
+        report.declined(Op::QkNormRopeKvWrite, ct);
+        continue;
+      }
+      // n tokens of one sequence at positions 0..n-1, their slots spread over shuffled blocks.
+      for (auto [n, hq, hkv, d, bs] :
+           {std::tuple{1, 2, 1, 8, 16}, {5, 4, 2, 34, 4}, {19, 6, 3, 64, 8}, {3, 16, 8, 128, 16}}) {
+        const int blocks = (n + bs - 1) / bs + 2;
+        std::vector<int32_t> table(static_cast<size_t>(blocks));
+        std::iota(table.begin(), table.end(), 0);
+        std::shuffle(table.begin(), table.end(), rng);
+        BatchDesc desc;
+        desc.max_blocks = blocks;
+        desc.query_start = {0, n};
+        desc.seq_lens = {n};
+        desc.block_table = table;
+        for (int i = 0; i < n; ++i) {
+          desc.tokens.push_back(0);
+          desc.positions.push_back(i);
+          desc.slots.push_back(table[size_t(i / bs)] * bs + i % bs);
+        }
+        const Batch batch = b.upload_batch(desc);
+        HostData q = make_host_data(DType::F32, size_t(n * hq * d), rng, 2.0f);
+        HostData k = make_host_data(DType::F32, size_t(n * hkv * d), rng, 2.0f);
+        HostData v = make_host_data(DType::F32, size_t(n * hkv * d), rng);
+        HostData qn = make_host_data(ct == DType::F32 ? DType::F32 : DType::BF16, size_t(d), rng);
+        HostData kn = make_host_data(ct == DType::F32 ? DType::F32 : DType::BF16, size_t(d), rng);
+        const DType nt = ct == DType::F32 ? DType::F32 : DType::BF16;
+        Tensor qt = to_backend(b, "q", DType::F32, {n, hq, d}, q);
+        Tensor kt = to_backend(b, "k", DType::F32, {n, hkv, d}, k);
+        Tensor vt = to_backend(b, "v", DType::F32, {n, hkv, d}, v);
+        Tensor qnt = to_backend(b, "q_norm", nt, {d}, qn),
+               knt = to_backend(b, "k_norm", nt, {d}, kn);
+        const Shape pool{blocks, hkv, bs, d};
+        KvLayer cache{b.alloc("keys", ct, pool), b.alloc("values", ct, pool)};
+        const double theta = 1e6;
+        b.qk_norm_rope_kv_write(qt, kt, vt, qnt, knt, 1e-6f, theta, cache, batch);
+
+        // Reference: RMSNorm per head, then RoPE with f32 angles (as the rope case).
+        auto norm_rope = [&](const std::vector<float>& x, const std::vector<float>& w, int heads) {
+          Doubles y(x.size());
+          for (int i = 0; i < n; ++i)
+            for (int h = 0; h < heads; ++h) {
+              const size_t base = size_t((i * heads + h) * d);
+              double ss = 0;
+              for (int e = 0; e < d; ++e) ss += double(x[base + size_t(e)]) * x[base + size_t(e)];
+              const double inv = 1.0 / std::sqrt(ss / d + 1e-6);
+              for (int j = 0; j < d / 2; ++j) {
+                const float fi = 1.0f / float(std::pow(float(theta), float(2 * j) / float(d)));
+                const double ang = float(desc.positions[size_t(i)]) * fi;
+                const double a = w[size_t(j)] * x[base + size_t(j)] * inv;
+                const double c = w[size_t(j + d / 2)] * x[base + size_t(j + d / 2)] * inv;
+                y[base + size_t(j)] = a * std::cos(ang) - c * std::sin(ang);
+                y[base + size_t(j + d / 2)] = c * std::cos(ang) + a * std::sin(ang);
+              }
+            }
+          return y;
+        };
+        const Doubles qw = norm_rope(q.values, qn.values, hq),
+                      kw = norm_rope(k.values, kn.values, hkv);
+        const std::string name = dims({n, hq, hkv, d, bs});
+        report.check(Op::QkNormRopeKvWrite, DType::F32, name + " q", read_back(b, qt), qw);
+        report.check(Op::QkNormRopeKvWrite, DType::F32, name + " k", read_back(b, kt), kw);
+        // The cache through attention: causal attention of fresh queries over what was written,
+        // against the reference keys and values rounded to the cache dtype.
+        Doubles kc(kw.size()), vc(v.values.size());
+        for (size_t i = 0; i < kc.size(); ++i) kc[i] = round_to(ct, kw[i]);
+        for (size_t i = 0; i < vc.size(); ++i) vc[i] = round_to(ct, v.values[i]);
+        HostData qa = make_host_data(DType::F32, size_t(n * hq * d), rng);
+        Tensor qat = to_backend(b, "qa", DType::F32, {n, hq, d}, qa);
+        Tensor out = b.alloc("out", DType::F32, {n, hq, d});
+        b.attention(qat, cache, batch, {.scale = 1.0f / std::sqrt(float(d)), .causal = true}, out);
+        Doubles want(size_t(n * hq * d));
+        attend(qa.values, kc, vc, n, hq, hkv, d, want);
+        report.check(Op::QkNormRopeKvWrite, ct, name + " cache", read_back(b, out), want);
+      }
+    }
+  });
+}
+
+TEST_P(FusedOps, ArgmaxRows) {
+  auto b = GetParam().make();
+  std::mt19937 rng(34);
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
+  for (int width : {1, 7, 1000, 151937}) {
+    const int rows = 6;
+    std::vector<float> x(size_t(rows * width));
+    std::uniform_real_distribution<float> dist(-30.0f, 30.0f);
+    for (float& v : x) v = dist(rng);
+    std::vector<int32_t> want(static_cast<size_t>(rows));
+    auto at = [&](int r, int j) -> float& { return x[size_t(r * width + j)]; };
+    // Row 1: a tie for the maximum (the lower index wins); row 2: NaN and +inf's neighbour;
+    // row 3: all -inf (-1); row 4: NaNs and -inf only (-1); row 5: the maximum last.
+    if (width > 2) {
+      at(1, width / 3) = at(1, width - 1) = 100.0f;
+      at(2, 0) = nan;
+      at(2, width / 2) = inf;
+    }
+    for (int j = 0; j < width; ++j) {
+      at(3, j) = -inf;
+      at(4, j) = j % 2 ? nan : -inf;
+    }
+    at(5, width - 1) = 1000.0f;
+    // Row 0 of the widest case: the maximum is zero, first as -0, then +0 (equal: the first wins).
+    if (width > 1000) {
+      for (int j = 0; j < width; ++j) at(0, j) = -1.0f - float(j % 7);
+      at(0, 5000) = -0.0f;
+      at(0, 9000) = 0.0f;
+    }
+    for (int r = 0; r < rows; ++r) {
+      int32_t best = -1;
+      float bv = -inf;
+      for (int j = 0; j < width; ++j)
+        if (at(r, j) > bv) bv = at(r, j), best = j;
+      want[size_t(r)] = best;
+    }
+    HostData h;
+    h.values = x;
+    h.bytes.resize(x.size() * 4);
+    std::memcpy(h.bytes.data(), x.data(), h.bytes.size());
+    Tensor t = to_backend(*b, "logits", DType::F32, {rows, width}, h);
+    std::vector<int32_t> got(static_cast<size_t>(rows), -7);
+    b->argmax_rows(t, got);
+    EXPECT_EQ(got, want) << "width " << width;
+    if (width > 2) {
+      EXPECT_EQ(want[1], width / 3);
+      EXPECT_EQ(want[2], width / 2);
+    }
+    if (width > 1000) EXPECT_EQ(want[0], 5000);
+    EXPECT_EQ(want[3], -1);
+    EXPECT_EQ(want[4], -1);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, FusedOps, ::testing::ValuesIn(harness_backends()),
+                         [](const auto& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace infera::test
