@@ -6,12 +6,16 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "io/hf_config.h"
+#include "io/weight_store.h"
 #include "model/causal_lm.h"
+#include "model/dummy_weights.h"
 #include "ops/backend.h"
 #include "ops/batch.h"
 
@@ -36,6 +40,9 @@ class Encoder {
   // offsets within each, no cache slots; see encoder_batch()) through the encoder; writes the
   // final-norm hidden states [T, hidden] row-major to `hidden`.
   virtual void hidden_states(const BatchDesc& batch, std::span<float> hidden) = 0;
+  // The same hidden states [T, hidden] F32 left on the backend's device, for a model that
+  // continues from them (the decision heads). Valid until the next call on this encoder.
+  virtual Tensor hidden_states_on_device(const BatchDesc& batch) = 0;
   // Masked-LM logits [output_rows.size(), vocab] of the rows batch.output_rows lists.
   // InvalidArgument when the model has no masked-LM head.
   virtual void masked_lm_logits(const BatchDesc& batch, std::span<float> logits) = 0;
@@ -67,5 +74,24 @@ std::vector<float> padded_hidden_states(Encoder& model, const PaddedIds& padded)
 // Loads the encoder in `dir` (config.json + safetensors) for its `model_type`.
 std::unique_ptr<Encoder> load_encoder(const std::filesystem::path& dir, Backend& backend,
                                       const LoadOptions& options);
+
+// Makes the tensor a model reads usable by its backend (quantizing it first, say); the default is
+// Backend::prepare_weight.
+using WeightPrepare = std::function<Tensor(const Tensor& host_weight)>;
+
+// A ModernBERT backbone (bare ModernBertModel, no head) stored under `prefix` inside a larger
+// checkpoint, as the decision model's "encoder.*". Tensors outside `prefix` belong to the host
+// model, which checks them; tensors under it are checked here like a standalone encoder's.
+struct EmbeddedEncoder {
+  std::shared_ptr<const io::WeightStore> store;
+  std::string prefix;
+  WeightPrepare prepare;  // empty: the backend's prepare_weight
+};
+std::unique_ptr<Encoder> load_embedded_modernbert(const io::HfConfig& config,
+                                                  EmbeddedEncoder source, Backend& backend);
+// The backbone's tensor table under `prefix` (dummy weights, the host model's unknown-tensor
+// check).
+std::vector<WeightSpec> modernbert_backbone_specs(const io::HfConfig& config,
+                                                  const std::string& prefix);
 
 }  // namespace infera

@@ -29,7 +29,9 @@ struct ModernBertParams {
   std::vector<bool> global;  // per layer: full attention (else local)
   bool norm_bias, attention_bias, mlp_bias, classifier_bias, decoder_bias, tied, mean_pooling;
   EncoderInfo enc;
-  std::string prefix;  // "model." when a head wraps the backbone
+  std::string
+      prefix;  // "model." when a head wraps the backbone; "encoder." inside a decision model
+  bool embedded = false;  // part of a larger checkpoint: tensors outside `prefix` are not ours
   DType dtype;
 
   static ModernBertParams from(const io::HfConfig& c) {
@@ -192,8 +194,13 @@ struct Scratch {
 
 class ModernBert final : public Encoder {
  public:
-  ModernBert(ModelInfo info, ModernBertParams p, io::WeightStore store, Backend& backend)
-      : info_(std::move(info)), p_(std::move(p)), store_(std::move(store)), backend_(backend) {
+  ModernBert(ModelInfo info, ModernBertParams p, std::shared_ptr<const io::WeightStore> store,
+             Backend& backend, WeightPrepare prepare = {})
+      : info_(std::move(info)),
+        p_(std::move(p)),
+        store_(std::move(store)),
+        backend_(backend),
+        prepare_(std::move(prepare)) {
     reject_unknown_tensors();
     const int64_t d = p_.hidden, f = p_.intermediate;
     const std::string& m = p_.prefix;
@@ -251,6 +258,11 @@ class ModernBert final : public Encoder {
       throw InvalidArgument("hidden_states: the buffer does not hold tokens x hidden floats");
     encode(desc);
     backend_.to_host(s_.x.rows(0, desc.num_tokens()), hidden);
+  }
+
+  Tensor hidden_states_on_device(const BatchDesc& desc) override {
+    encode(desc);
+    return s_.x.rows(0, desc.num_tokens());
   }
 
   void masked_lm_logits(const BatchDesc& desc, std::span<float> logits) override {
@@ -371,7 +383,8 @@ class ModernBert final : public Encoder {
   }
 
   Tensor w(const std::string& name, Shape shape) {
-    return backend_.prepare_weight(store_.require(name, shape));
+    const Tensor& t = store_->require(name, shape);
+    return prepare_ ? prepare_(t) : backend_.prepare_weight(t);
   }
   void norm(const std::string& name, Tensor& weight, Tensor& bias) {
     weight = w(name + ".weight", {p_.hidden});
@@ -384,8 +397,9 @@ class ModernBert final : public Encoder {
   void reject_unknown_tensors() const {
     std::set<std::string> expected;
     for (const WeightSpec& spec : modernbert_weight_specs(p_)) expected.insert(spec.name);
-    for (const std::string& name : store_.names()) {
+    for (const std::string& name : store_->names()) {
       if (expected.count(name) || (p_.tied && name == "decoder.weight")) continue;
+      if (p_.embedded && name.rfind(p_.prefix, 0) != 0) continue;  // the host model's tensors
       throw FormatError("unexpected tensor " + name +
                         ": not part of a ModernBERT model with this config.json "
                         "(num_hidden_layers=" +
@@ -433,8 +447,9 @@ class ModernBert final : public Encoder {
 
   ModelInfo info_;
   ModernBertParams p_;
-  io::WeightStore store_;  // keeps the mmapped weights alive
+  std::shared_ptr<const io::WeightStore> store_;  // keeps the mmapped weights alive
   Backend& backend_;
+  WeightPrepare prepare_;  // empty: backend_.prepare_weight
   Tensor embed_, embed_norm_, embed_norm_b_, final_norm_, final_norm_b_;
   Tensor head_dense_, head_dense_b_, head_norm_, head_norm_b_, decoder_, decoder_b_;
   Tensor classifier_, classifier_b_;
@@ -442,6 +457,22 @@ class ModernBert final : public Encoder {
   Scratch s_;
   Tensor s_head_in_, s_head_tmp_, s_head_out_;  // head buffers, grown on demand
 };
+
+ModelInfo modernbert_info(const ModernBertParams& p) {
+  ModelInfo info;
+  info.architecture = "ModernBERT";
+  info.layers = p.layers;
+  info.hidden = p.hidden;
+  info.q_heads = info.kv_heads = p.heads;
+  info.head_dim = p.head_dim;
+  info.vocab = p.vocab;
+  info.max_positions = p.max_positions;
+  info.weight_dtype = p.dtype;
+  info.tied_embeddings = p.tied;
+  for (const WeightSpec& s : modernbert_weight_specs(p)) info.parameters += s.shape.numel();
+  info.name = "ModernBERT-" + format_parameter_count(info.parameters);
+  return info;
+}
 
 std::unique_ptr<Encoder> load_modernbert(const std::filesystem::path& dir,
                                          const io::HfConfig& config, Backend& backend,
@@ -455,22 +486,38 @@ std::unique_ptr<Encoder> load_modernbert(const std::filesystem::path& dir,
   if (!options.dummy_weights && p.enc.head == EncoderHead::None &&
       store.contains("model.embeddings.tok_embeddings.weight"))
     p.prefix = "model.";
-  ModelInfo info;
-  info.architecture = "ModernBERT";
-  info.layers = p.layers;
-  info.hidden = p.hidden;
-  info.q_heads = info.kv_heads = p.heads;
-  info.head_dim = p.head_dim;
-  info.vocab = p.vocab;
-  info.max_positions = p.max_positions;
-  info.weight_dtype = p.dtype;
-  info.tied_embeddings = p.tied;
-  for (const WeightSpec& s : modernbert_weight_specs(p)) info.parameters += s.shape.numel();
-  info.name = "ModernBERT-" + format_parameter_count(info.parameters);
-  return std::make_unique<ModernBert>(std::move(info), std::move(p), std::move(store), backend);
+  ModelInfo info = modernbert_info(p);
+  return std::make_unique<ModernBert>(std::move(info), std::move(p),
+                                      std::make_shared<const io::WeightStore>(std::move(store)),
+                                      backend);
+}
+
+// A backbone inside a larger checkpoint: bare ModernBertModel tensors under `prefix`.
+ModernBertParams embedded_params(const io::HfConfig& config, const std::string& prefix) {
+  ModernBertParams p = ModernBertParams::from(config);
+  if (p.enc.head != EncoderHead::None)
+    throw FormatError(config.origin() +
+                      ": an embedded encoder must be a bare ModernBertModel (no task head)");
+  p.prefix = prefix;
+  p.embedded = true;
+  return p;
 }
 
 }  // namespace
+
+std::vector<WeightSpec> modernbert_backbone_specs(const io::HfConfig& config,
+                                                  const std::string& prefix) {
+  return modernbert_weight_specs(embedded_params(config, prefix));
+}
+
+std::unique_ptr<Encoder> load_embedded_modernbert(const io::HfConfig& config,
+                                                  EmbeddedEncoder source, Backend& backend) {
+  if (!source.store) throw InvalidArgument("load_embedded_modernbert: no weight store");
+  ModernBertParams p = embedded_params(config, source.prefix);
+  ModelInfo info = modernbert_info(p);
+  return std::make_unique<ModernBert>(std::move(info), std::move(p), std::move(source.store),
+                                      backend, std::move(source.prepare));
+}
 
 const EncoderFactory kModernBertFactory{"modernbert", &load_modernbert};
 

@@ -27,6 +27,12 @@ void dequantize_row_q4_0(const void* in, int64_t k, float* out);
 void dequantize_row_q4_k(const void* in, int64_t k, float* out);
 void dequantize_row_q6_k(const void* in, int64_t k, float* out);
 
+// Group-64 quantization (one scale per 64 weights) stored as Q8_0 / Q4_0 blocks whose pairs share
+// the group's scale (quantize_group64.cpp says why). k must be a multiple of 64.
+inline constexpr int kGroup64 = 64;
+void quantize_row_q8_0_g64(const float* x, int64_t k, void* out);
+void quantize_row_q4_0_g64(const float* x, int64_t k, void* out);
+
 // ggml's nearest_int: round half to even through the 1.5 * 2^23 trick, valid for |x| < 2^22.
 inline int nearest_int(float x) {
   const float shifted = x + 12582912.0f;

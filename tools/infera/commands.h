@@ -15,6 +15,7 @@ void add_tokenize_commands(CLI::App& app);  // tokenize, detokenize
 void add_chat_command(CLI::App& app);
 void add_encoder_commands(CLI::App& app);  // embed, classify, fill-mask
 void add_bench_command(CLI::App& app);
+void add_decide_command(CLI::App& app);  // decision runtime
 
 // The command line as typed, for records such as benchmark result files.
 void remember_command_line(int argc, char** argv);

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   infera::cli::add_eval_command(app);
   infera::cli::add_tokenize_commands(app);
   infera::cli::add_encoder_commands(app);
+  infera::cli::add_decide_command(app);
   infera::cli::add_bench_command(app);
   infera::cli::remember_command_line(argc, argv);
   infera::cli::add_quantize_command(app);
