@@ -49,9 +49,7 @@ void run_decide(const DecideOptions& o) {
                           std::to_string(*bad) + ")");
   const nlohmann::json body =
       parse_json_capped<nlohmann::json, InvalidArgument>(text, "request " + o.request);
-  auto backend = make_backend({.device = o.model.device,
-                               .threads = o.model.threads,
-                               .matmul_precision = o.model.matmul_precision});
+  auto backend = make_backend(o.model.backend_options());
   decision::ModelOptions mo;
   mo.dummy_weights = o.model.dummy_weights;
   mo.dummy_seed = o.model.dummy_seed;

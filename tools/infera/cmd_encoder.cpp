@@ -45,8 +45,7 @@ LoadedEncoder load(const ModelOptions& o) {
     dir = dir.parent_path().empty() ? fs::path(".") : dir.parent_path();
   if (!fs::is_directory(dir)) throw IoError("model folder '" + o.model + "' does not exist");
   LoadedEncoder m;
-  m.backend = make_backend(
-      {.device = o.device, .threads = o.threads, .matmul_precision = o.matmul_precision});
+  m.backend = make_backend(o.backend_options());
   m.model =
       load_encoder(dir, *m.backend, {.dummy_weights = o.dummy_weights, .dummy_seed = o.dummy_seed});
   const fs::path tok = o.tokenizer.empty() ? dir : fs::path(o.tokenizer);

@@ -75,9 +75,7 @@ LoadedModel load_model(const ModelOptions& options, bool quiet) {
   if (!quiet)
     std::fprintf(stderr, "Loading %s%s ...\n", dir.string().c_str(),
                  options.dummy_weights ? " with dummy weights" : "");
-  loaded.backend = make_backend({.device = options.device,
-                                 .threads = options.threads,
-                                 .matmul_precision = options.matmul_precision});
+  loaded.backend = make_backend(options.backend_options());
   const LoadOptions load{.dummy_weights = options.dummy_weights, .dummy_seed = options.dummy_seed};
   if (file) {
     // One parse gives the weights, the tokenizer and the stop ids.

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/registry.h"
 #include "infera/tokenizer.h"
 #include "io/hf_config.h"
 #include "model/causal_lm.h"
@@ -26,6 +27,10 @@ struct ModelOptions {
   std::string matmul_precision = "f32";
 
   void add_to(CLI::App& cmd);
+  // The backend these options ask for (every command that loads a model builds it from here).
+  BackendOptions backend_options() const {
+    return {.device = device, .threads = threads, .matmul_precision = matmul_precision};
+  }
 };
 
 struct LoadedModel {
