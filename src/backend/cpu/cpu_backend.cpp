@@ -174,28 +174,26 @@ class CpuBackend final : public Backend {
                                    out.data_as<float>());
     const float* xs = x.data_as<float>();
     float* os = out.data_as<float>();
-    if (bf16_dot_ && w.dtype() == DType::BF16) return matmul_bf16_dot(xs, n, k, w, m, os);
-    for (auto& p : panels_) p.resize(static_cast<size_t>(cpu::kPanelRows * k));
+    // bf16 dot products: the activations rounded to bf16 once for every thread's panels.
+    const bool bf16_dot = bf16_dot_ && w.dtype() == DType::BF16;
+    if (bf16_dot) {
+      bf16_rows_.resize(static_cast<size_t>(n * k));
+      cpu::round_rows_to_bf16(xs, n * k, bf16_rows_.data());
+    } else {
+      for (auto& p : panels_) p.resize(static_cast<size_t>(cpu::kPanelRows * k));
+    }
     // Split output columns (weight rows) over threads in whole panels.
     const int64_t panels = (m + cpu::kPanelRows - 1) / cpu::kPanelRows;
     std::atomic<int> slot{0};
     pool_.parallel_for(panels, 1, [&](int64_t begin, int64_t end) {
+      const int64_t j_begin = begin * cpu::kPanelRows, j_end = std::min(m, end * cpu::kPanelRows);
+      if (bf16_dot) {
+        cpu::matmul_rows_bf16_dot(bf16_rows_.data(), n, k, w.data_as<const uint16_t>(), j_begin,
+                                  j_end, os, m);
+        return;
+      }
       std::vector<float>& panel = panels_[static_cast<size_t>(slot.fetch_add(1))];
-      cpu::matmul_rows(xs, n, k, w.data(), w.dtype(), begin * cpu::kPanelRows,
-                       std::min(m, end * cpu::kPanelRows), os, m, panel.data());
-    });
-  }
-
-  // Activations rounded to bf16 once, then output columns split over threads as above.
-  void matmul_bf16_dot(const float* xs, int64_t n, int64_t k, const Tensor& w, int64_t m,
-                       float* os) {
-    bf16_rows_.resize(static_cast<size_t>(n * k));
-    cpu::round_rows_to_bf16(xs, n * k, bf16_rows_.data());
-    const uint16_t* wb = w.data_as<const uint16_t>();
-    const int64_t panels = (m + cpu::kPanelRows - 1) / cpu::kPanelRows;
-    pool_.parallel_for(panels, 1, [&](int64_t begin, int64_t end) {
-      cpu::matmul_rows_bf16_dot(bf16_rows_.data(), n, k, wb, begin * cpu::kPanelRows,
-                                std::min(m, end * cpu::kPanelRows), os, m);
+      cpu::matmul_rows(xs, n, k, w.data(), w.dtype(), j_begin, j_end, os, m, panel.data());
     });
   }
 
@@ -380,7 +378,7 @@ class CpuBackend final : public Backend {
   PackedAttentionSchedule schedule_;
   bool bf16_dot_;
   std::vector<uint16_t> bf16_rows_;  // matmul activations rounded to bf16
-  std::vector<float> packed_kv_;  // attention_packed's head-major keys and values
+  std::vector<float> packed_kv_;     // attention_packed's head-major keys and values
   int64_t packed_key_tiles_ = 0;
   std::vector<RopeTable> rope_tables_;
 };

@@ -6,15 +6,15 @@
 
 #include <algorithm>
 
-#define INFERA_BF16_TARGET \
-  __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")))
+#include "backend/cpu/simd_kernels.h"  // kPanelRows, the split the backend hands out
+
+#define INFERA_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")))
 
 namespace infera::cpu {
 namespace {
 
-constexpr int64_t kLanes = 32;  // bf16 elements per 512-bit vector
+constexpr int64_t kLanes = 32;         // bf16 elements per 512-bit vector
 constexpr int kTileX = 4, kTileW = 4;  // 16 accumulators + 8 operands of 32 registers
-constexpr int64_t kPanelRows = 16;
 
 // Vector v of a k-element row: 32 elements, or the masked tail (zeros add nothing).
 struct RowVectors {
@@ -73,8 +73,8 @@ INFERA_BF16_TARGET inline void tile(const uint16_t* x, int64_t k, const uint16_t
 
 bool has_bf16_dot() {
   static const bool ok = __builtin_cpu_supports("avx512bf16") &&
-                         __builtin_cpu_supports("avx512bw") &&
-                         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+                         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+                         __builtin_cpu_supports("avx512vl");
   return ok;
 }
 
@@ -96,7 +96,8 @@ INFERA_BF16_TARGET void matmul_rows_bf16_dot(const uint16_t* x, int64_t n, int64
   const RowVectors rv(k);
   if (n < kTileX) {  // decode: stream each weight row once for the few x rows
     for (int64_t j = j_begin; j < j_end; ++j)
-      for (int64_t i = 0; i < n; ++i) tile<1, 1>(x + i * k, k, w + j * k, rv, out + i * ldo + j, ldo);
+      for (int64_t i = 0; i < n; ++i)
+        tile<1, 1>(x + i * k, k, w + j * k, rv, out + i * ldo + j, ldo);
     return;
   }
   // A panel of weight rows stays in L1/L2 while every x row passes over it.
