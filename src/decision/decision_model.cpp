@@ -74,10 +74,15 @@ std::unique_ptr<DecisionModel> DecisionModel::load(const std::filesystem::path& 
   const io::HfConfig dec_json = io::HfConfig::load(dir / "decision_config.json");
   // Every op the forward uses must run on this backend (a device backend may not have the encoder
   // ops yet): say so at load, not at the first request.
-  for (const auto& [op, dtype] :
-       {std::pair{Op::LayerNorm, DType::F32}, {Op::Gelu, DType::F32}, {Op::Geglu, DType::F32},
-        {Op::AttentionPacked, DType::F32}, {Op::Attention, DType::F32}, {Op::KvWrite, DType::F32},
-        {Op::GatherRows, DType::F32}, {Op::Rope, DType::F32}, {Op::Add, DType::F32}})
+  for (const auto& [op, dtype] : {std::pair{Op::LayerNorm, DType::F32},
+                                  {Op::Gelu, DType::F32},
+                                  {Op::Geglu, DType::F32},
+                                  {Op::AttentionPacked, DType::F32},
+                                  {Op::Attention, DType::F32},
+                                  {Op::KvWrite, DType::F32},
+                                  {Op::GatherRows, DType::F32},
+                                  {Op::Rope, DType::F32},
+                                  {Op::Add, DType::F32}})
     if (!backend.supports(op, {dtype}))
       throw InvalidArgument("the " + backend.name() + " backend does not implement " +
                             std::string(op_name(op)) +
@@ -220,13 +225,7 @@ void DecisionModel::head_layer(const HeadLayer& L, Tensor& x, const Batch& batch
       qh, kh, v.reshaped({n, heads_, head_dim_}), batch,
       {.scale = 1.0f / std::sqrt(static_cast<float>(head_dim_)), .causal = false, .window = -1},
       ah);
-  backend_.matmul(attn, L.wo, proj);
-  backend_.add(x, proj, x);
-  backend_.layernorm(x, L.mlp_norm, none, eps_, xn);
-  backend_.matmul(xn, L.w1, inner);
-  backend_.gelu(inner, inner);
-  backend_.matmul(inner, L.w2, proj);
-  backend_.add(x, proj, x);
+  output_and_mlp(L, attn, x, xn, proj, inner);
 }
 
 // The last head layer for the rows desc.output_rows only (x_sel [R, D] out): keys and values of
@@ -313,13 +312,21 @@ void DecisionModel::pruned_head_layer(const HeadLayer& L, const Tensor& x, const
       qh, pool, sel_batch,
       {.scale = 1.0f / std::sqrt(static_cast<float>(head_dim_)), .causal = false, .window = -1},
       ah);
+  output_and_mlp(L, attn, x_sel, xn_sel, proj, inner);
+}
+
+// What follows attention in a head layer, on whichever rows x holds (all of them, or the pruned
+// layer's selected rows): Wo, residual, mlp_norm, W1, exact GELU, W2, residual.
+void DecisionModel::output_and_mlp(const HeadLayer& L, const Tensor& attn, Tensor& x, Tensor& xn,
+                                   Tensor& proj, Tensor& inner) {
+  const Tensor none;
   backend_.matmul(attn, L.wo, proj);
-  backend_.add(x_sel, proj, x_sel);
-  backend_.layernorm(x_sel, L.mlp_norm, none, eps_, xn_sel);
-  backend_.matmul(xn_sel, L.w1, inner);
+  backend_.add(x, proj, x);
+  backend_.layernorm(x, L.mlp_norm, none, eps_, xn);
+  backend_.matmul(xn, L.w1, inner);
   backend_.gelu(inner, inner);
   backend_.matmul(inner, L.w2, proj);
-  backend_.add(x_sel, proj, x_sel);
+  backend_.add(x, proj, x);
 }
 
 std::vector<QuestionOutput> DecisionModel::forward(

@@ -71,6 +71,8 @@ class DecisionModel {
   void head_layer(const HeadLayer& L, Tensor& x, const Batch& batch, int64_t n);
   void pruned_head_layer(const HeadLayer& L, const Tensor& x, const BatchDesc& desc,
                          const Batch& batch, Tensor& x_sel);
+  void output_and_mlp(const HeadLayer& L, const Tensor& attn, Tensor& x, Tensor& xn, Tensor& proj,
+                      Tensor& inner);
   void ensure_scratch(int64_t rows);
   Tensor& grow(Tensor& t, const char* name, int64_t rows, int64_t cols);
   void postprocess(std::span<const float> h_sel, std::span<const int32_t> first_sel,
