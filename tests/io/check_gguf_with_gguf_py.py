@@ -23,6 +23,7 @@ Exit status 0 when every check passes; each failure is printed.
 """
 import argparse
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -248,10 +249,16 @@ def write_synthetic_model(folder):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--infera", required=True)
-    p.add_argument("--model", required=True, type=pathlib.Path)
-    p.add_argument("--tokenizer", required=True, type=pathlib.Path)
+    p.add_argument("--model", required=True, type=pathlib.Path,
+                   help="fixture folder, relative to the shared folder")
+    p.add_argument("--tokenizer", required=True, type=pathlib.Path,
+                   help="tokenizer folder, relative to the shared folder")
+    p.add_argument("--shared-default", required=True, type=pathlib.Path,
+                   help="the shared folder when $INFERA_SHARED_DIR is not set")
     p.add_argument("--out-dir", required=True, type=pathlib.Path)
     args = p.parse_args()
+    shared = pathlib.Path(os.environ.get("INFERA_SHARED_DIR") or args.shared_default)
+    args.model, args.tokenizer = shared / args.model, shared / args.tokenizer
     args.out_dir.mkdir(parents=True, exist_ok=True)
     synthetic = args.out_dir / "qwen3-synthetic-k"
     write_synthetic_model(synthetic)
