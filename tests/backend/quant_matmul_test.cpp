@@ -5,7 +5,6 @@
 // The kernels compute the same integer products exactly and differ only in f32 rounding of the
 // per-block scales and of the accumulation: 1e-5 of sum |w * a| bounds that (f32 epsilon 6e-8
 // times a few hundred blocks) while any wrong nibble, scale or offset moves the result by far more.
-#include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/quant_matmul.h"
 
 #include <gtest/gtest.h>
@@ -16,6 +15,7 @@
 #include <random>
 #include <vector>
 
+#include "backend/cpu/cpu_backend.h"
 #include "infera/error.h"
 #include "ops/backend.h"
 #include "quant/block_formats.h"
@@ -64,8 +64,8 @@ struct Shape3 {
 
 std::vector<Shape3> shapes_for(DType dtype) {
   if (dtype_block_size(dtype) == 32)
-    return {{1, 32, 1},  {1, 96, 37}, {2, 64, 17}, {3, 160, 5},
-            {4, 32, 33}, {5, 128, 9}, {9, 64, 40}, {17, 96, 3}};
+    return {{1, 32, 1},  {1, 96, 37}, {2, 64, 17}, {3, 160, 5},  {4, 32, 33},
+            {5, 128, 9}, {9, 64, 40}, {17, 96, 3}, {2, 288, 11}, {1, 1024, 23}};
   return {{1, 256, 1},  {1, 512, 19}, {2, 256, 7},  {3, 768, 5},
           {4, 256, 33}, {5, 512, 9},  {9, 256, 20}, {17, 256, 3}};
 }
@@ -80,15 +80,10 @@ void reference(DType dtype, const std::vector<uint8_t>& acts, int64_t n, int64_t
   for (int64_t i = 0; i < n; ++i) {
     const uint8_t* row = acts.data() + i * act_bytes;
     for (int64_t p = 0; p < k; ++p) {
-      double v;
-      if (cpu::uses_q8k_activations(dtype)) {
-        const auto& blk = reinterpret_cast<const cpu::ActBlockQ8K*>(row)[p / 256];
-        v = double(blk.d) * blk.qs[p % 256];
-      } else {
-        const auto& blk = reinterpret_cast<const cpu::ActBlockQ8*>(row)[p / 32];
-        v = double(blk.d) * blk.qs[p % 32];
-      }
-      a[size_t(i * k + p)] = v;
+      float d;
+      int q;
+      cpu::activation_element(dtype, row, p, d, q);
+      a[size_t(i * k + p)] = double(d) * q;
     }
   }
   std::vector<float> wrow(static_cast<size_t>(k));
@@ -180,7 +175,7 @@ TEST(QuantMatmul, KernelsMatchReferenceOnEverySimdTarget) {
 // Activation quantization: |x - d * q| <= d / 2, |q| <= 127, sums consistent.
 TEST(QuantMatmul, ActivationBlocksRepresentTheirRow) {
   const auto x = random_values(512, 3, 2.0f);
-  for (const DType dtype : {DType::Q8_0, DType::Q4_K}) {
+  for (const DType dtype : {DType::Q8_0, DType::Q4_0, DType::Q4_K}) {
     std::vector<uint8_t> acts(size_t(cpu::activation_row_bytes(dtype, 512)));
     cpu::quantize_activation_row(dtype, x.data(), 512, acts.data());
     for (int64_t p = 0; p < 512; ++p) {
@@ -196,9 +191,18 @@ TEST(QuantMatmul, ActivationBlocksRepresentTheirRow) {
           ASSERT_EQ(blk.bsums[(p % 256) / 16], s);
         }
       } else {
-        const auto& blk = reinterpret_cast<const cpu::ActBlockQ8*>(acts.data())[p / 32];
-        d = blk.d;
-        q = blk.qs[p % 32];
+        cpu::activation_element(dtype, acts.data(), p, d, q);
+        if (dtype == DType::Q4_0 && p % 32 == 0) {  // the -8 offset of the block's sum
+          const auto& grp = reinterpret_cast<const cpu::ActGroupQ4_0*>(acts.data())[p / 128];
+          int s = 0;
+          for (int i = 0; i < 32; ++i) {
+            float di;
+            int qi;
+            cpu::activation_element(dtype, acts.data(), p + i, di, qi);
+            s += qi;
+          }
+          ASSERT_EQ(grp.offset[4 * ((p % 128) / 32)], -8 * s);
+        }
       }
       ASSERT_GT(d, 0.0f);
       ASSERT_LE(std::abs(q), 127);

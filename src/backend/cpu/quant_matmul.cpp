@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,24 @@ void quantize_row_q8(const float* x, int64_t k, ActBlockQ8* out) {
   }
 }
 
+void quantize_row_q4_0_groups(const float* x, int64_t k, ActGroupQ4_0* out) {
+  const int64_t blocks = k / 32;
+  for (int64_t g = 0; g < (blocks + 3) / 4; ++g) {
+    ActGroupQ4_0& grp = out[g];
+    std::memset(&grp, 0, sizeof(grp));
+    for (int64_t b = 0; b < 4 && 4 * g + b < blocks; ++b) {
+      int8_t q[32];
+      const float d = quantize_group<32>(x + 32 * (4 * g + b), q);
+      int32_t sum = 0;
+      for (int i = 0; i < 32; ++i) sum += q[i];
+      std::memcpy(grp.lo + 16 * b, q, 16);
+      std::memcpy(grp.hi + 16 * b, q + 16, 16);
+      grp.offset[4 * b] = -8 * sum;
+      for (int l = 0; l < 4; ++l) grp.d[4 * b + l] = d;
+    }
+  }
+}
+
 void quantize_row_q8k(const float* x, int64_t k, ActBlockQ8K* out) {
   for (int64_t b = 0; b < k / 256; ++b) {
     out[b].d = quantize_group<256>(x + 256 * b, out[b].qs);
@@ -65,6 +84,8 @@ bool uses_q8k_activations(DType weight_type) {
 }
 
 int64_t activation_row_bytes(DType weight_type, int64_t k) {
+  if (weight_type == DType::Q4_0)
+    return (k / 32 + 3) / 4 * static_cast<int64_t>(sizeof(ActGroupQ4_0));
   return uses_q8k_activations(weight_type) ? k / 256 * static_cast<int64_t>(sizeof(ActBlockQ8K))
                                            : k / 32 * static_cast<int64_t>(sizeof(ActBlockQ8));
 }
@@ -72,8 +93,27 @@ int64_t activation_row_bytes(DType weight_type, int64_t k) {
 void quantize_activation_row(DType weight_type, const float* x, int64_t k, void* out) {
   if (uses_q8k_activations(weight_type)) {
     quantize_row_q8k(x, k, static_cast<ActBlockQ8K*>(out));
+  } else if (weight_type == DType::Q4_0) {
+    quantize_row_q4_0_groups(x, k, static_cast<ActGroupQ4_0*>(out));
   } else {
     quantize_row_q8(x, k, static_cast<ActBlockQ8*>(out));
+  }
+}
+
+void activation_element(DType weight_type, const void* row, int64_t p, float& d, int& q) {
+  if (uses_q8k_activations(weight_type)) {
+    const auto& blk = static_cast<const ActBlockQ8K*>(row)[p / 256];
+    d = blk.d;
+    q = blk.qs[p % 256];
+  } else if (weight_type == DType::Q4_0) {
+    const auto& grp = static_cast<const ActGroupQ4_0*>(row)[p / 128];
+    const int64_t b = (p % 128) / 32, e = p % 32;
+    d = grp.d[4 * b];
+    q = e < 16 ? grp.lo[16 * b + e] : grp.hi[16 * b + e - 16];
+  } else {
+    const auto& blk = static_cast<const ActBlockQ8*>(row)[p / 32];
+    d = blk.d;
+    q = blk.qs[p % 32];
   }
 }
 

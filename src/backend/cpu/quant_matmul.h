@@ -23,6 +23,19 @@ struct ActBlockQ8 {
   int32_t offset[8];
   int8_t qs[32];
 };
+// 128 activations (4 blocks of 32) for the Q4_0 kernel, laid out the way 4 Q4_0 weight blocks
+// unpack without shuffles: the 64 nibble bytes of 4 weight blocks (low nibble = element j, high =
+// element j + 16 of block j / 16) become two 512-bit vectors by one AND and one shift, and lo / hi
+// below are their activation partners byte for byte. Lanes 4b..4b+3 of the int32 dot product
+// belong to block b, so offset (lane 4b = -8 * sum of block b's qs, the weights' -8; other lanes
+// 0) starts the accumulator and d (block b's scale in lanes 4b..4b+3) scales it lane by lane.
+// A row of k holds ceil(k / 128) groups; the last one's missing blocks are zero.
+struct ActGroupQ4_0 {
+  int8_t lo[64];  // block b's elements 0..15 at [16b, 16b + 16)
+  int8_t hi[64];  // block b's elements 16..31
+  int32_t offset[16];
+  float d[16];
+};
 // 256 activations for the K-quant kernels; bsums[g] = sum of qs[16g, 16g + 16), which turns the
 // weights' per-group offsets (Q4_K mins, Q6_K's -32) into one multiply per group.
 struct ActBlockQ8K {
@@ -38,6 +51,9 @@ int64_t activation_row_bytes(DType weight_type, int64_t k);
 // d = max|x| / 127, q = round-half-even(x / d). Scalar and deterministic: every SIMD target reads
 // the same activation blocks, so kernels can be compared exactly against a scalar reference.
 void quantize_activation_row(DType weight_type, const float* x, int64_t k, void* out);
+// Element p of a quantized activation row as its block scale d and integer q (x[p] ~= d * q),
+// whatever the layout: tests and references read activations through this.
+void activation_element(DType weight_type, const void* row, int64_t p, float& d, int& q);
 
 // out[i * ldo + j] = dot(activation row i, weight row j) for i < n, j in [j_begin, j_end).
 // `acts` holds n rows of activation_row_bytes(wtype, k) bytes; `w` the whole weight, rows of
