@@ -10,12 +10,15 @@
 #include <gtest/gtest.h>
 #include <hwy/targets.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/matmul_int8_gemm.h"
+#include "backend/cpu/thread_pool.h"
 #include "infera/error.h"
 #include "ops/backend.h"
 #include "quant/block_formats.h"
@@ -70,22 +73,12 @@ std::vector<Shape3> shapes_for(DType dtype) {
           {4, 256, 33}, {5, 512, 9},  {9, 256, 20}, {17, 256, 3}};
 }
 
-// Reference dot products and the bound for each output.
-void reference(DType dtype, const std::vector<uint8_t>& acts, int64_t n, int64_t k,
-               const std::vector<uint8_t>& w, int64_t m, std::vector<double>& want,
-               std::vector<double>& bound) {
-  const int64_t act_bytes = cpu::activation_row_bytes(dtype, k);
+// Reference dot products of activation values a [n, k] (double) with the dequantized weights, and
+// the bound for each output.
+void reference_values(DType dtype, const std::vector<double>& a, int64_t n, int64_t k,
+                      const std::vector<uint8_t>& w, int64_t m, std::vector<double>& want,
+                      std::vector<double>& bound) {
   const size_t row_bytes = dtype_bytes(dtype, static_cast<size_t>(k));
-  std::vector<double> a(static_cast<size_t>(n * k));
-  for (int64_t i = 0; i < n; ++i) {
-    const uint8_t* row = acts.data() + i * act_bytes;
-    for (int64_t p = 0; p < k; ++p) {
-      float d;
-      int q;
-      cpu::activation_element(dtype, row, p, d, q);
-      a[size_t(i * k + p)] = double(d) * q;
-    }
-  }
   std::vector<float> wrow(static_cast<size_t>(k));
   want.assign(size_t(n * m), 0.0);
   bound.assign(size_t(n * m), 0.0);
@@ -101,6 +94,45 @@ void reference(DType dtype, const std::vector<uint8_t>& acts, int64_t n, int64_t
       bound[size_t(i * m + j)] = 1e-5 * s_abs + 1e-30;
     }
   }
+}
+
+// The same with the activations as the decode kernels quantize them.
+void reference(DType dtype, const std::vector<uint8_t>& acts, int64_t n, int64_t k,
+               const std::vector<uint8_t>& w, int64_t m, std::vector<double>& want,
+               std::vector<double>& bound) {
+  const int64_t act_bytes = cpu::activation_row_bytes(dtype, k);
+  std::vector<double> a(static_cast<size_t>(n * k));
+  for (int64_t i = 0; i < n; ++i) {
+    const uint8_t* row = acts.data() + i * act_bytes;
+    for (int64_t p = 0; p < k; ++p) {
+      float d;
+      int q;
+      cpu::activation_element(dtype, row, p, d, q);
+      a[size_t(i * k + p)] = double(d) * q;
+    }
+  }
+  reference_values(dtype, a, n, k, w, m, want, bound);
+}
+
+// The same with the activations quantized as the int8 GEMM specifies (plain scalar: per
+// sub-block of S, d = max|x| / 127, q = round-half-even(x * 127 / max|x|)).
+void gemm_reference(DType dtype, const std::vector<float>& x, int64_t n, int64_t k,
+                    const std::vector<uint8_t>& w, int64_t m, std::vector<double>& want,
+                    std::vector<double>& bound) {
+  const int S = cpu::int8_gemm_sub_block(dtype);
+  std::vector<double> a(static_cast<size_t>(n * k));
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t p0 = 0; p0 < k; p0 += S) {
+      float amax = 0;
+      for (int t = 0; t < S; ++t) amax = std::max(amax, std::fabs(x[size_t(i * k + p0 + t)]));
+      const float inv = amax > 0 ? 127.0f / amax : 0.0f, d = amax / 127.0f;
+      for (int t = 0; t < S; ++t) {
+        const float q = std::nearbyint(x[size_t(i * k + p0 + t)] * inv);
+        a[size_t(i * k + p0 + t)] = double(d) * double(q);
+      }
+    }
+  }
+  reference_values(dtype, a, n, k, w, m, want, bound);
 }
 
 template <typename Body>
@@ -212,9 +244,11 @@ TEST(QuantMatmul, ActivationBlocksRepresentTheirRow) {
 }
 
 // The op through the backend, both paths: below kQuantPrefillRows the integer kernels (checked
-// against dequantized weights x quantized activations as above), from it on the prefill path
-// (dequantized panels x f32 activations, checked against dequantized weights x the f32 inputs in
-// double: f32 sums of 512 products in another order stay within 1e-5 of sum |w * x|).
+// against dequantized weights x quantized activations as above), from it on the prefill path: the
+// int8 GEMM where the CPU has AVX512-VNNI (against dequantized weights x the activations quantized
+// by the scalar model of the GEMM's quantization), else dequantized panels x f32 activations
+// (against dequantized weights x the f32 inputs in double: f32 sums of 512 products in another
+// order stay within 1e-5 of sum |w * x|).
 TEST(QuantMatmul, BackendMatmulAndEmbeddingOnQuantizedWeights) {
   for (const int threads : {1, 2}) {
     auto backend = make_cpu_backend(threads);
@@ -241,23 +275,11 @@ TEST(QuantMatmul, BackendMatmulAndEmbeddingOnQuantizedWeights) {
           for (int64_t i = 0; i < n; ++i)
             cpu::quantize_activation_row(dtype, xv.data() + i * k, k, acts.data() + i * act_bytes);
           reference(dtype, acts, n, k, wbytes, m, want, bound);
+        } else if (cpu::has_int8_gemm()) {
+          gemm_reference(dtype, xv, n, k, wbytes, m, want, bound);
         } else {
-          std::vector<float> wrow(static_cast<size_t>(k));
-          want.assign(size_t(n * m), 0.0);
-          bound.assign(size_t(n * m), 0.0);
-          for (int64_t j = 0; j < m; ++j) {
-            quant::dequantize_row(dtype, wbytes.data() + dtype_bytes(dtype, size_t(k)) * size_t(j),
-                                  k, wrow.data());
-            for (int64_t i = 0; i < n; ++i) {
-              double s = 0, s_abs = 0;
-              for (int64_t p = 0; p < k; ++p) {
-                s += double(wrow[size_t(p)]) * xv[size_t(i * k + p)];
-                s_abs += std::fabs(double(wrow[size_t(p)]) * xv[size_t(i * k + p)]);
-              }
-              want[size_t(i * m + j)] = s;
-              bound[size_t(i * m + j)] = 1e-5 * s_abs + 1e-30;
-            }
-          }
+          reference_values(dtype, std::vector<double>(xv.begin(), xv.end()), n, k, wbytes, m, want,
+                           bound);
         }
         for (size_t i = 0; i < want.size(); ++i)
           ASSERT_TRUE(std::fabs(out.data_as<float>()[i] - want[i]) <= bound[i])
@@ -277,6 +299,66 @@ TEST(QuantMatmul, BackendMatmulAndEmbeddingOnQuantizedWeights) {
         ASSERT_EQ(0,
                   std::memcmp(want.data(), rows.data_as<float>() + i * size_t(k), size_t(k) * 4));
       }
+    }
+  }
+}
+
+// Odd shapes straight through the prefill paths, whatever n: 1 row, tails of the 8-row register
+// tile and of the 16-row weight panel, one and two threads, quantized and raw-random blocks.
+std::vector<Shape3> gemm_shapes_for(DType dtype) {
+  if (dtype_block_size(dtype) == 32)
+    return {{1, 32, 1},  {7, 96, 17},    {8, 64, 16},  {9, 160, 15},
+            {3, 32, 70}, {16, 1024, 45}, {37, 288, 33}};
+  return {{1, 256, 1}, {7, 512, 17}, {8, 256, 16}, {9, 768, 15}, {16, 256, 45}, {37, 512, 33}};
+}
+
+TEST(QuantMatmul, Int8GemmMatchesScalarReference) {
+  if (!cpu::has_int8_gemm()) GTEST_SKIP() << "this CPU has no AVX512-VNNI";
+  for (const int threads : {1, 2}) {
+    cpu::ThreadPool pool(threads);
+    for (const DType dtype : kQuantTypes) {
+      for (const bool raw : {false, true}) {
+        for (const Shape3 c : gemm_shapes_for(dtype)) {
+          SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " threads=" << threads << " raw="
+                                          << raw << " n=" << c.n << " k=" << c.k << " m=" << c.m);
+          const auto w = make_weight(dtype, c.m, c.k, raw, uint32_t(c.n * 5 + c.m));
+          const auto x = random_values(size_t(c.n * c.k), uint32_t(c.k + 3 * c.m), 2.0f);
+          std::vector<double> want, bound;
+          gemm_reference(dtype, x, c.n, c.k, w, c.m, want, bound);
+          std::vector<float> out(size_t(c.n * c.m), NAN);
+          cpu::matmul_quantized_int8_gemm(pool, x.data(), c.n, c.k, w.data(), dtype, c.m,
+                                          out.data());
+          for (size_t i = 0; i < out.size(); ++i)
+            ASSERT_TRUE(std::fabs(out[i] - want[i]) <= bound[i])
+                << "out[" << i / size_t(c.m) << ", " << i % size_t(c.m) << "] = " << out[i]
+                << ", want " << want[i];
+        }
+      }
+    }
+  }
+}
+
+// The prefill path of CPUs without AVX512-VNNI, on every SIMD target this CPU runs.
+TEST(QuantMatmul, F32PanelPrefillMatchesReferenceOnEverySimdTarget) {
+  cpu::ThreadPool pool(2);
+  for (const DType dtype : kQuantTypes) {
+    for (const Shape3 c : gemm_shapes_for(dtype)) {
+      SCOPED_TRACE(testing::Message()
+                   << dtype_name(dtype) << " n=" << c.n << " k=" << c.k << " m=" << c.m);
+      const auto w = make_weight(dtype, c.m, c.k, false, uint32_t(c.n * 5 + c.m));
+      const auto x = random_values(size_t(c.n * c.k), uint32_t(c.k + 3 * c.m));
+      std::vector<double> want, bound;
+      reference_values(dtype, std::vector<double>(x.begin(), x.end()), c.n, c.k, w, c.m, want,
+                       bound);
+      for_each_simd_target([&] {
+        std::vector<float> out(size_t(c.n * c.m), NAN);
+        cpu::matmul_quantized_f32_panels(pool, x.data(), c.n, c.k, w.data(), dtype, c.m,
+                                         out.data());
+        for (size_t i = 0; i < out.size(); ++i)
+          ASSERT_TRUE(std::fabs(out[i] - want[i]) <= bound[i])
+              << "out[" << i / size_t(c.m) << ", " << i % size_t(c.m) << "] = " << out[i]
+              << ", want " << want[i];
+      });
     }
   }
 }

@@ -79,8 +79,11 @@ struct KernelQ4_0 {
                                           _mm512_mul_ps(dw, _mm512_loadu_ps(ag.d)), acc[x][g & 1]);
         }
       }
-      for (int x = 0; x < NX; ++x)
-        sum[x] = _mm512_reduce_add_ps(_mm512_add_ps(acc[x][0], acc[x][1]));
+      for (int x = 0; x < NX; ++x) {
+        const __m512 v = _mm512_add_ps(acc[x][0], acc[x][1]);
+        sum[x] =
+            HorizontalSum(_mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)));
+      }
     }
 #endif
     // One block at a time (the tail above; every block on AVX2 / AVX-512 without VNNI).

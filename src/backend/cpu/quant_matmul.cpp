@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/matmul_int8_gemm.h"
 #include "backend/cpu/simd_kernels.h"
 #include "infera/error.h"
 #include "quant/block_formats.h"
@@ -142,19 +143,8 @@ void matmul_quantized(ThreadPool& pool, const float* x, int64_t n, int64_t k, co
                           std::to_string(k) + " elements are not whole blocks of " +
                           std::to_string(block));
   if (n >= kQuantPrefillRows) {
-    const size_t row_bytes = dtype_bytes(wtype, static_cast<size_t>(k));
-    const int64_t panels = (m + kPanelRows - 1) / kPanelRows;
-    pool.parallel_for(panels, 1, [&](int64_t begin, int64_t end) {
-      thread_local std::vector<float> panel;  // one panel per thread, reused across calls
-      panel.resize(static_cast<size_t>(kPanelRows * k));
-      for (int64_t p = begin; p < end; ++p) {
-        const int64_t j = p * kPanelRows, rows = std::min(kPanelRows, m - j);
-        dequantize_rows(static_cast<const uint8_t*>(w) + row_bytes * j, wtype, rows, k,
-                        panel.data());
-        matmul_rows(x, n, k, panel.data(), DType::F32, 0, rows, out + j, m, nullptr);
-      }
-    });
-    return;
+    if (has_int8_gemm()) return matmul_quantized_int8_gemm(pool, x, n, k, w, wtype, m, out);
+    return matmul_quantized_f32_panels(pool, x, n, k, w, wtype, m, out);
   }
   const int64_t act_bytes = activation_row_bytes(wtype, k);
   // Reused across calls by this (calling) thread: a forward pass allocates nothing here once the
@@ -167,6 +157,21 @@ void matmul_quantized(ThreadPool& pool, const float* x, int64_t n, int64_t k, co
   // Whole weight rows per thread; at least 16 rows per chunk so small matrices stay on one core.
   pool.parallel_for(m, 16, [&](int64_t begin, int64_t end) {
     matmul_rows_quantized(a, n, k, w, wtype, begin, end, out, m);
+  });
+}
+
+void matmul_quantized_f32_panels(ThreadPool& pool, const float* x, int64_t n, int64_t k,
+                                 const void* w, DType wtype, int64_t m, float* out) {
+  const size_t row_bytes = dtype_bytes(wtype, static_cast<size_t>(k));
+  const int64_t panels = (m + kPanelRows - 1) / kPanelRows;
+  pool.parallel_for(panels, 1, [&](int64_t begin, int64_t end) {
+    thread_local std::vector<float> panel;  // one panel per thread, reused across calls
+    panel.resize(static_cast<size_t>(kPanelRows * k));
+    for (int64_t p = begin; p < end; ++p) {
+      const int64_t j = p * kPanelRows, rows = std::min(kPanelRows, m - j);
+      dequantize_rows(static_cast<const uint8_t*>(w) + row_bytes * j, wtype, rows, k, panel.data());
+      matmul_rows(x, n, k, panel.data(), DType::F32, 0, rows, out + j, m, nullptr);
+    }
   });
 }
 

@@ -63,15 +63,19 @@ void matmul_rows_quantized(const void* acts, int64_t n, int64_t k, const void* w
 
 // The whole op: out[n, m] = x[n, k] . w[m, k]^T for a quantized w, weight rows split over the
 // pool. Below kQuantPrefillRows rows of x (decode, small batches) x is quantized once and every
-// weight row streams through the integer kernels above. From kQuantPrefillRows on (prefill) each
-// thread dequantizes a panel of kPanelRows weight rows at a time into a cache-sized f32 scratch
-// and runs the f32 register-tile kernel of simd_kernels.cpp over all x rows, as the bf16 path
-// widens its panels: the dequantization is amortized over the rows, the f32 tiles do more
-// multiply-adds per instruction than byte dot products with per-block f32 scaling, and no more
-// than one panel per thread ever exists in f32. Throws InvalidArgument when k is not whole blocks.
+// weight row streams through the integer kernels above. From kQuantPrefillRows on (prefill):
+// the int8 GEMM of matmul_int8_gemm.h where the CPU has AVX512-VNNI, else
+// matmul_quantized_f32_panels. Throws InvalidArgument when k is not whole blocks.
 constexpr int64_t kQuantPrefillRows = 16;
 void matmul_quantized(ThreadPool& pool, const float* x, int64_t n, int64_t k, const void* w,
                       DType wtype, int64_t m, float* out);
+
+// Prefill without VNNI: each thread dequantizes a panel of kPanelRows weight rows at a time into a
+// cache-sized f32 scratch and runs the f32 register-tile kernel of simd_kernels.cpp over all x
+// rows, as the bf16 path widens its panels (exact dequantized weights, f32 activations; no more
+// than one panel per thread ever exists in f32).
+void matmul_quantized_f32_panels(ThreadPool& pool, const float* x, int64_t n, int64_t k,
+                                 const void* w, DType wtype, int64_t m, float* out);
 
 // `rows` consecutive quantized weight rows of k elements at `w` to f32 (prefill panels; SIMD,
 // within one rounding of quant::dequantize_row).
