@@ -28,7 +28,8 @@ SHORT_PROMPT = 8  # --cpu-time: the run whose cost is subtracted from the prompt
 
 def run_once(cmd, model, prompt, new, threads):
     binary, *extra = cmd
-    full = [binary, "run", "--model", model, "--dummy-weights", "--synthetic-prompt", str(prompt),
+    dummy = [] if model.endswith(".gguf") else ["--dummy-weights"]  # a GGUF file has its weights
+    full = [binary, "run", "--model", model, *dummy, "--synthetic-prompt", str(prompt),
             "--max-tokens", str(new), "--ignore-eos", "--greedy", "--json",
             "--threads", str(threads), *extra]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)

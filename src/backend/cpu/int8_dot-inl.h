@@ -47,6 +47,15 @@ HWY_INLINE __m256i DotU8S8(__m256i acc, __m256i u, __m256i s) {
 #endif
 }
 
+// acc + the int16 pairs of `pairs` times `scales`, summed into int32 lanes (vpdpwssd on AVX3_DL).
+HWY_INLINE __m256i MaddAdd16(__m256i acc, __m256i pairs, __m256i scales) {
+#if HWY_TARGET == HWY_AVX3_DL
+  return _mm256_dpwssd_epi32(acc, pairs, scales);
+#else
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, scales));
+#endif
+}
+
 HWY_INLINE float HorizontalSum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));

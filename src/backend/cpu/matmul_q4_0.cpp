@@ -28,6 +28,10 @@ HWY_INLINE __m512i GatherNibbleIndex() {
     for (int j = 0; j < 16; ++j) idx[16 * b + j] = static_cast<uint8_t>(18 * b + 2 + j);
   return _mm512_load_si512(idx);
 }
+// How far ahead of the block in use the GEMV prefetches weights. Measured on a 151936 x 1024
+// GEMV (thread CPU time, interleaved): x1.15 on one thread, level on two; 2 KiB the same.
+constexpr int64_t kPrefetchBytes = 1024;
+
 // Word indices that put block b's f16 scale (word 9b) into words 4b..4b+3.
 HWY_INLINE __m512i GatherScaleIndex() {
   alignas(64) uint16_t idx[32] = {};
@@ -56,11 +60,12 @@ struct KernelQ4_0 {
     {
       const __m512i nib_idx = GatherNibbleIndex(), scale_idx = GatherScaleIndex();
       const __m512i low4 = _mm512_set1_epi8(0x0F);
-      __m512 acc[NX][2];
-      for (int x = 0; x < NX; ++x) acc[x][0] = acc[x][1] = _mm512_setzero_ps();
-      int64_t g = 0;
-      for (; b + 4 <= blocks; b += 4, ++g) {
-        const uint8_t* p = reinterpret_cast<const uint8_t*>(w + b);
+      // Blocks b..b+3 (activation group g) into acc.
+      const auto step = [&](int64_t blk, int64_t g, __m512* acc) HWY_ATTR {
+        const uint8_t* p = reinterpret_cast<const uint8_t*>(w + blk);
+        // Decode streams the weights once: ask for them ahead of use (rows are contiguous, so
+        // running past a row's end fetches the next row; a prefetch never faults).
+        _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
         // The second register needs only bytes 64..71; the masked load never touches the rest
         // (which may lie past the end of the weights).
         const __m512i w0 = _mm512_loadu_si512(p);
@@ -75,12 +80,24 @@ struct KernelQ4_0 {
           __m512i dot = _mm512_loadu_si512(ag.offset);
           dot = _mm512_dpbusd_epi32(dot, lo, _mm512_loadu_si512(ag.lo));
           dot = _mm512_dpbusd_epi32(dot, hi, _mm512_loadu_si512(ag.hi));
-          acc[x][g & 1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot),
-                                          _mm512_mul_ps(dw, _mm512_loadu_ps(ag.d)), acc[x][g & 1]);
+          acc[x] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot),
+                                   _mm512_mul_ps(dw, _mm512_loadu_ps(ag.d)), acc[x]);
         }
+      };
+      // Two accumulators per activation row (even and odd groups) keep two chains in flight.
+      __m512 acc0[NX], acc1[NX];
+      for (int x = 0; x < NX; ++x) acc0[x] = acc1[x] = _mm512_setzero_ps();
+      int64_t g = 0;
+      for (; b + 8 <= blocks; b += 8, g += 2) {
+        step(b, g, acc0);
+        step(b + 4, g + 1, acc1);
+      }
+      if (b + 4 <= blocks) {
+        step(b, g, acc0);
+        b += 4;
       }
       for (int x = 0; x < NX; ++x) {
-        const __m512 v = _mm512_add_ps(acc[x][0], acc[x][1]);
+        const __m512 v = _mm512_add_ps(acc0[x], acc1[x]);
         sum[x] =
             HorizontalSum(_mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)));
       }

@@ -71,8 +71,7 @@ struct KernelQ4_K {
         __m256i sumi = _mm256_setzero_si256();
         for (int s = 0; s < 8; ++s) {
           const __m256i aq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs + 32 * s));
-          sumi =
-              _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(q[s], aq), scale16[s]));
+          sumi = MaddAdd16(sumi, _mm256_maddubs_epi16(q[s], aq), scale16[s]);
         }
         acc[x] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(d * ab.d), acc[x]);
         const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.bsums));

@@ -53,8 +53,15 @@ struct KernelQ6_K {
           const __m256i high = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * g), low2);
           q[4 * half + g] = _mm256_or_si256(lows[g], _mm256_slli_epi16(high, 4));
           const int group = 8 * half + 2 * g;
+#if HWY_TARGET == HWY_AVX3_DL  // one word permute of the 16 widened scales
+          scales[4 * half + g] = _mm256_permutexvar_epi16(
+              _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(group + 1)),
+                               _mm_set1_epi16(static_cast<int16_t>(group))),
+              sc16);
+#else
           scales[4 * half + g] = _mm256_set_m128i(_mm_set1_epi16(blk.scales[group + 1]),
                                                   _mm_set1_epi16(blk.scales[group]));
+#endif
         }
       }
       for (int x = 0; x < NX; ++x) {
@@ -62,8 +69,7 @@ struct KernelQ6_K {
         __m256i sumi = _mm256_setzero_si256();
         for (int c = 0; c < 8; ++c) {
           const __m256i aq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs + 32 * c));
-          sumi =
-              _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(q[c], aq), scales[c]));
+          sumi = MaddAdd16(sumi, _mm256_maddubs_epi16(q[c], aq), scales[c]);
         }
         const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.bsums));
         sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(_mm256_madd_epi16(bsums, sc16), 5));
