@@ -54,12 +54,12 @@ struct Activations {
   std::vector<int32_t> offset;
 };
 
-// One unpacked panel: q[(sb * groups + g) * 64 + 4 * r + t] = byte of row r, element
-// sb * sub + 4 * g + t; scale / min[sb * 16 + r].
+// One unpacked panel: q[64 * (e / 4) + 4 * r + e % 4] = byte of row r, element e (so the 4-byte
+// groups of sub-block sb are vectors sb * sub / 4 ...); scale / min[sb * 16 + r].
 struct Panel {
   std::vector<uint8_t> q;
   std::vector<float> scale, min;
-  std::vector<uint8_t> row_values;  // one row's bytes while unpacking
+  std::vector<uint8_t> row_values;  // the 16 rows' bytes, row by row, while unpacking
   std::vector<float> row_scale, row_min;
 };
 
@@ -124,25 +124,42 @@ void quantize_activations(ThreadPool& pool, const float* x, int64_t n, int64_t k
   });
 }
 
+INFERA_VNNI_TARGET inline __m128i load16(const uint8_t* p) {
+  return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+}
+INFERA_VNNI_TARGET inline __m256i load32(const uint8_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+INFERA_VNNI_TARGET inline void store16(uint8_t* p, __m128i x) {
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), x);
+}
+INFERA_VNNI_TARGET inline void store32(uint8_t* p, __m256i x) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), x);
+}
+
 // One weight row to unsigned bytes (value + zero_point) and per-sub-block scales / mins, with the
-// reference dequantizer's scale products (d * sc, dmin * m in f32).
-void unpack_row(const uint8_t* src, DType t, int64_t k, uint8_t* v, float* scale, float* min) {
+// reference dequantizer's scale products (d * sc, dmin * m in f32). Explicit vectors: the byte
+// pointers may alias, so the compiler leaves the plain loops scalar.
+INFERA_VNNI_TARGET void unpack_row(const uint8_t* src, DType t, int64_t k, uint8_t* v, float* scale,
+                                   float* min) {
+  const __m128i low4x16 = _mm_set1_epi8(0x0F);
+  const __m256i low4 = _mm256_set1_epi8(0x0F), low2 = _mm256_set1_epi8(0x03);
   switch (t) {
     case DType::Q8_0:
       for (int64_t b = 0; b < k / 32; ++b) {
         const auto& blk = reinterpret_cast<const quant::BlockQ8_0*>(src)[b];
         scale[b] = quant::half_to_float(blk.d);
-        for (int i = 0; i < 32; ++i) v[32 * b + i] = static_cast<uint8_t>(blk.qs[i] ^ 0x80);
+        store32(v + 32 * b, _mm256_xor_si256(load32(reinterpret_cast<const uint8_t*>(blk.qs)),
+                                             _mm256_set1_epi8(static_cast<char>(0x80))));
       }
       return;
     case DType::Q4_0:
       for (int64_t b = 0; b < k / 32; ++b) {
         const auto& blk = reinterpret_cast<const quant::BlockQ4_0*>(src)[b];
         scale[b] = quant::half_to_float(blk.d);
-        for (int i = 0; i < 16; ++i) {
-          v[32 * b + i] = blk.qs[i] & 0xF;
-          v[32 * b + 16 + i] = blk.qs[i] >> 4;
-        }
+        const __m128i q = load16(blk.qs);
+        store16(v + 32 * b, _mm_and_si128(q, low4x16));
+        store16(v + 32 * b + 16, _mm_and_si128(_mm_srli_epi16(q, 4), low4x16));
       }
       return;
     case DType::Q4_K:
@@ -154,9 +171,11 @@ void unpack_row(const uint8_t* src, DType t, int64_t k, uint8_t* v, float* scale
           quant::q4_k_scale_min(s, blk.scales, sc, mn);
           scale[8 * b + s] = d * static_cast<float>(sc);
           min[8 * b + s] = dmin * static_cast<float>(mn);
-          const uint8_t* q = blk.qs + 32 * (s / 2);
-          const int shift = 4 * (s % 2);
-          for (int l = 0; l < 32; ++l) v[256 * b + 32 * s + l] = (q[l] >> shift) & 0xF;
+        }
+        for (int c = 0; c < 4; ++c) {  // chunk c: sub-block 2c low nibbles, 2c + 1 high
+          const __m256i q = load32(blk.qs + 32 * c);
+          store32(v + 256 * b + 64 * c, _mm256_and_si256(q, low4));
+          store32(v + 256 * b + 64 * c + 32, _mm256_and_si256(_mm256_srli_epi16(q, 4), low4));
         }
       }
       return;
@@ -166,15 +185,15 @@ void unpack_row(const uint8_t* src, DType t, int64_t k, uint8_t* v, float* scale
         const float d = quant::half_to_float(blk.d);
         for (int s = 0; s < 16; ++s) scale[16 * b + s] = d * static_cast<float>(blk.scales[s]);
         for (int half = 0; half < 2; ++half) {
-          const uint8_t* ql = blk.ql + 64 * half;
-          const uint8_t* qh = blk.qh + 32 * half;
+          const __m256i ql0 = load32(blk.ql + 64 * half), ql1 = load32(blk.ql + 64 * half + 32);
+          const __m256i qh = load32(blk.qh + 32 * half);
+          const __m256i lows[4] = {_mm256_and_si256(ql0, low4), _mm256_and_si256(ql1, low4),
+                                   _mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
+                                   _mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4)};
           for (int g = 0; g < 4; ++g) {
-            const uint8_t* low = ql + 32 * (g & 1);
-            const int low_shift = 4 * (g >> 1), high_shift = 2 * g;
-            uint8_t* dst = v + 256 * b + 128 * half + 32 * g;
-            for (int l = 0; l < 32; ++l)
-              dst[l] = static_cast<uint8_t>(((low[l] >> low_shift) & 0xF) |
-                                            (((qh[l] >> high_shift) & 3) << 4));
+            const __m256i high = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * g), low2);
+            store32(v + 256 * b + 128 * half + 32 * g,
+                    _mm256_or_si256(lows[g], _mm256_slli_epi16(high, 4)));
           }
         }
       }
@@ -182,27 +201,60 @@ void unpack_row(const uint8_t* src, DType t, int64_t k, uint8_t* v, float* scale
   }
 }
 
+// Transposes 16 rows x 8 dwords (row r's 32 bytes at rows + r * stride) into 8 vectors of 16
+// lanes, vector g lane r = row r's dword g, stored at out + 64 * g: an 8 x 8 dword transpose in
+// each 256-bit half (rows r and r + 8 share a register), then one qword permute per output pair.
+INFERA_VNNI_TARGET inline void transpose_16x8(const uint8_t* rows, int64_t stride, uint8_t* out) {
+  __m512i z[8];
+  for (int r = 0; r < 8; ++r)
+    z[r] = _mm512_inserti64x4(
+        _mm512_castsi256_si512(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows + r * stride))),
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows + (r + 8) * stride)), 1);
+  __m512i t[8], u[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm512_unpacklo_epi32(z[2 * i], z[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(z[2 * i], z[2 * i + 1]);
+  }
+  for (int h = 0; h < 2; ++h) {  // rows 0-3 (t0..t3) and rows 4-7 (t4..t7) of each half
+    const __m512i* th = t + 4 * h;
+    u[4 * h + 0] = _mm512_unpacklo_epi64(th[0], th[2]);  // dword 0 (and 4) of 4 rows
+    u[4 * h + 1] = _mm512_unpackhi_epi64(th[0], th[2]);  // dword 1 (and 5)
+    u[4 * h + 2] = _mm512_unpacklo_epi64(th[1], th[3]);  // dword 2 (and 6)
+    u[4 * h + 3] = _mm512_unpackhi_epi64(th[1], th[3]);  // dword 3 (and 7)
+  }
+  // u[d] 128-bit lanes: [dword d of rows 0-3, dword d + 4 of rows 0-3, the same of rows 8-11];
+  // u[4 + d] the same for rows 4-7 / 12-15.
+  const __m512i low = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
+  const __m512i high = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+  for (int d = 0; d < 4; ++d) {
+    _mm512_storeu_si512(out + 64 * d, _mm512_permutex2var_epi64(u[d], low, u[4 + d]));
+    _mm512_storeu_si512(out + 64 * (d + 4), _mm512_permutex2var_epi64(u[d], high, u[4 + d]));
+  }
+}
+
 // Unpacks weight rows [j0, j0 + rows) into the panel; missing rows (rows < 16) are zero.
-void build_panel(const uint8_t* w, size_t row_bytes, DType t, Format f, int64_t k, int64_t j0,
-                 int64_t rows, Panel& p) {
-  const int64_t nsb = k / f.sub, groups = f.sub / 4;
-  p.q.assign(static_cast<size_t>(nsb * groups * 64), 0);
+INFERA_VNNI_TARGET void build_panel(const uint8_t* w, size_t row_bytes, DType t, Format f,
+                                    int64_t k, int64_t j0, int64_t rows, Panel& p) {
+  const int64_t nsb = k / f.sub;
+  p.q.resize(static_cast<size_t>(16 * k));
   p.scale.assign(static_cast<size_t>(nsb * 16), 0.0f);
   p.min.assign(f.has_min ? static_cast<size_t>(nsb * 16) : 0, 0.0f);
-  p.row_values.resize(static_cast<size_t>(k));
+  if (p.row_values.size() != static_cast<size_t>(16 * k) || rows < 16)
+    p.row_values.assign(static_cast<size_t>(16 * k), 0);  // rows past `rows` stay zero
   p.row_scale.resize(static_cast<size_t>(nsb));
   p.row_min.resize(static_cast<size_t>(nsb));
   for (int64_t r = 0; r < rows; ++r) {
-    unpack_row(w + row_bytes * static_cast<size_t>(j0 + r), t, k, p.row_values.data(),
+    unpack_row(w + row_bytes * static_cast<size_t>(j0 + r), t, k, p.row_values.data() + r * k,
                p.row_scale.data(), p.row_min.data());
-    const uint8_t* v = p.row_values.data();
-    uint8_t* dst = p.q.data() + 4 * r;
-    for (int64_t g = 0; g < nsb * groups; ++g) std::memcpy(dst + 64 * g, v + 4 * g, 4);
     for (int64_t sb = 0; sb < nsb; ++sb) {
       p.scale[static_cast<size_t>(16 * sb + r)] = p.row_scale[static_cast<size_t>(sb)];
       if (f.has_min) p.min[static_cast<size_t>(16 * sb + r)] = p.row_min[static_cast<size_t>(sb)];
     }
   }
+  // k is a multiple of 32 (every type's block), so whole 8-dword columns.
+  for (int64_t c = 0; c < k / 32; ++c)
+    transpose_16x8(p.row_values.data() + 32 * c, k, p.q.data() + 512 * c);
 }
 
 // Activation rows [i0, i0 + R) x the panel's 16 rows into out (16 columns, the first `cols`
@@ -220,10 +272,14 @@ INFERA_VNNI_TARGET void tile(const Panel& p, const Activations& a, int64_t k, in
     const uint8_t* pq = p.q.data() + sb * G * 64;
     for (int g = 0; g < G; ++g) wv[g] = _mm512_loadu_si512(pq + 64 * g);
     const __m512 scale = _mm512_loadu_ps(p.scale.data() + 16 * sb);
+    // Fully unrolled so the accumulators stay in registers (GCC otherwise keeps acc[] on the
+    // stack).
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const int8_t* xs = xq + r * k + sb * S;
       const size_t at = a0 + static_cast<size_t>(r * nsb + sb);
       __m512i dot = _mm512_set1_epi32(a.offset[at]);
+#pragma GCC unroll 8
       for (int g = 0; g < G; ++g) {
         int32_t four;
         std::memcpy(&four, xs + 4 * g, 4);
