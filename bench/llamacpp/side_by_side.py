@@ -45,10 +45,10 @@ def llama_bench(bin_dir, gguf, threads, decode, raw):
     return out
 
 
-def infera_bench(binary, gguf, threads, decode, raw):
+def infera_bench(binary, gguf, threads, decode, raw, precision):
     run([binary, "bench", "--model", gguf, "--threads", threads, "--prefill", "128,512",
          "--decode-context", 128, "--decode-steps", decode, "--repeats", 1, "--warmup", 1,
-         "--skip-machine", "--quiet", "--out", raw])
+         "--matmul-precision", precision, "--skip-machine", "--quiet", "--out", raw])
     metrics = json.loads(raw.read_text())["metrics"]
     return {k: metrics[f"{k}.tokens_per_second"]["summary"]["p50"]
             for k in ["prefill.128", "prefill.512", "decode.128"]}
@@ -70,6 +70,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--decode-tokens", type=int, default=32)
+    ap.add_argument("--matmul-precision", default="f32", choices=["f32", "bf16"],
+                    help="infera's --matmul-precision (bf16: AVX512-BF16 dot products for bf16 weights)")
     args = ap.parse_args()
     bin_dir = Path(args.llama_bin) if args.llama_bin else Path(
         run([ROOT / "scripts/llamacpp_build.sh"]).stdout.strip().splitlines()[-1])
@@ -93,13 +95,15 @@ def main():
             for engine in order:
                 raw = raw_dir / f"{f.stem}.r{rnd}.{'llama' if engine == 'llama.cpp' else 'infera'}.json"
                 res = (llama_bench(bin_dir, f, args.threads, args.decode_tokens, raw) if engine == "llama.cpp"
-                       else infera_bench(args.infera, f, args.threads, args.decode_tokens, raw))
+                       else infera_bench(args.infera, f, args.threads, args.decode_tokens, raw,
+                                         args.matmul_precision))
                 samples[f.name][engine].append(res)
                 print(f"round {rnd} {f.name} {engine}: " +
                       ", ".join(f"{k} {v:.2f}" for k, v in sorted(res.items())), file=sys.stderr)
 
     summary = {"schema": "infera.llamacpp_side_by_side/1", "command": " ".join(sys.argv),
                "threads": args.threads, "rounds": args.rounds, "decode_tokens": args.decode_tokens,
+               "matmul_precision": args.matmul_precision,
                "llama_bin": str(bin_dir), "cpu": platform.processor() or platform.machine(),
                "load_average": os.getloadavg(), "raw_dir": str(raw_dir), "runs_in_llama_cpp": runs_ok,
                "files": {}}
