@@ -44,9 +44,63 @@ struct KernelQ4_K {
     for (int x = 0; x < NX; ++x)
       a[x] = reinterpret_cast<const ActBlockQ8K*>(acts + x * act_row_bytes);
 #if INFERA_INT8_SIMD
-    // Per sub-block: vpmaddubsw (nibble x activation pairs, at most 2 * 15 * 127) then vpmaddwd
-    // by the 6-bit scale, which applies the scale and widens to int32 in one step; the mins meet
-    // the activation group sums in one more vpmaddwd. Everything stays in vectors until the end.
+      // Per sub-block: vpmaddubsw (nibble x activation pairs, at most 2 * 15 * 127) then vpmaddwd
+      // by the 6-bit scale, which applies the scale and widens to int32 in one step; the mins meet
+      // the activation group sums in one more vpmaddwd. Everything stays in vectors until the end.
+#if HWY_TARGET == HWY_AVX3_DL
+    // 512-bit: one 64-byte load holds chunks c and c + 1; AND / shift and one 128-bit-lane
+    // shuffle each give [sub-block 2c | 2c + 1], the order of 64 activation bytes. vpmaddubsw
+    // then vpdpwssd by [sc[2c] x 16 | sc[2c + 1] x 16] (one word permute of the 8 scales).
+    __m512 acc[NX];
+    __m256 acc_min[NX];
+    for (int x = 0; x < NX; ++x) {
+      acc[x] = _mm512_setzero_ps();
+      acc_min[x] = _mm256_setzero_ps();
+    }
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    __m512i scale_idx[4];
+    for (int c = 0; c < 4; ++c)
+      scale_idx[c] =
+          _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(static_cast<int16_t>(2 * c))),
+                             _mm256_set1_epi16(static_cast<int16_t>(2 * c + 1)), 1);
+    for (int64_t b = 0; b < blocks; ++b) {
+      const quant::BlockQ4_K& blk = w[b];
+      uint8_t sc[8], mn[8];
+      UnpackScalesMins(blk.scales, sc, mn);
+      const float d = HalfToFloat(blk.d), dmin = HalfToFloat(blk.dmin);
+      const __m128i m8 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn)));
+      const __m256i mins16 =
+          _mm256_set_m128i(_mm_unpackhi_epi16(m8, m8), _mm_unpacklo_epi16(m8, m8));
+      const __m512i sc16 = _mm512_castsi128_si512(
+          _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc))));
+      __m512i q[4], scale16[4];
+      for (int h = 0; h < 2; ++h) {
+        const __m512i raw = _mm512_loadu_si512(blk.qs + 64 * h);
+        const __m512i lo = _mm512_and_si512(raw, low4);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low4);
+        q[2 * h] = _mm512_shuffle_i64x2(lo, hi, 0x44);      // [chunk 2h low | chunk 2h high]
+        q[2 * h + 1] = _mm512_shuffle_i64x2(lo, hi, 0xEE);  // the same for chunk 2h + 1
+      }
+      for (int c = 0; c < 4; ++c) scale16[c] = _mm512_permutexvar_epi16(scale_idx[c], sc16);
+      for (int x = 0; x < NX; ++x) {
+        const ActBlockQ8K& ab = a[x][b];
+        __m512i sumi = _mm512_setzero_si512();
+        for (int c = 0; c < 4; ++c) {
+          const __m512i aq = _mm512_loadu_si512(ab.qs + 64 * c);
+          sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(q[c], aq), scale16[c]);
+        }
+        acc[x] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_set1_ps(d * ab.d), acc[x]);
+        const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.bsums));
+        acc_min[x] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(bsums, mins16)),
+                                     _mm256_set1_ps(dmin * ab.d), acc_min[x]);
+      }
+    }
+    for (int x = 0; x < NX; ++x) {
+      const __m256 a8 =
+          _mm256_add_ps(_mm512_castps512_ps256(acc[x]), _mm512_extractf32x8_ps(acc[x], 1));
+      out[x * ldo] = HorizontalSum(a8) - HorizontalSum(acc_min[x]);
+    }
+#else
     __m256 acc[NX], acc_min[NX];
     for (int x = 0; x < NX; ++x) acc[x] = acc_min[x] = _mm256_setzero_ps();
     const __m256i low4 = _mm256_set1_epi8(0x0F);
@@ -80,6 +134,7 @@ struct KernelQ4_K {
       }
     }
     for (int x = 0; x < NX; ++x) out[x * ldo] = HorizontalSum(acc[x]) - HorizontalSum(acc_min[x]);
+#endif
 #else
     for (int x = 0; x < NX; ++x) {
       float sum = 0.0f, mins = 0.0f;

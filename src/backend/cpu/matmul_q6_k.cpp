@@ -28,10 +28,61 @@ struct KernelQ6_K {
     for (int x = 0; x < NX; ++x)
       a[x] = reinterpret_cast<const ActBlockQ8K*>(acts + x * act_row_bytes);
 #if INFERA_INT8_SIMD
-    // Per 32-byte chunk: vpmaddubsw (6-bit q x activation pairs, at most 2 * 63 * 127) then
-    // vpmaddwd by the chunk's two group scales (int16 lanes 0-7 and 8-15 hold the pairs of elements
-    // 0-15 and 16-31). The -32 offset is sum_g sc[g] * sum(a_g): one vpmaddwd of the scales with
-    // the activation group sums.
+      // Per 32-byte chunk: vpmaddubsw (6-bit q x activation pairs, at most 2 * 63 * 127) then
+      // vpmaddwd by the chunk's two group scales (int16 lanes 0-7 and 8-15 hold the pairs of
+      // elements 0-15 and 16-31). The -32 offset is sum_g sc[g] * sum(a_g): one vpmaddwd of the
+      // scales with the activation group sums.
+#if HWY_TARGET == HWY_AVX3_DL
+    // 512-bit: per half of 128, one 64-byte load of ql gives groups [0 | 1] (AND) and [2 | 3]
+    // (shift, AND); qh broadcast to both halves and shifted per half (vpsrlvw) gives their high
+    // bits. Each vector is 64 consecutive elements, the order of the activation bytes. Scales:
+    // one word permute per vector of the 16 widened scales, applied by vpdpwssd.
+    __m512 acc[NX];
+    for (int x = 0; x < NX; ++x) acc[x] = _mm512_setzero_ps();
+    const __m512i low4 = _mm512_set1_epi8(0x0F), low2 = _mm512_set1_epi8(0x03);
+    const __m512i shift01 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+    const __m512i shift23 = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(6), 1);
+    __m512i scale_idx[4];  // vector v covers groups of 16 numbered 4v .. 4v + 3
+    for (int v = 0; v < 4; ++v) {
+      alignas(64) int16_t idx[32];
+      for (int l = 0; l < 32; ++l) idx[l] = static_cast<int16_t>(4 * v + l / 8);
+      scale_idx[v] = _mm512_load_si512(idx);
+    }
+    for (int64_t b = 0; b < blocks; ++b) {
+      const quant::BlockQ6_K& blk = w[b];
+      const float d = HalfToFloat(blk.d);
+      const __m256i sc16 =
+          _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)));
+      const __m512i sc16z = _mm512_castsi256_si512(sc16);
+      __m512i q[4], scales[4];
+      for (int half = 0; half < 2; ++half) {
+        const __m512i ql = _mm512_loadu_si512(blk.ql + 64 * half);
+        const __m512i qh = _mm512_broadcast_i64x4(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * half)));
+        const __m512i h01 = _mm512_and_si512(_mm512_srlv_epi16(qh, shift01), low2);
+        const __m512i h23 = _mm512_and_si512(_mm512_srlv_epi16(qh, shift23), low2);
+        q[2 * half] = _mm512_or_si512(_mm512_and_si512(ql, low4), _mm512_slli_epi16(h01, 4));
+        q[2 * half + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4),
+                                          _mm512_slli_epi16(h23, 4));
+      }
+      for (int v = 0; v < 4; ++v) scales[v] = _mm512_permutexvar_epi16(scale_idx[v], sc16z);
+      for (int x = 0; x < NX; ++x) {
+        const ActBlockQ8K& ab = a[x][b];
+        __m512i sumi = _mm512_setzero_si512();
+        for (int v = 0; v < 4; ++v) {
+          const __m512i aq = _mm512_loadu_si512(ab.qs + 64 * v);
+          sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(q[v], aq), scales[v]);
+        }
+        const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.bsums));
+        const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(bsums, sc16), 5);
+        sumi = _mm512_sub_epi32(sumi, _mm512_zextsi256_si512(offset));  // -32 * sum_g sc * a_g
+        acc[x] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_set1_ps(d * ab.d), acc[x]);
+      }
+    }
+    for (int x = 0; x < NX; ++x)
+      out[x * ldo] = HorizontalSum(
+          _mm256_add_ps(_mm512_castps512_ps256(acc[x]), _mm512_extractf32x8_ps(acc[x], 1)));
+#else
     __m256 acc[NX];
     for (int x = 0; x < NX; ++x) acc[x] = _mm256_setzero_ps();
     const __m256i low4 = _mm256_set1_epi8(0x0F), low2 = _mm256_set1_epi8(0x03);
@@ -77,6 +128,7 @@ struct KernelQ6_K {
       }
     }
     for (int x = 0; x < NX; ++x) out[x * ldo] = HorizontalSum(acc[x]);
+#endif
 #else
     for (int x = 0; x < NX; ++x) {
       float sum = 0.0f;
