@@ -329,7 +329,10 @@ class CpuBackend final : public Backend {
     const float* pa = a.data_as<float>();
     const float* pb = b.data_as<float>();
     float* po = out.data_as<float>();
-    for (int64_t i = 0; i < a.numel(); ++i) po[i] = pa[i] + pb[i];
+    // numel() once: called in the loop condition (another translation unit) it kept the residual
+    // add scalar, 2% of a 512-token prefill profile.
+    const int64_t n = a.numel();
+    for (int64_t i = 0; i < n; ++i) po[i] = pa[i] + pb[i];
   }
 
  private:
