@@ -183,6 +183,16 @@ TEST(QuantMatmul, KernelsMatchReferenceOnEverySimdTarget) {
             }
             ASSERT_TRUE(std::isnan(out[size_t(i * ldo + c.m)])) << "wrote past m";
           }
+          // A row's result does not depend on the rows sharing its call (decode splits rows
+          // over threads anywhere): each row alone equals it inside the range, bit for bit.
+          for (int64_t j = j_begin; j < c.m; ++j) {
+            std::vector<float> one(size_t(c.n * ldo), NAN);
+            cpu::matmul_rows_quantized(acts.data(), c.n, c.k, w.data(), dtype, j, j + 1, one.data(),
+                                       ldo);
+            for (int64_t i = 0; i < c.n; ++i)
+              ASSERT_EQ(0, std::memcmp(&one[size_t(i * ldo + j)], &out[size_t(i * ldo + j)], 4))
+                  << "row " << j << " alone differs";
+          }
           // The prefill panels' dequantization (vectorized per target): the reference values,
           // up to one rounding where the target fuses d * q - m (relative 2^-22 of the row's
           // largest term is far below any wrong nibble or scale).
