@@ -39,6 +39,9 @@ __global__ void __launch_bounds__(kWarps * 32, NV == 2 ? 4 : 1)
   const int len = a.seq_lens[b];
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const float scale = static_cast<float>(a.scale);
+  // Above: the batch's indices only (PDL, device_util.cuh); q and the cache after the wait.
+  pdl_wait();
+  pdl_trigger();
   for (int i = tid; i < NV * D; i += blockDim.x) {
     const int v = i / D, e = i % D;
     float val = 0.0f;
@@ -218,9 +221,9 @@ template <typename T, int LPK>
 void launch_lpk(const AttentionArgs& a, cudaStream_t s) {
   const dim3 grid(1, static_cast<unsigned>(a.num_seqs), static_cast<unsigned>(a.hkv * a.splits));
   if (a.vectors_per_tile <= 2)
-    attention_decode_kernel<T, LPK, 2><<<grid, kWarps * 32, 0, s>>>(a);
+    launch_pdl(attention_decode_kernel<T, LPK, 2>, grid, kWarps * 32, 0, s, a);
   else
-    attention_decode_kernel<T, LPK, 4><<<grid, kWarps * 32, 0, s>>>(a);
+    launch_pdl(attention_decode_kernel<T, LPK, 4>, grid, kWarps * 32, 0, s, a);
 }
 
 template <typename T>

@@ -74,6 +74,7 @@ CudaBackend::CudaBackend(int device, const CudaOptions& options)
   if (options_.gemv_max_rows < 0 || options_.gemv_max_rows > kGemvMaxRows)
     throw InvalidArgument("CUDA GEMV row limit must be within [0, " + std::to_string(kGemvMaxRows) +
                           "]");
+  set_programmatic_launch(options_.programmatic_launch);
 }
 
 CudaBackend::~CudaBackend() {
@@ -271,9 +272,11 @@ CudaOptions cuda_options_from_env() {
   o.sync_each_op = cuda::env_flag("INFERA_CUDA_SYNC", o.sync_each_op);
   o.exact_f32 = cuda::env_flag("INFERA_CUDA_EXACT", o.exact_f32);
   o.mma_attention = cuda::env_flag("INFERA_CUDA_MMA", o.mma_attention);
+  o.flash_attention = cuda::env_flag("INFERA_CUDA_FLASH", o.flash_attention);
   o.decode_attention = cuda::env_flag("INFERA_CUDA_DECODE_ATTENTION", o.decode_attention);
   o.fused = cuda::env_flag("INFERA_CUDA_FUSED", o.fused);
   o.profile = cuda::env_flag("INFERA_CUDA_PROFILE", o.profile);
+  o.programmatic_launch = cuda::env_flag("INFERA_CUDA_PDL", o.programmatic_launch);
   if (const char* v = std::getenv("INFERA_CUDA_GEMV_ROWS"); v && *v) o.gemv_max_rows = std::atoi(v);
   if (const char* v = std::getenv("INFERA_CUDA_DECODE_SPLIT_KEYS"); v && *v)
     o.decode_split_keys = std::max(1, std::atoi(v));

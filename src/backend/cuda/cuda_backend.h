@@ -20,6 +20,9 @@ struct CudaOptions {
   // (INFERA_CUDA_EXACT=1); slower.
   bool exact_f32 = false;
   bool mma_attention = true;  // tensor-core attention for f16/bf16 caches (INFERA_CUDA_MMA=0: off)
+  // Of the tensor-core kernels, the pipelined one (cp.async, ldmatrix) for head_dim 64 and 128
+  // (INFERA_CUDA_FLASH=0: the unpipelined attention_mma kernel).
+  bool flash_attention = true;
   // Decode attention (<= 4 query vectors per kv head) with every warp on its own keys
   // (INFERA_CUDA_DECODE_ATTENTION=0: the general f32 kernel instead).
   bool decode_attention = true;
@@ -31,6 +34,10 @@ struct CudaOptions {
   bool fused = true;
   int64_t gemv_max_rows = 8;  // matmuls of up to this many rows stream weights (GEMV), 0..8
   bool profile = false;       // time each kernel with events, eagerly (INFERA_CUDA_PROFILE=1)
+  // Decode-path kernels launch with programmatic dependent launch: each starts while its
+  // predecessor finishes and streams its weights into L2 before waiting for it
+  // (INFERA_CUDA_PDL=0: plain launches). Process-wide: the last backend made sets it.
+  bool programmatic_launch = true;
 };
 
 // CudaOptions{} with the INFERA_CUDA_* environment overrides applied.

@@ -262,6 +262,11 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& 
       attention_mma_supports(a.type, head_dim) && vectors >= 16) {
     a.vectors_per_tile = kMmaVectorsPerTile;
     a.tiles = (vectors + kMmaVectorsPerTile - 1) / kMmaVectorsPerTile;
+    if (options_.flash_attention && attention_flash_supports(a.type, head_dim) &&
+        a.tiles <= 65535) {
+      nt.kernel = "attention_flash";
+      return ctx_->record(launch_attention_flash, a, nt);
+    }
     nt.kernel = "attention_mma";
     return ctx_->record(launch_attention_mma, a, nt);
   }

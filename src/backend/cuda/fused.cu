@@ -15,6 +15,8 @@ template <typename W, int K>
 __global__ void add_rmsnorm_rows_kernel(float* x, const float* delta, const W* __restrict__ w,
                                         float* __restrict__ out, int64_t dim, float eps) {
   __shared__ float part[32];
+  pdl_wait();
+  pdl_trigger();
   const int64_t row = blockIdx.x;
   const int chunks = static_cast<int>(dim / 4), lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   float4* xr = reinterpret_cast<float4*>(x + row * dim);
@@ -73,10 +75,12 @@ void add_rmsnorm_typed(const AddRmsNormArgs& a, cudaStream_t s) {
   const auto grid = static_cast<unsigned>(a.rows), block = static_cast<unsigned>(threads);
   const auto eps = static_cast<float>(a.eps);
   if (k == 1)
-    return add_rmsnorm_rows_kernel<W, 1><<<grid, block, 0, s>>>(a.x, a.delta, w, a.out, a.dim, eps);
+    return launch_pdl(add_rmsnorm_rows_kernel<W, 1>, grid, block, 0, s, a.x, a.delta, w, a.out,
+                      a.dim, eps);
   if (k == 2)
-    return add_rmsnorm_rows_kernel<W, 2><<<grid, block, 0, s>>>(a.x, a.delta, w, a.out, a.dim, eps);
-  add_rmsnorm_rows_kernel<W, 4><<<grid, block, 0, s>>>(a.x, a.delta, w, a.out, a.dim, eps);
+    return launch_pdl(add_rmsnorm_rows_kernel<W, 2>, grid, block, 0, s, a.x, a.delta, w, a.out,
+                      a.dim, eps);
+  launch_pdl(add_rmsnorm_rows_kernel<W, 4>, grid, block, 0, s, a.x, a.delta, w, a.out, a.dim, eps);
 }
 
 // One warp per (token, head slot): slots [0, hq) are q heads, [hq, hq + hkv) k heads, then hkv v
@@ -85,6 +89,8 @@ void add_rmsnorm_typed(const AddRmsNormArgs& a, cudaStream_t s) {
 // pool. v: copied to the value pool. Pool writes round to nearest even, as kv_write_kernel.
 template <typename W, typename T>
 __global__ void qk_norm_rope_kv_kernel(const QkNormRopeKvArgs a) {
+  pdl_wait();
+  pdl_trigger();
   const int64_t unit = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   const int64_t heads = a.hq + 2 * a.hkv, d = a.head_dim, half = d / 2;
@@ -129,11 +135,11 @@ void qk_norm_rope_kv_for(const QkNormRopeKvArgs& a, cudaStream_t s) {
   const unsigned grid = blocks_for(a.n * (a.hq + 2 * a.hkv), kWarps);
   switch (a.cache_type) {
     case ElemType::F32:
-      return qk_norm_rope_kv_kernel<W, float><<<grid, kWarps * 32, 0, s>>>(a);
+      return launch_pdl(qk_norm_rope_kv_kernel<W, float>, grid, kWarps * 32, 0, s, a);
     case ElemType::F16:
-      return qk_norm_rope_kv_kernel<W, __half><<<grid, kWarps * 32, 0, s>>>(a);
+      return launch_pdl(qk_norm_rope_kv_kernel<W, __half>, grid, kWarps * 32, 0, s, a);
     case ElemType::BF16:
-      return qk_norm_rope_kv_kernel<W, __nv_bfloat16><<<grid, kWarps * 32, 0, s>>>(a);
+      return launch_pdl(qk_norm_rope_kv_kernel<W, __nv_bfloat16>, grid, kWarps * 32, 0, s, a);
   }
 }
 

@@ -16,6 +16,11 @@ enum class ElemType : int64_t { F32 = 0, F16 = 1, BF16 = 2 };
 
 using LaunchFn = void (*)(const void* args, cudaStream_t stream);
 
+// Whether the decode-path kernels launch with programmatic dependent launch (device_util.cuh's
+// launch_pdl): process-wide, set by the backend from CudaOptions::programmatic_launch.
+void set_programmatic_launch(bool on);
+bool programmatic_launch();
+
 // out[i, :] = table[ids[i], :] widened to f32.
 struct EmbeddingArgs {
   const void* table;
@@ -244,5 +249,10 @@ void launch_attention_decode(const void* args, cudaStream_t stream);
 constexpr int64_t kMmaVectorsPerTile = 64;
 bool attention_mma_supports(ElemType type, int64_t head_dim);
 void launch_attention_mma(const void* args, cudaStream_t stream);
+// The same tiles (64 query vectors) pipelined: cp.async double-buffered key/value tiles, ldmatrix
+// fragments, longest tiles first. head_dim 64 or 128, f16/bf16; grid (kv heads, sequences,
+// tiles), so tiles <= 65535.
+bool attention_flash_supports(ElemType type, int64_t head_dim);
+void launch_attention_flash(const void* args, cudaStream_t stream);
 
 }  // namespace infera::cuda
