@@ -273,6 +273,7 @@ CudaOptions cuda_options_from_env() {
   o.exact_f32 = cuda::env_flag("INFERA_CUDA_EXACT", o.exact_f32);
   o.mma_attention = cuda::env_flag("INFERA_CUDA_MMA", o.mma_attention);
   o.flash_attention = cuda::env_flag("INFERA_CUDA_FLASH", o.flash_attention);
+  o.decode_pipeline = cuda::env_flag("INFERA_CUDA_DECODE_PIPELINE", o.decode_pipeline);
   o.decode_attention = cuda::env_flag("INFERA_CUDA_DECODE_ATTENTION", o.decode_attention);
   o.fused = cuda::env_flag("INFERA_CUDA_FUSED", o.fused);
   o.profile = cuda::env_flag("INFERA_CUDA_PROFILE", o.profile);

@@ -28,7 +28,12 @@ struct CudaOptions {
   bool decode_attention = true;
   // Fewest keys per block of the decode attention when keys are split across blocks to fill
   // the GPU (INFERA_CUDA_DECODE_SPLIT_KEYS): fewer means more blocks, each a shorter chain.
-  int64_t decode_split_keys = 128;
+  // 64: a block of 4 warps x 2 keys x 8 steps per round of loads; batch-1 decode ran 1.77 ms
+  // per step against 2.2-2.3 ms with 128 on the H200 (bench/reference/cuda3_h200/run2).
+  int64_t decode_split_keys = 64;
+  // Decode attention with the next round of key/value loads issued before the current round's
+  // arithmetic (INFERA_CUDA_DECODE_PIPELINE=0: rounds of 8 loads, then the arithmetic).
+  bool decode_pipeline = true;
   // The fused ops (add_rmsnorm, matmul_multi, matmul_swiglu, qk_norm_rope_kv_write) as single
   // kernels (INFERA_CUDA_FUSED=0: Backend's compositions of the one-op kernels).
   bool fused = true;

@@ -290,6 +290,7 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& 
       attention_decode_supports(a.type, head_dim)) {
     a.vectors_per_tile = vectors;
     a.tiles = 1;
+    a.pipelined = options_.decode_pipeline ? 1 : 0;
     if (seqs * hkv < 4 * sms) split_keys(seqs * hkv, options_.decode_split_keys);
     nt.kernel = a.splits > 1 ? "attention_decode_split" : "attention_decode";
     return ctx_->record(launch_attention_decode, a, nt);

@@ -168,6 +168,7 @@ struct PackedAttentionArgs {
   int64_t num_seqs, tiles, query_tile, hq, hkv, head_dim;
   double scale;
   int64_t causal, window;
+  int64_t pipelined;  // decode kernel: next round's loads in flight (CudaOptions::decode_pipeline)
 };
 int64_t packed_attention_smem_bytes(int64_t head_dim);
 void launch_packed_attention(const void* args, cudaStream_t stream);
@@ -233,6 +234,7 @@ struct AttentionArgs {
   unsigned* split_counters;  // [B, hkv, tiles], zero between launches: splits done per tile
   double scale;
   int64_t causal, window;
+  int64_t pipelined;  // decode kernel: next round's loads in flight (CudaOptions::decode_pipeline)
 };
 // CUDA cores, f32 throughout: any cache type and head_dim <= kSimtMaxHeadDim; decode's path.
 constexpr int64_t kSimtMaxHeadDim = 512;
