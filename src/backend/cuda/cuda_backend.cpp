@@ -67,7 +67,8 @@ CudaBackend::CudaBackend(int device, const CudaOptions& options)
       ctx_(std::make_shared<DeviceContext>(
           device, ContextOptions{.graphs = options.graphs && !options.sync_each_op,
                                  .sync_each_op = options.sync_each_op,
-                                 .profile = options.profile})),
+                                 .profile = options.profile,
+                                 .stream_new_steps = options.stream_new_steps})),
       batches_(std::make_shared<std::vector<UploadedBatch>>()),
       batch_pool_(std::make_shared<BatchBufferPool>()) {
   batch_pool_->ctx = ctx_;
@@ -261,7 +262,7 @@ std::string CudaBackend::profile_report() {
 
 CudaStats CudaBackend::stats() const {
   const ContextStats& s = ctx_->stats();
-  return {s.ops, s.eager_steps, s.graph_captures, s.graph_launches};
+  return {s.ops, s.eager_steps, s.graph_captures, s.graph_launches, s.streamed_steps};
 }
 
 }  // namespace cuda
@@ -274,6 +275,7 @@ CudaOptions cuda_options_from_env() {
   o.mma_attention = cuda::env_flag("INFERA_CUDA_MMA", o.mma_attention);
   o.flash_attention = cuda::env_flag("INFERA_CUDA_FLASH", o.flash_attention);
   o.decode_pipeline = cuda::env_flag("INFERA_CUDA_DECODE_PIPELINE", o.decode_pipeline);
+  o.stream_new_steps = cuda::env_flag("INFERA_CUDA_STREAM", o.stream_new_steps);
   o.decode_attention = cuda::env_flag("INFERA_CUDA_DECODE_ATTENTION", o.decode_attention);
   o.fused = cuda::env_flag("INFERA_CUDA_FUSED", o.fused);
   o.profile = cuda::env_flag("INFERA_CUDA_PROFILE", o.profile);

@@ -43,6 +43,10 @@ struct CudaOptions {
   // predecessor finishes and streams its weights into L2 before waiting for it
   // (INFERA_CUDA_PDL=0: plain launches). Process-wide: the last backend made sets it.
   bool programmatic_launch = true;
+  // A step never seen before (its first 16 launches match no earlier step's) has its kernels
+  // launched as the host records them instead of all at the end (INFERA_CUDA_STREAM=0: at the
+  // end). Prefill steps, whose shapes rarely repeat, stop waiting for the host's whole pass.
+  bool stream_new_steps = true;
 };
 
 // CudaOptions{} with the INFERA_CUDA_* environment overrides applied.
@@ -57,6 +61,7 @@ std::unique_ptr<Backend> make_cuda_backend(int device, const CudaOptions& option
 // Counters of a CUDA backend (nullopt for any other backend): how steps were issued.
 struct CudaStats {
   int64_t ops = 0, eager_steps = 0, graph_captures = 0, graph_launches = 0;
+  int64_t streamed_steps = 0;  // eager steps whose launches were issued while recorded
 };
 std::optional<CudaStats> cuda_stats(const Backend& backend);
 // With CudaOptions::profile: device time per (op, kernel) since the last call, as a table

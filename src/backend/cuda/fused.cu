@@ -91,32 +91,67 @@ template <typename W, typename T>
 __global__ void qk_norm_rope_kv_kernel(const QkNormRopeKvArgs a) {
   pdl_wait();
   pdl_trigger();
-  const int64_t unit = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  // 32-bit indices (the host checks n * heads and the slots fit): 64-bit division is emulated
+  // and was a large share of this kernel's instructions.
+  const int unit = static_cast<int>(blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32);
   const int lane = threadIdx.x % 32;
-  const int64_t heads = a.hq + 2 * a.hkv, d = a.head_dim, half = d / 2;
-  if (unit >= a.n * heads) return;
-  const int64_t token = unit / heads, h = unit % heads;
-  const int64_t slot = a.slots[token], block = slot / a.block_size, offset = slot % a.block_size;
+  const int heads = static_cast<int>(a.hq + 2 * a.hkv), d = static_cast<int>(a.head_dim);
+  const int half = d / 2, bs = static_cast<int>(a.block_size);
+  if (unit >= static_cast<int>(a.n) * heads) return;
+  const int token = unit / heads, h = unit % heads;
+  const int slot = a.slots[token];
+  const int64_t block = slot / bs, offset = slot % bs;
   T* const keys = static_cast<T*>(a.key_pool);
   T* const values = static_cast<T*>(a.value_pool);
   if (h >= a.hq + a.hkv) {  // a v head: straight to the cache
     const int64_t hk = h - a.hq - a.hkv;
     const float* src = a.v + (token * a.hkv + hk) * d;
     T* dst = values + ((block * a.hkv + hk) * a.block_size + offset) * d;
-    for (int64_t j = lane; j < d; j += 32) dst[j] = from_f32<T>(src[j]);
+    for (int j = lane; j < d; j += 32) dst[j] = from_f32<T>(src[j]);
     return;
   }
   const bool is_q = h < a.hq;
   const int64_t hk = h - a.hq;
   float* x = is_q ? a.q + (token * a.hq + h) * d : a.k + (token * a.hkv + hk) * d;
   const W* w = static_cast<const W*>(is_q ? a.q_norm : a.k_norm);
-  float ss = 0.0f;
-  for (int64_t j = lane; j < d; j += 32) ss += x[j] * x[j];
-  ss = warp_sum(ss);
-  const float inv = 1.0f / sqrtf(ss / static_cast<float>(d) + static_cast<float>(a.eps));
   const int64_t pos = a.positions[token];
   T* cache = is_q ? nullptr : keys + ((block * a.hkv + hk) * a.block_size + offset) * d;
-  for (int64_t j = lane; j < half; j += 32) {
+  const float eps = static_cast<float>(a.eps);
+  if (d % 64 == 0 && d <= 256) {
+    // The head in registers (x read once): lane holds j = lane + 32 i, and the RoPE partner
+    // j + half is the same lane's element i + half / 32.
+    constexpr int kMax = 8;
+    const int per = d / 32, hp = half / 32;
+    float v[kMax];
+    float ss = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kMax; ++i) {
+      v[i] = i < per ? x[lane + 32 * i] : 0.0f;
+      ss += v[i] * v[i];
+    }
+    ss = warp_sum(ss);
+    const float inv = 1.0f / sqrtf(ss / static_cast<float>(d) + eps);
+#pragma unroll
+    for (int i = 0; i < kMax / 2; ++i) {
+      if (i >= hp) break;
+      const int j = lane + 32 * i;
+      const float lo = to_f32(w[j]) * (v[i] * inv), hi = to_f32(w[j + half]) * (v[i + hp] * inv);
+      const float c = a.cos[pos * half + j], sn = a.sin[pos * half + j];
+      const float r0 = lo * c - hi * sn, r1 = hi * c + lo * sn;
+      x[j] = r0;
+      x[j + half] = r1;
+      if (cache) {
+        cache[j] = from_f32<T>(r0);
+        cache[j + half] = from_f32<T>(r1);
+      }
+    }
+    return;
+  }
+  float ss = 0.0f;
+  for (int j = lane; j < d; j += 32) ss += x[j] * x[j];
+  ss = warp_sum(ss);
+  const float inv = 1.0f / sqrtf(ss / static_cast<float>(d) + eps);
+  for (int j = lane; j < half; j += 32) {
     const float lo = to_f32(w[j]) * (x[j] * inv), hi = to_f32(w[j + half]) * (x[j + half] * inv);
     const float c = a.cos[pos * half + j], sn = a.sin[pos * half + j];
     const float r0 = lo * c - hi * sn, r1 = hi * c + lo * sn;
