@@ -33,9 +33,11 @@ using namespace infera;
 void report_backend(Backend& backend, const std::string& what) {
 #ifdef INFERA_WITH_CUDA
   if (const auto s = cuda_stats(backend))
-    std::printf("  [%s] cuda: %lld graph launches (%lld captured), %lld eager steps\n",
-                what.c_str(), static_cast<long long>(s->graph_launches),
-                static_cast<long long>(s->graph_captures), static_cast<long long>(s->eager_steps));
+    std::printf(
+        "  [%s] cuda: %lld graph launches (%lld captured), %lld eager steps (%lld streamed)\n",
+        what.c_str(), static_cast<long long>(s->graph_launches),
+        static_cast<long long>(s->graph_captures), static_cast<long long>(s->eager_steps),
+        static_cast<long long>(s->streamed_steps));
   const std::string profile = cuda_profile_report(backend);
   if (!profile.empty()) std::printf("  [%s] kernel time:\n%s", what.c_str(), profile.c_str());
 #endif

@@ -67,13 +67,15 @@ CudaBackend::CudaBackend(int device, const CudaOptions& options)
       ctx_(std::make_shared<DeviceContext>(
           device, ContextOptions{.graphs = options.graphs && !options.sync_each_op,
                                  .sync_each_op = options.sync_each_op,
-                                 .profile = options.profile})),
+                                 .profile = options.profile,
+                                 .stream_new_steps = options.stream_new_steps})),
       batches_(std::make_shared<std::vector<UploadedBatch>>()),
       batch_pool_(std::make_shared<BatchBufferPool>()) {
   batch_pool_->ctx = ctx_;
   if (options_.gemv_max_rows < 0 || options_.gemv_max_rows > kGemvMaxRows)
     throw InvalidArgument("CUDA GEMV row limit must be within [0, " + std::to_string(kGemvMaxRows) +
                           "]");
+  set_programmatic_launch(options_.programmatic_launch);
 }
 
 CudaBackend::~CudaBackend() {
@@ -260,7 +262,7 @@ std::string CudaBackend::profile_report() {
 
 CudaStats CudaBackend::stats() const {
   const ContextStats& s = ctx_->stats();
-  return {s.ops, s.eager_steps, s.graph_captures, s.graph_launches};
+  return {s.ops, s.eager_steps, s.graph_captures, s.graph_launches, s.streamed_steps};
 }
 
 }  // namespace cuda
@@ -271,9 +273,13 @@ CudaOptions cuda_options_from_env() {
   o.sync_each_op = cuda::env_flag("INFERA_CUDA_SYNC", o.sync_each_op);
   o.exact_f32 = cuda::env_flag("INFERA_CUDA_EXACT", o.exact_f32);
   o.mma_attention = cuda::env_flag("INFERA_CUDA_MMA", o.mma_attention);
+  o.flash_attention = cuda::env_flag("INFERA_CUDA_FLASH", o.flash_attention);
+  o.decode_pipeline = cuda::env_flag("INFERA_CUDA_DECODE_PIPELINE", o.decode_pipeline);
+  o.stream_new_steps = cuda::env_flag("INFERA_CUDA_STREAM", o.stream_new_steps);
   o.decode_attention = cuda::env_flag("INFERA_CUDA_DECODE_ATTENTION", o.decode_attention);
   o.fused = cuda::env_flag("INFERA_CUDA_FUSED", o.fused);
   o.profile = cuda::env_flag("INFERA_CUDA_PROFILE", o.profile);
+  o.programmatic_launch = cuda::env_flag("INFERA_CUDA_PDL", o.programmatic_launch);
   if (const char* v = std::getenv("INFERA_CUDA_GEMV_ROWS"); v && *v) o.gemv_max_rows = std::atoi(v);
   if (const char* v = std::getenv("INFERA_CUDA_DECODE_SPLIT_KEYS"); v && *v)
     o.decode_split_keys = std::max(1, std::atoi(v));

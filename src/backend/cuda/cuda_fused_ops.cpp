@@ -124,6 +124,8 @@ void CudaBackend::qk_norm_rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, c
          op, shapes(q, k) + ", " + shapes(k, v));
   const int64_t n = q.dim(0), d = q.dim(2);
   expect(d > 0 && d % 2 == 0, op, "head_dim " + std::to_string(d) + " must be even");
+  expect(n * (q.dim(1) + 2 * k.dim(1)) < (int64_t{1} << 31), op,
+         "more than 2^31 (token, head) pairs: " + shapes(q, k));
   expect(q_norm.numel() == d && k_norm.numel() == d, op, shapes(q_norm, k_norm));
   expect_pool(cache, k.dim(1), d, op);
   const UploadedBatch& u = find_batch(batch.positions, kPositions, op);

@@ -262,6 +262,11 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& 
       attention_mma_supports(a.type, head_dim) && vectors >= 16) {
     a.vectors_per_tile = kMmaVectorsPerTile;
     a.tiles = (vectors + kMmaVectorsPerTile - 1) / kMmaVectorsPerTile;
+    if (options_.flash_attention && attention_flash_supports(a.type, head_dim) &&
+        a.tiles <= 65535) {
+      nt.kernel = "attention_flash";
+      return ctx_->record(launch_attention_flash, a, nt);
+    }
     nt.kernel = "attention_mma";
     return ctx_->record(launch_attention_mma, a, nt);
   }
@@ -285,6 +290,7 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& 
       attention_decode_supports(a.type, head_dim)) {
     a.vectors_per_tile = vectors;
     a.tiles = 1;
+    a.pipelined = options_.decode_pipeline ? 1 : 0;
     if (seqs * hkv < 4 * sms) split_keys(seqs * hkv, options_.decode_split_keys);
     nt.kernel = a.splits > 1 ? "attention_decode_split" : "attention_decode";
     return ctx_->record(launch_attention_decode, a, nt);

@@ -16,6 +16,11 @@ enum class ElemType : int64_t { F32 = 0, F16 = 1, BF16 = 2 };
 
 using LaunchFn = void (*)(const void* args, cudaStream_t stream);
 
+// Whether the decode-path kernels launch with programmatic dependent launch (device_util.cuh's
+// launch_pdl): process-wide, set by the backend from CudaOptions::programmatic_launch.
+void set_programmatic_launch(bool on);
+bool programmatic_launch();
+
 // out[i, :] = table[ids[i], :] widened to f32.
 struct EmbeddingArgs {
   const void* table;
@@ -163,6 +168,7 @@ struct PackedAttentionArgs {
   int64_t num_seqs, tiles, query_tile, hq, hkv, head_dim;
   double scale;
   int64_t causal, window;
+  int64_t pipelined;  // decode kernel: next round's loads in flight (CudaOptions::decode_pipeline)
 };
 int64_t packed_attention_smem_bytes(int64_t head_dim);
 void launch_packed_attention(const void* args, cudaStream_t stream);
@@ -228,6 +234,7 @@ struct AttentionArgs {
   unsigned* split_counters;  // [B, hkv, tiles], zero between launches: splits done per tile
   double scale;
   int64_t causal, window;
+  int64_t pipelined;  // decode kernel: next round's loads in flight (CudaOptions::decode_pipeline)
 };
 // CUDA cores, f32 throughout: any cache type and head_dim <= kSimtMaxHeadDim; decode's path.
 constexpr int64_t kSimtMaxHeadDim = 512;
@@ -244,5 +251,10 @@ void launch_attention_decode(const void* args, cudaStream_t stream);
 constexpr int64_t kMmaVectorsPerTile = 64;
 bool attention_mma_supports(ElemType type, int64_t head_dim);
 void launch_attention_mma(const void* args, cudaStream_t stream);
+// The same tiles (64 query vectors) pipelined: cp.async double-buffered key/value tiles, ldmatrix
+// fragments, longest tiles first. head_dim 64 or 128, f16/bf16; grid (kv heads, sequences,
+// tiles), so tiles <= 65535.
+bool attention_flash_supports(ElemType type, int64_t head_dim);
+void launch_attention_flash(const void* args, cudaStream_t stream);
 
 }  // namespace infera::cuda
