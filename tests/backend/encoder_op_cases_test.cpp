@@ -13,6 +13,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/op_harness.h"
+#include "backend/registry.h"
 #include "infera/error.h"
 #include "ops/backend.h"
 
@@ -280,12 +281,25 @@ TEST_P(EncoderOps, PackedAttention) {
       run_packed(b, report, c, rng);
     }
   });
+  // The dense schedule (every key tile, masked per row) against the same references.
+  if (auto dense = dense_schedule_backend(GetParam())) {
+    OpReport report(GetParam().name + " dense schedule");
+    std::mt19937 rng(24);
+    for (const PackedCase& c : cases) {
+      SCOPED_TRACE(c.name + " (dense schedule)");
+      const int64_t tiles = run_packed(*dense, report, c, rng);
+      const OpStats s = dense->op_stats();
+      if (s.packed_key_tile > 0)
+        EXPECT_EQ(tiles, dense_tiles(c.lengths, c.hkv, s.packed_query_tile, s.packed_key_tile))
+            << c.name;
+    }
+  }
 }
 
 // ModernBERT's local layers: |i - j| <= 64 at the lengths around the tile sizes and the window,
 // each alone and all packed together, equal to the dense masked reference; the windowed schedule
-// visits exactly the key tiles the window needs (fewer than dense once L > 64 + one tile), and a
-// CPU backend forced to the dense schedule gives the same values while visiting every tile.
+// visits exactly the key tiles the window needs (fewer than dense once L > 64 + one tile), and the
+// backend forced to its dense schedule (CPU, CUDA) gives the same values while visiting every tile.
 TEST_P(EncoderOps, WindowedAttentionEqualsDenseMaskAndSkipsTiles) {
   const std::vector<int32_t> lengths = {1, 63, 64, 65, 127, 128, 129, 300, 512};
   const int32_t hq = 4, hkv = 2, d = 16, window = 64;
@@ -329,10 +343,8 @@ TEST_P(EncoderOps, WindowedAttentionEqualsDenseMaskAndSkipsTiles) {
   };
   for_each_target(GetParam(),
                   [&](Backend& b, const std::string& label) { check_all(b, label, true); });
-  if (GetParam().simd_targets) {  // the CPU: its dense schedule, same values, every tile
-    auto dense = make_cpu_backend(2, PackedAttentionSchedule::Dense);
-    check_all(*dense, GetParam().name, false);
-  }
+  // The backend's dense schedule (CPU, CUDA): same values, every tile.
+  if (auto dense = dense_schedule_backend(GetParam())) check_all(*dense, GetParam().name, false);
 }
 
 TEST_P(EncoderOps, RejectsMismatchedShapes) {
@@ -352,6 +364,29 @@ TEST_P(EncoderOps, RejectsMismatchedShapes) {
   EXPECT_THROW(b->add_bias(x, w, x), InvalidArgument);
   Tensor pooled = b->alloc("pooled", DType::F32, {3, 8});
   EXPECT_THROW(b->mean_pool(x, batch, pooled), InvalidArgument);
+}
+
+// The schedule is chosen through the backend options (what the benchmarks use): "dense" visits
+// every key tile with the same values, "windowed" (default) only the window's, anything else is
+// refused.
+TEST(BackendOptionsSchedule, PackedAttentionScheduleIsSelectable) {
+  EXPECT_THROW(make_backend({.device = "cpu", .packed_attention = "sparse"}), InvalidArgument);
+  const PackedCase c{
+      "window 64, L=300", {300}, 4, 2, 16, {.scale = 0.25f, .causal = false, .window = 64}};
+  std::vector<int64_t> tiles;
+  for (const char* schedule : {"windowed", "dense"}) {
+    auto b = make_backend({.device = "cpu", .threads = 1, .packed_attention = schedule});
+    OpReport report(std::string("cpu via options, ") + schedule);
+    std::mt19937 rng(3);
+    tiles.push_back(run_packed(*b, report, c, rng));
+    const OpStats s = b->op_stats();
+    EXPECT_EQ(tiles.back(),
+              std::string(schedule) == "dense"
+                  ? dense_tiles(c.lengths, c.hkv, s.packed_query_tile, s.packed_key_tile)
+                  : expected_windowed_tiles(c.lengths, 64, c.hkv, s.packed_query_tile,
+                                            s.packed_key_tile));
+  }
+  EXPECT_LT(tiles[0], tiles[1]);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, EncoderOps, ::testing::ValuesIn(harness_backends()),

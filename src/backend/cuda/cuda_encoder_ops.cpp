@@ -112,7 +112,8 @@ void CudaBackend::attention_packed(const Tensor& q, const Tensor& k, const Tenso
   const int64_t group = hq / hkv, qt = 32 / group;
   const int64_t kt = kPackedKeys;
   // The schedule, counted here: per sequence and query tile, the key tiles overlapping the union
-  // of its rows' windows (and, causally, up to its last row).
+  // of its rows' windows (and, causally, up to its last row); the dense schedule: every key tile.
+  const bool dense = options_.packed_dense;
   int64_t tiles = 0, max_len = 0;
   for (int64_t s = 0; s < seqs; ++s) {
     const int64_t len =
@@ -121,9 +122,9 @@ void CudaBackend::attention_packed(const Tensor& q, const Tensor& k, const Tenso
     max_len = std::max(max_len, len);
     for (int64_t q0 = 0; q0 < len; q0 += qt) {
       const int64_t last = std::min(len, q0 + qt) - 1;
-      const int64_t lo = params.window < 0 ? 0 : std::max<int64_t>(0, q0 - params.window);
-      int64_t hi = params.window < 0 ? len : std::min(len, last + params.window + 1);
-      if (params.causal) hi = std::min(hi, last + 1);
+      const int64_t lo = dense || params.window < 0 ? 0 : std::max<int64_t>(0, q0 - params.window);
+      int64_t hi = dense || params.window < 0 ? len : std::min(len, last + params.window + 1);
+      if (params.causal && !dense) hi = std::min(hi, last + 1);
       tiles += (hi + kt - 1) / kt - lo / kt;
     }
   }
@@ -148,6 +149,7 @@ void CudaBackend::attention_packed(const Tensor& q, const Tensor& k, const Tenso
   a.scale = params.scale;
   a.causal = params.causal ? 1 : 0;
   a.window = params.window;
+  a.dense = dense ? 1 : 0;
   ctx_->record(launch_packed_attention, a, note(op, "packed_attention", {&q, &k}));
 }
 
