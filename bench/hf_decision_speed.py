@@ -102,8 +102,9 @@ def build(config_dir, dtype, device, weights=None):
     with open(os.path.join(config_dir, "decision_config.json")) as f:
         dc = json.load(f)
     torch.manual_seed(1)
-    encoder = ModernBertModel(enc)
-    heads = DecisionHeads(enc.hidden_size, enc.num_attention_heads, dc)
+    with torch.device(device):  # initialised where it runs (a 400M-parameter CPU init is slow)
+        encoder = ModernBertModel(enc)
+        heads = DecisionHeads(enc.hidden_size, enc.num_attention_heads, dc)
     for p in heads.parameters():
         torch.nn.init.normal_(p, 0.0, 0.02) if p.dim() > 1 else None
     if weights is not None:
@@ -244,6 +245,7 @@ def main():
                 if r >= a.warmup:
                     ms.append((time.perf_counter() - t) * 1e3)
             result["encoder"][spec] = stat(ms)
+            save(a.json, result)
             print(f"encoder {spec:7s} median {pct(ms, 0.5):8.2f} ms  p95 {pct(ms, 0.95):8.2f}")
         for name in a.workload or ["short5", "short10", "short50", "long10", "dup50"]:
             seqs = workload(name, dc, enc.vocab_size, gen)
@@ -267,8 +269,12 @@ def main():
             print(f"{name:8s} n={len(total)} e2e p50 {pct(total, 0.5):8.2f} p95 {pct(total, 0.95):8.2f}"
                   f" | prepare {pct(prep, 0.5):6.2f} forward {pct(fwd, 0.5):8.2f}"
                   f" post {pct(post, 0.5):6.2f} ms (p50), {len(groups)} batches", flush=True)
-    if a.json:
-        with open(a.json, "w") as f:
+            save(a.json, result)  # after every workload, so a cut-short run keeps what it measured
+
+
+def save(path, result):
+    if path:
+        with open(path, "w") as f:
             json.dump(result, f, indent=1)
 
 
