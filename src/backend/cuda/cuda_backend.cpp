@@ -277,6 +277,7 @@ CudaOptions cuda_options_from_env() {
   o.decode_attention = cuda::env_flag("INFERA_CUDA_DECODE_ATTENTION", o.decode_attention);
   o.fused = cuda::env_flag("INFERA_CUDA_FUSED", o.fused);
   o.packed_dense = cuda::env_flag("INFERA_CUDA_PACKED_DENSE", o.packed_dense);
+  o.packed_mma = cuda::env_flag("INFERA_CUDA_PACKED_MMA", o.packed_mma);
   o.profile = cuda::env_flag("INFERA_CUDA_PROFILE", o.profile);
   if (const char* v = std::getenv("INFERA_CUDA_GEMV_ROWS"); v && *v) o.gemv_max_rows = std::atoi(v);
   if (const char* v = std::getenv("INFERA_CUDA_DECODE_SPLIT_KEYS"); v && *v)

@@ -33,6 +33,9 @@ struct CudaOptions {
   // only the tiles the window reaches (INFERA_CUDA_PACKED_DENSE=1): same results, the baseline
   // against which the windowed schedule is measured.
   bool packed_dense = false;
+  // attention_packed on bf16 tensor cores where it applies (no GQA, head_dim % 16 == 0, <= 128;
+  // not in exact_f32 mode); INFERA_CUDA_PACKED_MMA=0: the f32 CUDA-core kernel everywhere.
+  bool packed_mma = true;
   int64_t gemv_max_rows = 8;  // matmuls of up to this many rows stream weights (GEMV), 0..8
   bool profile = false;       // time each kernel with events, eagerly (INFERA_CUDA_PROFILE=1)
 };

@@ -167,6 +167,11 @@ struct PackedAttentionArgs {
 };
 int64_t packed_attention_smem_bytes(int64_t head_dim);
 void launch_packed_attention(const void* args, cudaStream_t stream);
+// The bf16 tensor-core variant (encoder_attention_mma.cu): hq == hkv, head_dim % 16 == 0 and
+// <= kPackedMmaMaxHeadDim; 64-row query tiles, 64-key tiles.
+constexpr int64_t kPackedMmaMaxHeadDim = 128, kPackedMmaRows = 64, kPackedMmaKeys = 64;
+int64_t packed_attention_mma_smem_bytes(int64_t head_dim);
+void launch_packed_attention_mma(const void* args, cudaStream_t stream);
 
 // f32 -> f16/bf16 (round to nearest even), for the tensor-core GEMM's activations.
 struct ConvertArgs {
