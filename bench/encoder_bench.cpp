@@ -28,6 +28,9 @@
 #include <vector>
 
 #include "backend/registry.h"
+#ifdef INFERA_WITH_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 #include "model/encoder.h"
 
 namespace {
@@ -135,6 +138,10 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"f32", "bf16"}));
   std::string device = "cpu";
   app.add_option("--device", device, "cpu, cuda or auto");
+  bool profile = false;
+  app.add_flag("--profile", profile,
+               "CUDA with INFERA_CUDA_PROFILE=1: print device time per (op, kernel) of the "
+               "windowed forward runs of each batch (eager launches, so shares, not latency)");
   app.add_option("--out", out, "JSON file for every sample");
   CLI11_PARSE(app, argc, argv);
 
@@ -215,6 +222,10 @@ int main(int argc, char** argv) {
         }
 
         if (runs > 0) {
+#ifdef INFERA_WITH_CUDA
+          if (profile)  // drop what the attention runs counted
+            for (Mode& m : modes) infera::cuda_profile_report(*m.backend);
+#endif
           std::array<std::vector<float>, 2> hidden;
           std::array<int64_t, 2> tiles{};
           for (auto& h : hidden) h.resize(static_cast<size_t>(n * info.hidden));
@@ -249,6 +260,16 @@ int main(int argc, char** argv) {
           c["output_copy"] = summary(copy);
           c["output_copy"]["samples_ms"] = copy;
           report("forward", spec, c, n);
+#ifdef INFERA_WITH_CUDA
+          if (profile) {
+            const std::string table = infera::cuda_profile_report(*modes[0].backend);
+            std::printf("  profile of the windowed forward runs, %s:\n%s", spec.c_str(),
+                        table.empty() ? "  (none: set INFERA_CUDA_PROFILE=1 with --device cuda)\n"
+                                      : table.c_str());
+            c["windowed_profile"] = table;
+            infera::cuda_profile_report(*modes[1].backend);  // discard the dense mode's counts
+          }
+#endif
           std::printf("  %-9s %-7s output copy alone: median %.3f ms\n", "forward", spec.c_str(),
                       c["output_copy"]["median_ms"].get<double>());
           result["cases"].push_back(c);
