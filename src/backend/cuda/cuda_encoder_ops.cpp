@@ -111,8 +111,14 @@ void CudaBackend::attention_packed(const Tensor& q, const Tensor& k, const Tenso
   expect(seqs > 0 && seqs <= 65535 && hkv <= 65535, op, "1 to 65535 sequences and kv heads");
   const int64_t group = hq / hkv;
   // Tensor cores where they apply (bf16 operands), else the f32 kernel (also the exact mode).
+  // (It stages rows with 16-byte loads: q, k, v must start 16-byte aligned.)
+  const bool aligned =
+      (reinterpret_cast<uintptr_t>(q.data()) | reinterpret_cast<uintptr_t>(k.data()) |
+       reinterpret_cast<uintptr_t>(v.data())) %
+          16 ==
+      0;
   const bool mma = options_.packed_mma && !options_.exact_f32 && group == 1 && hd % 16 == 0 &&
-                   hd <= kPackedMmaMaxHeadDim;
+                   hd <= kPackedMmaMaxHeadDim && aligned;
   const int64_t qt = mma ? kPackedMmaRows : 32 / group;
   const int64_t kt = mma ? kPackedMmaKeys : kPackedKeys;
   // The schedule, counted here: per sequence and query tile, the key tiles overlapping the union

@@ -9,8 +9,9 @@
 // walks the 64-key tiles (aligned to the sequence start) that overlap the union of its rows'
 // windows, or every tile with a.dense: per tile S = Q.K^T (WMMA 16x16x16), masking per element
 // (beyond the sequence, outside the window, after the row when causal), the online softmax per
-// row, then O = O * alpha + P.V with O kept in shared memory (WMMA fragments' element order is
-// opaque, so the per-row rescale happens there).
+// row (each lane two columns, shuffles for the row's max and sum; the running max and sum live in
+// registers), then O = O * alpha + P.V with O kept in shared memory (WMMA fragments' element
+// order is opaque, so the per-row rescale happens there).
 #include <mma.h>
 
 #include "backend/cuda/device_util.cuh"
@@ -71,22 +72,28 @@ __global__ void __launch_bounds__(kWarps * 32)
   auto* S = reinterpret_cast<float*>(wbase + L.s);
   auto* P = reinterpret_cast<__nv_bfloat16*>(wbase + L.p);
   auto* O = reinterpret_cast<float*>(wbase + L.o);
-  float* M = reinterpret_cast<float*>(wbase + L.ml);
-  float* Lsum = M + 16;
-  float* alpha = M + 32;
+  float* Lsum = reinterpret_cast<float*>(wbase + L.ml);
+  float* alpha = Lsum + 16;
   const float scale = static_cast<float>(a.scale);
   const int64_t stride = static_cast<int64_t>(heads) * d;  // f32 elements between rows
 
-  for (int i = tid; i < kRows * d; i += blockDim.x) {
-    const int r = i / d, e = i % d;
-    const float v = q0 + r < len ? a.q[(start + q0 + r) * stride + h * d + e] * scale : 0.0f;
-    qs[r * L.dp + e] = __float2bfloat16(v);
+  // Staging: float4 loads (rows are 16-byte aligned: the host checks the base addresses), two
+  // bf16x2 stores each.
+  const int d4 = d / 4;
+  for (int i = tid; i < kRows * d4; i += blockDim.x) {
+    const int r = i / d4, e = (i % d4) * 4;
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (q0 + r < len)
+      v = *reinterpret_cast<const float4*>(a.q + (start + q0 + r) * stride + h * d + e);
+    auto* dst = reinterpret_cast<__nv_bfloat162*>(qs + r * L.dp + e);
+    dst[0] = __floats2bfloat162_rn(v.x * scale, v.y * scale);
+    dst[1] = __floats2bfloat162_rn(v.z * scale, v.w * scale);
   }
   for (int i = lane; i < 16 * d; i += 32) O[(i / d) * L.op + i % d] = 0.0f;
-  if (lane < 16) {
-    M[lane] = -INFINITY;
-    Lsum[lane] = 0.0f;
-  }
+  // Each row's running max and sum, held (identically) by every lane of the warp.
+  float m_run[16], l_run[16];
+#pragma unroll
+  for (int i = 0; i < 16; ++i) m_run[i] = -INFINITY, l_run[i] = 0.0f;
 
   const int last = min(len, q0 + kRows) - 1;
   const bool dense = a.dense != 0;
@@ -94,17 +101,23 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int lo = dense || window < 0 ? 0 : max(0, q0 - window);
   int hi = dense || window < 0 ? len : min(len, last + window + 1);
   if (a.causal && !dense) hi = min(hi, last + 1);
-  const int r = lane / 2, half = lane % 2;  // softmax: a lane owns half of one row
-  const int row = q0 + warp * 16 + r;       // that row's offset in the sequence
 
   for (int t0 = lo / kKeys * kKeys; t0 < hi; t0 += kKeys) {
     __syncthreads();  // the previous tile's readers are done (and Q is staged)
-    for (int i = tid; i < kKeys * d; i += blockDim.x) {
-      const int j = i / d, e = i % d;
-      const bool in = t0 + j < len;
-      const int64_t at = (start + t0 + j) * stride + h * d + e;
-      ks[j * L.dp + e] = __float2bfloat16(in ? a.k[at] : 0.0f);
-      vs[j * L.dp + e] = __float2bfloat16(in ? a.v[at] : 0.0f);
+    for (int i = tid; i < kKeys * d4; i += blockDim.x) {
+      const int j = i / d4, e = (i % d4) * 4;
+      float4 kv = make_float4(0.0f, 0.0f, 0.0f, 0.0f), vv = kv;
+      if (t0 + j < len) {
+        const int64_t at = (start + t0 + j) * stride + h * d + e;
+        kv = *reinterpret_cast<const float4*>(a.k + at);
+        vv = *reinterpret_cast<const float4*>(a.v + at);
+      }
+      auto* kd = reinterpret_cast<__nv_bfloat162*>(ks + j * L.dp + e);
+      auto* vd = reinterpret_cast<__nv_bfloat162*>(vs + j * L.dp + e);
+      kd[0] = __floats2bfloat162_rn(kv.x, kv.y);
+      kd[1] = __floats2bfloat162_rn(kv.z, kv.w);
+      vd[0] = __floats2bfloat162_rn(vv.x, vv.y);
+      vd[1] = __floats2bfloat162_rn(vv.z, vv.w);
     }
     __syncthreads();
     // S = Q_w . K^T: 16 x 64, four 16-key fragments.
@@ -122,33 +135,24 @@ __global__ void __launch_bounds__(kWarps * 32)
       wmma::store_matrix_sync(S + n * 16, acc, kSPad, wmma::mem_row_major);
     }
     __syncwarp();
-    // Online softmax of row r over this tile's visible keys (two lanes per row).
-    float mx = -INFINITY;
-    for (int c = half * 32; c < half * 32 + 32; ++c) {
-      const int t = t0 + c;
-      const bool vis =
+    // Online softmax, row by row over the warp's 16 rows: every lane two adjacent columns, the
+    // row's max and sum by warp shuffles.
+#pragma unroll
+    for (int rr = 0; rr < 16; ++rr) {
+      const int row = q0 + warp * 16 + rr, t = t0 + 2 * lane;
+      const float2 sv = *reinterpret_cast<const float2*>(S + rr * kSPad + 2 * lane);
+      const bool v0 =
           row < len && t < len && (!a.causal || t <= row) && (window < 0 || abs(row - t) <= window);
-      const float s = vis ? S[r * kSPad + c] : -INFINITY;
-      S[r * kSPad + c] = s;
-      mx = fmaxf(mx, s);
-    }
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-    const float m_old = M[r];
-    const float m_new = fmaxf(m_old, mx);
-    float sum = 0.0f;
-    const float al = m_new == -INFINITY ? 1.0f : expf(m_old - m_new);  // 0 when m_old is -inf
-    for (int c = half * 32; c < half * 32 + 32; ++c) {
-      const float s = S[r * kSPad + c];
-      const float p = s == -INFINITY ? 0.0f : expf(s - m_new);
-      P[r * kPPad + c] = __float2bfloat16(p);
-      sum += p;
-    }
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    __syncwarp();
-    if (half == 0) {
-      M[r] = m_new;
-      Lsum[r] = Lsum[r] * al + sum;
-      alpha[r] = al;
+      const bool v1 = row < len && t + 1 < len && (!a.causal || t + 1 <= row) &&
+                      (window < 0 || abs(row - t - 1) <= window);
+      const float mx = warp_max(fmaxf(v0 ? sv.x : -INFINITY, v1 ? sv.y : -INFINITY));
+      const float m_new = fmaxf(m_run[rr], mx);
+      const float al = m_new == -INFINITY ? 1.0f : expf(m_run[rr] - m_new);  // 0 from -inf
+      const float p0 = v0 ? expf(sv.x - m_new) : 0.0f, p1 = v1 ? expf(sv.y - m_new) : 0.0f;
+      *reinterpret_cast<__nv_bfloat162*>(P + rr * kPPad + 2 * lane) = __floats2bfloat162_rn(p0, p1);
+      l_run[rr] = l_run[rr] * al + warp_sum(p0 + p1);
+      m_run[rr] = m_new;
+      if (lane == 0) alpha[rr] = al;
     }
     __syncwarp();
     // O = O * alpha + P . V, 64 output columns at a time through S as scratch.
@@ -176,6 +180,9 @@ __global__ void __launch_bounds__(kWarps * 32)
       __syncwarp();
     }
   }
+  if (lane == 0)
+#pragma unroll
+    for (int i = 0; i < 16; ++i) Lsum[i] = l_run[i];
   __syncwarp();
   for (int i = lane; i < 16 * d; i += 32) {
     const int rr = i / d, e = i % d, q = q0 + warp * 16 + rr;
