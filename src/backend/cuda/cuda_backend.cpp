@@ -96,6 +96,8 @@ std::string CudaBackend::name() const {
 bool CudaBackend::supports(Op op, std::initializer_list<DType> dtypes) const {
   for (DType t : dtypes) {
     const bool is_float = t == DType::F32 || t == DType::F16 || t == DType::BF16;
+    // Q8_0 / Q4_0 weights: plain matmul only (dequantized inside its kernel).
+    if (op == Op::Matmul && (t == DType::Q8_0 || t == DType::Q4_0)) continue;
     const bool ok =
         (op == Op::Embedding || op == Op::Matmul || op == Op::RmsNorm || op == Op::KvWrite ||
          op == Op::Attention || op == Op::LayerNorm || op == Op::AddBias || op == Op::AddRmsNorm ||
@@ -123,7 +125,8 @@ Tensor CudaBackend::alloc(const std::string& name, DType dtype, Shape shape) {
 
 Tensor CudaBackend::prepare_weight(const Tensor& host_weight) {
   const DType t = host_weight.dtype();
-  if (!(t == DType::F32 || t == DType::F16 || t == DType::BF16))
+  if (!(t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Q8_0 ||
+        t == DType::Q4_0))
     throw InvalidArgument("[prepare_weight] tensor " + host_weight.name() + ": dtype " +
                           std::string(dtype_name(t)) + " is not supported on cuda");
   if (host_weight.device() != Device::CPU)
@@ -278,6 +281,8 @@ CudaOptions cuda_options_from_env() {
   o.stream_new_steps = cuda::env_flag("INFERA_CUDA_STREAM", o.stream_new_steps);
   o.decode_attention = cuda::env_flag("INFERA_CUDA_DECODE_ATTENTION", o.decode_attention);
   o.fused = cuda::env_flag("INFERA_CUDA_FUSED", o.fused);
+  o.packed_dense = cuda::env_flag("INFERA_CUDA_PACKED_DENSE", o.packed_dense);
+  o.packed_mma = cuda::env_flag("INFERA_CUDA_PACKED_MMA", o.packed_mma);
   o.profile = cuda::env_flag("INFERA_CUDA_PROFILE", o.profile);
   o.programmatic_launch = cuda::env_flag("INFERA_CUDA_PDL", o.programmatic_launch);
   if (const char* v = std::getenv("INFERA_CUDA_GEMV_ROWS"); v && *v) o.gemv_max_rows = std::atoi(v);

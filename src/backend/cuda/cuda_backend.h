@@ -37,6 +37,13 @@ struct CudaOptions {
   // The fused ops (add_rmsnorm, matmul_multi, matmul_swiglu, qk_norm_rope_kv_write) as single
   // kernels (INFERA_CUDA_FUSED=0: Backend's compositions of the one-op kernels).
   bool fused = true;
+  // attention_packed visits every key tile of a sequence, masking the window per row, instead of
+  // only the tiles the window reaches (INFERA_CUDA_PACKED_DENSE=1): same results, the baseline
+  // against which the windowed schedule is measured.
+  bool packed_dense = false;
+  // attention_packed on bf16 tensor cores where it applies (no GQA, head_dim % 16 == 0, <= 128;
+  // not in exact_f32 mode); INFERA_CUDA_PACKED_MMA=0: the f32 CUDA-core kernel everywhere.
+  bool packed_mma = true;
   int64_t gemv_max_rows = 8;  // matmuls of up to this many rows stream weights (GEMV), 0..8
   bool profile = false;       // time each kernel with events, eagerly (INFERA_CUDA_PROFILE=1)
   // Decode-path kernels launch with programmatic dependent launch: each starts while its

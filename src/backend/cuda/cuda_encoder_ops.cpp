@@ -109,10 +109,21 @@ void CudaBackend::attention_packed(const Tensor& q, const Tensor& k, const Tenso
          "query_start outside the batch's rows");
   const int64_t seqs = d.num_seqs();
   expect(seqs > 0 && seqs <= 65535 && hkv <= 65535, op, "1 to 65535 sequences and kv heads");
-  const int64_t group = hq / hkv, qt = 32 / group;
-  const int64_t kt = kPackedKeys;
+  const int64_t group = hq / hkv;
+  // Tensor cores where they apply (bf16 operands), else the f32 kernel (also the exact mode).
+  // (It stages rows with 16-byte loads: q, k, v must start 16-byte aligned.)
+  const bool aligned =
+      (reinterpret_cast<uintptr_t>(q.data()) | reinterpret_cast<uintptr_t>(k.data()) |
+       reinterpret_cast<uintptr_t>(v.data())) %
+          16 ==
+      0;
+  const bool mma = options_.packed_mma && !options_.exact_f32 && group == 1 && hd % 16 == 0 &&
+                   hd <= kPackedMmaMaxHeadDim && aligned;
+  const int64_t qt = mma ? kPackedMmaRows : 32 / group;
+  const int64_t kt = mma ? kPackedMmaKeys : kPackedKeys;
   // The schedule, counted here: per sequence and query tile, the key tiles overlapping the union
-  // of its rows' windows (and, causally, up to its last row).
+  // of its rows' windows (and, causally, up to its last row); the dense schedule: every key tile.
+  const bool dense = options_.packed_dense;
   int64_t tiles = 0, max_len = 0;
   for (int64_t s = 0; s < seqs; ++s) {
     const int64_t len =
@@ -121,9 +132,9 @@ void CudaBackend::attention_packed(const Tensor& q, const Tensor& k, const Tenso
     max_len = std::max(max_len, len);
     for (int64_t q0 = 0; q0 < len; q0 += qt) {
       const int64_t last = std::min(len, q0 + qt) - 1;
-      const int64_t lo = params.window < 0 ? 0 : std::max<int64_t>(0, q0 - params.window);
-      int64_t hi = params.window < 0 ? len : std::min(len, last + params.window + 1);
-      if (params.causal) hi = std::min(hi, last + 1);
+      const int64_t lo = dense || params.window < 0 ? 0 : std::max<int64_t>(0, q0 - params.window);
+      int64_t hi = dense || params.window < 0 ? len : std::min(len, last + params.window + 1);
+      if (params.causal && !dense) hi = std::min(hi, last + 1);
       tiles += (hi + kt - 1) / kt - lo / kt;
     }
   }
@@ -131,7 +142,8 @@ void CudaBackend::attention_packed(const Tensor& q, const Tensor& k, const Tenso
   stats_.packed_query_tile = qt;
   stats_.packed_key_tile = kt;
   const auto smem_limit = static_cast<int64_t>(ctx_->properties().sharedMemPerBlockOptin);
-  expect(packed_attention_smem_bytes(hd) <= smem_limit, op,
+  const int64_t smem = mma ? packed_attention_mma_smem_bytes(hd) : packed_attention_smem_bytes(hd);
+  expect(smem <= smem_limit, op,
          "head_dim " + std::to_string(hd) + " needs more shared memory than the GPU has");
   PackedAttentionArgs a{};
   a.q = q.data_as<const float>();
@@ -148,7 +160,11 @@ void CudaBackend::attention_packed(const Tensor& q, const Tensor& k, const Tenso
   a.scale = params.scale;
   a.causal = params.causal ? 1 : 0;
   a.window = params.window;
-  ctx_->record(launch_packed_attention, a, note(op, "packed_attention", {&q, &k}));
+  a.dense = dense ? 1 : 0;
+  if (mma)
+    ctx_->record(launch_packed_attention_mma, a, note(op, "packed_attention_mma", {&q, &k}));
+  else
+    ctx_->record(launch_packed_attention, a, note(op, "packed_attention", {&q, &k}));
 }
 
 OpStats CudaBackend::op_stats() const { return stats_; }

@@ -86,6 +86,24 @@ void CudaBackend::matmul_checks(const Tensor& x, const Tensor& w, const Tensor& 
 }
 
 void CudaBackend::matmul(const Tensor& x, const Tensor& w, Tensor& out) {
+  if (w.dtype() == DType::Q8_0 || w.dtype() == DType::Q4_0) {
+    const char* op = "matmul";
+    expect_f32(x, op);
+    expect_f32(out, op);
+    expect(w.device() == Device::CUDA, op, "weight " + w.name() + " is not in device memory");
+    const int64_t k = row_width(x), n = row_count(x);
+    expect(w.rank() == 2 && w.dim(1) == k && k % 32 == 0, op,
+           shapes(x, w) + " (quantized rows: whole blocks of 32)");
+    const int64_t m = w.dim(0);
+    expect(row_width(out) == m && row_count(out) == n, op, shapes(out, w));
+    expect(n < (int64_t{1} << 31) && m < (int64_t{1} << 31), op, "dimensions beyond 2^31");
+    OpNote nt = note(op, "quant_matmul", {&x, &w, &out});
+    ctx_->record(launch_quant_matmul,
+                 QuantMatmulArgs{x.data_as<const float>(), w.data(), out.data_as<float>(), n, k, m,
+                                 w.dtype() == DType::Q4_0 ? 1 : 0},
+                 nt);
+    return;
+  }
   matmul_checks(x, w, out);
   record_matmul(x, w, out, row_count(x), row_width(x), w.dim(0));
 }

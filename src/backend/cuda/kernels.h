@@ -169,9 +169,15 @@ struct PackedAttentionArgs {
   double scale;
   int64_t causal, window;
   int64_t pipelined;  // decode kernel: next round's loads in flight (CudaOptions::decode_pipeline)
+  int64_t dense;      // visit every key tile of the sequence (the window still masks per row)
 };
 int64_t packed_attention_smem_bytes(int64_t head_dim);
 void launch_packed_attention(const void* args, cudaStream_t stream);
+// The bf16 tensor-core variant (encoder_attention_mma.cu): hq == hkv, head_dim % 16 == 0 and
+// <= kPackedMmaMaxHeadDim; 64-row query tiles, 64-key tiles.
+constexpr int64_t kPackedMmaMaxHeadDim = 128, kPackedMmaRows = 64, kPackedMmaKeys = 64;
+int64_t packed_attention_mma_smem_bytes(int64_t head_dim);
+void launch_packed_attention_mma(const void* args, cudaStream_t stream);
 
 // f32 -> f16/bf16 (round to nearest even), for the tensor-core GEMM's activations.
 struct ConvertArgs {
@@ -194,6 +200,16 @@ struct MatmulArgs {
   ElemType weight_type;
   int64_t n, k, m;
 };
+// Q8_0 / Q4_0 weights (raw ggml blocks, k a multiple of 32), dequantized inside the kernel
+// (quant_matmul.cu).
+struct QuantMatmulArgs {
+  const float* x;
+  const void* w;
+  float* out;
+  int64_t n, k, m;
+  int64_t q4;  // 0: Q8_0, 1: Q4_0
+};
+void launch_quant_matmul(const void* args, cudaStream_t stream);
 void launch_gemv(const void* args, cudaStream_t stream);
 void launch_gemm_simt(const void* args, cudaStream_t stream);
 // The GEMV over up to kGemvMaxSegments weights that share x and k, in one launch: out[s] =
