@@ -1,6 +1,7 @@
 // The CUDA backend's fused ops (see ops/backend.h): the same checks as the one-op versions, one
 // launch where the decode step used several. Shapes a fused kernel does not cover fall back to
 // Backend's composition of the one-op kernels.
+#include <algorithm>
 #include <string>
 
 #include "backend/cuda/cuda_backend_impl.h"
@@ -37,6 +38,11 @@ void CudaBackend::matmul_multi(const Tensor& x, std::span<const Tensor* const> w
                                std::span<Tensor* const> outs) {
   const char* op = "matmul";
   expect(ws.size() == outs.size() && !ws.empty(), op, "one output per weight");
+  // Block-quantized weights have their own kernel (matmul); the fused GEMV reads float rows.
+  if (std::any_of(ws.begin(), ws.end(), [](const Tensor* w) { return is_block_quantized(*w); })) {
+    for (size_t i = 0; i < ws.size(); ++i) matmul(x, *ws[i], *outs[i]);
+    return;
+  }
   expect_f32(x, op);
   const int64_t k = row_width(x), n = row_count(x);
   bool one_launch = options_.fused && n <= options_.gemv_max_rows &&
@@ -76,6 +82,11 @@ void CudaBackend::matmul_swiglu(const Tensor& x, const Tensor& w_gate, const Ten
   const char* op = "matmul_swiglu";
   expect_f32(x, op);
   const int64_t k = row_width(x), n = row_count(x);
+  if (is_block_quantized(w_gate) || is_block_quantized(w_up)) {
+    matmul(x, w_gate, gate);
+    matmul(x, w_up, up);
+    return swiglu(gate, up, gate);
+  }
   if (!options_.fused || n > options_.gemv_max_rows || w_gate.dtype() != w_up.dtype()) {
     matmul_checks(x, w_gate, gate);
     matmul_checks(x, w_up, up);

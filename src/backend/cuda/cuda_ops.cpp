@@ -86,7 +86,7 @@ void CudaBackend::matmul_checks(const Tensor& x, const Tensor& w, const Tensor& 
 }
 
 void CudaBackend::matmul(const Tensor& x, const Tensor& w, Tensor& out) {
-  if (w.dtype() == DType::Q8_0 || w.dtype() == DType::Q4_0) {
+  if (is_block_quantized(w)) {
     const char* op = "matmul";
     expect_f32(x, op);
     expect_f32(out, op);

@@ -32,6 +32,11 @@ inline void expect_float_on_device(const Tensor& t, const char* op) {
              " is not supported on cuda");
 }
 
+// Q8_0 / Q4_0 blocks: the weights matmul's quantized kernel reads (no fused GEMV takes them).
+inline bool is_block_quantized(const Tensor& w) {
+  return w.dtype() == DType::Q8_0 || w.dtype() == DType::Q4_0;
+}
+
 inline std::string shapes(const Tensor& a, const Tensor& b) {
   return a.name() + " " + a.shape().str() + " vs " + b.name() + " " + b.shape().str();
 }
