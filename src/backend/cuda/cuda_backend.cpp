@@ -265,7 +265,13 @@ std::string CudaBackend::profile_report() {
 
 CudaStats CudaBackend::stats() const {
   const ContextStats& s = ctx_->stats();
-  return {s.ops, s.eager_steps, s.graph_captures, s.graph_launches, s.streamed_steps};
+  return {s.ops,
+          s.eager_steps,
+          s.graph_captures,
+          s.graph_launches,
+          s.streamed_steps,
+          s.host_record_seconds,
+          s.recorded_steps};
 }
 
 }  // namespace cuda

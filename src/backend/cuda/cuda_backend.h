@@ -68,7 +68,9 @@ std::unique_ptr<Backend> make_cuda_backend(int device, const CudaOptions& option
 // Counters of a CUDA backend (nullopt for any other backend): how steps were issued.
 struct CudaStats {
   int64_t ops = 0, eager_steps = 0, graph_captures = 0, graph_launches = 0;
-  int64_t streamed_steps = 0;  // eager steps whose launches were issued while recorded
+  int64_t streamed_steps = 0;      // eager steps whose launches were issued while recorded
+  double host_record_seconds = 0;  // host time from each step's first op to its flush, summed
+  int64_t recorded_steps = 0;
 };
 std::optional<CudaStats> cuda_stats(const Backend& backend);
 // With CudaOptions::profile: device time per (op, kernel) since the last call, as a table

@@ -163,6 +163,7 @@ void DeviceContext::batch_staging_used() {
 }
 
 void DeviceContext::append(LaunchFn fn, const void* args, size_t bytes, const OpNote& note) {
+  if (offsets_.empty()) step_began_ = std::chrono::steady_clock::now();
   const size_t at = pending_.size();
   offsets_.push_back(at);
   notes_.push_back(note);
@@ -277,6 +278,9 @@ void DeviceContext::flush() {
     }
   } clear{*this};
   stats_.ops += static_cast<int64_t>(offsets_.size());
+  stats_.host_record_seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - step_began_).count();
+  ++stats_.recorded_steps;
   if (offsets_.size() >= kStreamPrefix) {
     if (prefixes_.size() > 4096) prefixes_.clear();
     const size_t end = offsets_.size() > kStreamPrefix ? offsets_[kStreamPrefix] : pending_.size();

@@ -14,6 +14,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -42,6 +43,11 @@ struct ContextStats {
   int64_t graph_captures = 0;  // graphs captured and instantiated
   int64_t graph_launches = 0;  // flushes replayed from a graph (captures included)
   int64_t streamed_steps = 0;  // eager steps launched while recorded (of eager_steps)
+  // Host time from a step's first launch record to its flush (the forward pass's host work:
+  // op checks and records), summed over `recorded_steps`: the part of a step the GPU waits for
+  // when the step is replayed from a graph.
+  double host_record_seconds = 0;
+  int64_t recorded_steps = 0;
 };
 
 // What an op's launch error message names: the op and up to three operand shapes.
@@ -117,7 +123,8 @@ class DeviceContext {
   void* cublas_workspace_ = nullptr;
   ContextStats stats_;
 
-  std::vector<uint8_t> pending_;  // records: [fn][bytes][args...]
+  std::chrono::steady_clock::time_point step_began_;  // first record of the pending step
+  std::vector<uint8_t> pending_;                      // records: [fn][bytes][args...]
   std::vector<OpNote> notes_;
   std::vector<size_t> offsets_;
   std::vector<void*> deferred_free_;
