@@ -30,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/cpu_backend.h"
+#include "backend/registry.h"
 #include "decision/runtime.h"
 #include "infera/error.h"
 
@@ -57,9 +57,9 @@ double percentile(std::vector<double> v, double q) {
 
 // The WordPiece test tokenizer (tests/data, 700 ids, HF tokenizers) with its special tokens moved
 // to the model's ids: a real tokenizer for the prepare stage; its ids fit any vocabulary >= 700.
-std::shared_ptr<const Tokenizer> bench_tokenizer(const DecisionConfig& c) {
-  std::ifstream in(std::filesystem::path(INFERA_SOURCE_DIR) /
-                   "tests/data/tokenizer_parity/wordpiece_bert.json");
+std::shared_ptr<const Tokenizer> bench_tokenizer(const DecisionConfig& c, const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InvalidArgument("--tokenizer " + path + ": cannot open");
   Json j = Json::parse(in);
   const std::map<std::string, int> moved = {{"[CLS]", c.cls_token_id},
                                             {"[SEP]", c.sep_token_id},
@@ -149,7 +149,18 @@ struct Samples {
                   {"mean_ms", mean},
                   {"samples_ms", v}};
     };
+    // Each stage's share of the end-to-end time (sums of the samples), for the Amdahl reading.
+    double sum_p = 0, sum_f = 0, sum_o = 0, sum_t = 0;
+    for (size_t i = 0; i < total.size(); ++i) {
+      sum_p += prepare[i], sum_f += forward[i], sum_o += postprocess[i], sum_t += total[i];
+    }
+    const double pct = sum_t > 0 ? 100.0 / sum_t : NAN;
     return {{"requests", total.size()},
+            {"share_percent",
+             {{"prepare", sum_p * pct},
+              {"forward", sum_f * pct},
+              {"postprocess", sum_o * pct},
+              {"other", (sum_t - sum_p - sum_f - sum_o) * pct}}},
             {"prepare", stat(prepare)},
             {"forward", stat(forward)},
             {"postprocess", stat(postprocess)},
@@ -241,7 +252,13 @@ int main(int argc, char** argv) {
   app.add_option("--lever-runs", lever_runs, "measured rounds of the lever run (0: skip)");
   app.add_option("--warmup", warmup, "unmeasured requests first");
   app.add_option("--max-seconds", max_seconds, "stop a workload's measurement after this long");
-  app.add_option("--threads", threads, "CPU threads (0: one per core)");
+  app.add_option("--threads", threads, "CPU threads (0: one per core; the CPU only)");
+  std::string device = "cpu";
+  std::string tokenizer_path =
+      std::string(INFERA_SOURCE_DIR) + "/tests/data/tokenizer_parity/wordpiece_bert.json";
+  app.add_option("--device", device, "cpu, cuda or auto");
+  app.add_option("--tokenizer", tokenizer_path,
+                 "the WordPiece test tokenizer (tests/data/tokenizer_parity/wordpiece_bert.json)");
   app.add_option("--out", out, "JSON file for every sample");
   app.add_flag("--real-weights", real_weights,
                "load the folder's model.safetensors instead of dummy weights (quality numbers: "
@@ -251,8 +268,8 @@ int main(int argc, char** argv) {
                "compare int8/int4 answers with default over the headline workloads");
   CLI11_PARSE(app, argc, argv);
   try {
-    auto backend = make_cpu_backend(threads);
-    auto dense = make_cpu_backend(threads, PackedAttentionSchedule::Dense);
+    auto backend = make_backend({.device = device, .threads = threads});
+    auto dense = make_backend({.device = device, .threads = threads, .packed_attention = "dense"});
     auto load = [&](Backend& b, WeightFormat f) {
       ModelOptions o;
       o.dummy_weights = !real_weights;
@@ -261,14 +278,17 @@ int main(int argc, char** argv) {
       return DecisionModel::load(dir, b, o);
     };
     auto model = load(*backend, WeightFormat::Stored);
-    auto tok = bench_tokenizer(model->config());
+    auto tok = bench_tokenizer(model->config(), tokenizer_path);
     Runtime rt(*model, {}, tok, "bench");
     Config def{"default", model.get(), 16, true, false, &rt};
-    Json result = {
-        {"config_dir", dir},          {"model", model->encoder_info().summary()},
-        {"backend", backend->name()}, {"threads", threads},
-        {"warmup", warmup},           {"weights", real_weights ? "checkpoint" : "dummy (seed 1)"},
-        {"workloads", Json::object()}};
+    Json result = {{"config_dir", dir},
+                   {"model", model->encoder_info().summary()},
+                   {"backend", backend->name()},
+                   {"threads", threads},
+                   {"device", device},
+                   {"warmup", warmup},
+                   {"weights", real_weights ? "checkpoint" : "dummy (seed 1)"},
+                   {"workloads", Json::object()}};
     std::printf("%s: %s, %s\n", dir.c_str(), model->encoder_info().summary().c_str(),
                 backend->name().c_str());
     std::map<std::string, Response> reference;
@@ -295,9 +315,20 @@ int main(int argc, char** argv) {
       Config dense_cfg{"dense_attention", wide.get(), 16, true, false, &rtd};
       Config c8{"int8", int8.get(), 16, true, false, &rt8};
       Config c4{"int4", int4.get(), 16, true, false, &rt4};
+      // A backend without a quantized matmul keeps every weight in full precision (the quant
+      // report names each); measuring those "int8/int4" models would measure bf16 twice.
+      const bool quantized = !int8->quant_report().quantized.empty();
+      if (!quantized) {
+        std::printf(
+            "  int8/int4 levers and quality skipped: the %s backend has no quantized "
+            "matmul (every weight stays in full precision)\n",
+            backend->name().c_str());
+        result["quant_levers_skipped"] = "the backend has no quantized matmul";
+      }
       std::vector<Config*> levers = {&def};
       for (Config* c : {&no_batch, &no_prune, &dense_cfg, &c8, &c4})
-        if (std::find(lever_names.begin(), lever_names.end(), c->name) != lever_names.end())
+        if (std::find(lever_names.begin(), lever_names.end(), c->name) != lever_names.end() &&
+            (quantized || (c != &c8 && c != &c4)))
           levers.push_back(c);
       for (const auto& [fmt, m] : {std::pair{"int8", int8.get()}, std::pair{"int4", int4.get()}}) {
         const QuantReport& q = m->quant_report();
@@ -315,7 +346,7 @@ int main(int argc, char** argv) {
           result["levers"][w][name] = s.json();
         }
       }
-      for (const std::string& w : quality_on ? workloads : std::vector<std::string>{}) {
+      for (const std::string& w : quality_on&& quantized ? workloads : std::vector<std::string>{}) {
         const Request req = make_request(w, model->config(), *tok);
         const Response ref = reference.count(w) ? reference[w] : run_once(def, req);
         for (Config* c : {&c8, &c4}) {

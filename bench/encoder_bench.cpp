@@ -1,13 +1,17 @@
-// Encoder latency on dummy weights (ModernBERT-large and mmBERT-base shapes by default), with
-// local layers scheduled windowed (only the key tiles a window needs) and dense (every key tile,
-// masked per row), the two interleaved run by run so that machine noise hits both alike:
+// Encoder latency on dummy weights (ModernBERT-large and mmBERT-base shapes by default), on the CPU
+// or CUDA, with local layers scheduled windowed (only the key tiles a window needs) and dense
+// (every key tile, masked per row), the two interleaved run by run so that machine noise hits
+// both alike:
 //  - attention: one local layer's attention_packed at the model's shape and the batch's lengths;
-//  - forward:   the whole forward pass (last hidden states) of the packed batch.
+//  - forward:   the whole forward pass (last hidden states) of the packed batch. It ends with the
+//               [T, hidden] f32 copy to the host; that copy is also timed alone (output_copy) so
+//               the device time is the difference.
 // Prints min / median / p95 per case and the median ratio dense / windowed; writes every sample
 // to a JSON file.
 //
 //   build/release/bench/encoder_bench --runs 50 --attention-runs 50 --out bench/results/enc.json
-//   build/release/bench/encoder_bench --config bench/configs/mmbert-base --batch 10x512 --runs 5
+//   build/release/bench/encoder_bench --device cuda --batch 1x93 --batch 50x93 --batch 10x512 \
+//       --batch 64x512 --runs 50 --out enc_cuda.json
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
@@ -23,7 +27,10 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/cpu_backend.h"
+#include "backend/registry.h"
+#ifdef INFERA_WITH_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 #include "model/encoder.h"
 
 namespace {
@@ -124,29 +131,31 @@ int main(int argc, char** argv) {
                  "Measured runs of one local layer's attention per case and mode (0: none)")
       ->check(CLI::Range(0, 100000));
   app.add_option("--warmup", warmup, "Unmeasured runs first")->check(CLI::Range(0, 100));
-  app.add_option("--threads", threads, "CPU threads (0: one per core)");
+  app.add_option("--threads", threads, "CPU threads (0: one per core; the CPU only)");
   std::string precision = "f32";
   app.add_option("--matmul-precision", precision,
                  "bf16-weight matmuls: f32 activations, or bf16 dot products (AVX512-BF16)")
       ->check(CLI::IsMember({"f32", "bf16"}));
+  std::string device = "cpu";
+  app.add_option("--device", device, "cpu, cuda or auto");
+  bool profile = false;
+  app.add_flag("--profile", profile,
+               "CUDA with INFERA_CUDA_PROFILE=1: print device time per (op, kernel) of the "
+               "windowed forward runs of each batch (eager launches, so shares, not latency)");
   app.add_option("--out", out, "JSON file for every sample");
   CLI11_PARSE(app, argc, argv);
 
-  Json result = {{"runs", runs},
-                 {"attention_runs", attention_runs},
-                 {"warmup", warmup},
-                 {"threads", threads},
-                 {"matmul_precision", precision},
+  Json result = {{"runs", runs},          {"attention_runs", attention_runs}, {"warmup", warmup},
+                 {"threads", threads},    {"matmul_precision", precision},    {"device", device},
                  {"cases", Json::array()}};
   try {
     for (const std::string& config : configs) {
       Mode modes[2] = {{"windowed", nullptr, nullptr}, {"dense", nullptr, nullptr}};
       for (Mode& m : modes) {
-        m.backend = infera::make_cpu_backend(
-            threads,
-            std::string(m.name) == "dense" ? infera::PackedAttentionSchedule::Dense
-                                           : infera::PackedAttentionSchedule::Windowed,
-            precision == "bf16" ? infera::MatmulPrecision::BF16 : infera::MatmulPrecision::F32);
+        m.backend = infera::make_backend({.device = device,
+                                          .threads = threads,
+                                          .matmul_precision = precision,
+                                          .packed_attention = m.name});
         m.model =
             infera::load_encoder(config, *m.backend, {.dummy_weights = true, .dummy_seed = 1});
       }
@@ -175,11 +184,13 @@ int main(int argc, char** argv) {
           const infera::Shape shape{n, heads, d};
           const int32_t window = static_cast<int32_t>(local_attention(config) / 2);
           std::array<infera::Tensor, 2> q, o;
+          // prepare_weight uses the host tensor in place (CPU) or copies it to the device.
+          const infera::Tensor host_q("q", infera::DType::F32, shape, infera::Device::CPU,
+                                      host.data(), nullptr);
           for (int m = 0; m < 2; ++m) {
             infera::Backend& b = *modes[m].backend;
-            q[m] = b.alloc("q", infera::DType::F32, shape);
+            q[m] = b.prepare_weight(host_q);
             o[m] = b.alloc("out", infera::DType::F32, shape);
-            std::copy(host.begin(), host.end(), q[m].data_as<float>());  // the CPU: host memory
             out[m].resize(host.size());
           }
           const infera::Batch batches[2] = {modes[0].backend->upload_batch(batch),
@@ -190,6 +201,7 @@ int main(int argc, char** argv) {
             infera::Backend& b = *modes[m].backend;
             b.reset_op_stats();
             b.attention_packed(q[m], q[m], q[m], batches[m], params, o[m]);
+            b.synchronize();  // a device backend runs ops asynchronously
             tiles[static_cast<size_t>(m)] = b.op_stats().packed_key_tiles;
           });
           for (int m = 0; m < 2; ++m) modes[m].backend->to_host(o[m], out[static_cast<size_t>(m)]);
@@ -210,6 +222,10 @@ int main(int argc, char** argv) {
         }
 
         if (runs > 0) {
+#ifdef INFERA_WITH_CUDA
+          if (profile)  // drop what the attention runs counted
+            for (Mode& m : modes) infera::cuda_profile_report(*m.backend);
+#endif
           std::array<std::vector<float>, 2> hidden;
           std::array<int64_t, 2> tiles{};
           for (auto& h : hidden) h.resize(static_cast<size_t>(n * info.hidden));
@@ -230,7 +246,32 @@ int main(int argc, char** argv) {
             c[modes[m].name]["samples_ms"] = ms[static_cast<size_t>(m)];
             c[modes[m].name]["key_tiles"] = tiles[static_cast<size_t>(m)];
           }
+          // The output copy alone (to_host of a tensor of the output's size), once per run.
+          infera::Backend& b0 = *modes[0].backend;
+          const infera::Tensor t = b0.alloc("hidden", infera::DType::F32, {n, info.hidden});
+          std::vector<double> copy;
+          for (int r = 0; r < runs; ++r) {
+            const auto t0 = std::chrono::steady_clock::now();
+            b0.to_host(t, hidden[0]);
+            copy.push_back(
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                    .count());
+          }
+          c["output_copy"] = summary(copy);
+          c["output_copy"]["samples_ms"] = copy;
           report("forward", spec, c, n);
+#ifdef INFERA_WITH_CUDA
+          if (profile) {
+            const std::string table = infera::cuda_profile_report(*modes[0].backend);
+            std::printf("  profile of the windowed forward runs, %s:\n%s", spec.c_str(),
+                        table.empty() ? "  (none: set INFERA_CUDA_PROFILE=1 with --device cuda)\n"
+                                      : table.c_str());
+            c["windowed_profile"] = table;
+            infera::cuda_profile_report(*modes[1].backend);  // discard the dense mode's counts
+          }
+#endif
+          std::printf("  %-9s %-7s output copy alone: median %.3f ms\n", "forward", spec.c_str(),
+                      c["output_copy"]["median_ms"].get<double>());
           result["cases"].push_back(c);
         }
       }

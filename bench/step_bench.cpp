@@ -32,10 +32,20 @@ using namespace infera;
 // On CUDA: how steps were issued, and with INFERA_CUDA_PROFILE=1 the kernels' device time.
 void report_backend(Backend& backend, const std::string& what) {
 #ifdef INFERA_WITH_CUDA
-  if (const auto s = cuda_stats(backend))
-    std::printf("  [%s] cuda: %lld graph launches (%lld captured), %lld eager steps\n",
-                what.c_str(), static_cast<long long>(s->graph_launches),
-                static_cast<long long>(s->graph_captures), static_cast<long long>(s->eager_steps));
+  static CudaStats before;  // the counts are cumulative: host time is reported per case
+  if (const auto s = cuda_stats(backend)) {
+    const int64_t steps = s->recorded_steps - before.recorded_steps;
+    std::printf(
+        "  [%s] cuda: %lld graph launches (%lld captured), %lld eager steps (%lld streamed); "
+        "host recording %.1f us/step over %lld steps\n",
+        what.c_str(), static_cast<long long>(s->graph_launches),
+        static_cast<long long>(s->graph_captures), static_cast<long long>(s->eager_steps),
+        static_cast<long long>(s->streamed_steps),
+        steps > 0 ? (s->host_record_seconds - before.host_record_seconds) / double(steps) * 1e6
+                  : 0.0,
+        static_cast<long long>(steps));
+    before = *s;
+  }
   const std::string profile = cuda_profile_report(backend);
   if (!profile.empty()) std::printf("  [%s] kernel time:\n%s", what.c_str(), profile.c_str());
 #endif

@@ -27,6 +27,6 @@ if [ "$gpu" = 1 ]; then
   # One process on the GPU at a time: these suites run serially.
   for device in cuda cuda-exact; do
     echo "== model and engine suites on $device"
-    INFERA_TEST_DEVICE=$device ctest --preset "$preset" --timeout 600 -R '^(Fixtures|BatchParity|Qwen3Weights|GeneratorTest|ForwardArgmax|ModernBertMicro)'
+    INFERA_TEST_DEVICE=$device ctest --preset "$preset" --timeout 600 -R '^(Fixtures|BatchParity|Qwen3Weights|GeneratorTest|ForwardArgmax|ModernBertMicro|DecisionParity|DecisionQuant)'
   done
 fi

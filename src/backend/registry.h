@@ -15,6 +15,9 @@ struct BackendOptions {
   // CPU matmuls with bf16 weights: "f32" activations (default) or "bf16" dot products where the
   // CPU has AVX512-BF16 (see cpu_backend.h). The CUDA backend ignores it.
   std::string matmul_precision = "f32";
+  // Encoder attention_packed's schedule: "windowed" (only the key tiles a local layer's window
+  // reaches) or "dense" (every key tile, the window masked per row: the measured baseline).
+  std::string packed_attention = "windowed";
 };
 
 // The backend for `options.device`; InvalidArgument for an unknown device, Error when the device

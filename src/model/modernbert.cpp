@@ -341,9 +341,7 @@ class ModernBert final : public Encoder {
     // Layer 0 has no attn_norm: its attention reads the embedding output itself.
     const Tensor& attn_in = w.attn_norm.empty() ? x : xn;
     if (!w.attn_norm.empty()) backend_.layernorm(x, w.attn_norm, w.attn_norm_b, p_.eps, xn);
-    linear(attn_in, w.wq, w.bq, q);
-    linear(attn_in, w.wk, w.bk, k);
-    linear(attn_in, w.wv, w.bv, v);
+    linear_shared_input(attn_in, {&w.wq, &w.wk, &w.wv}, {&w.bq, &w.bk, &w.bv}, {&q, &k, &v});
     Tensor qh = q.reshaped({n, p_.heads, p_.head_dim});
     Tensor kh = k.reshaped({n, p_.heads, p_.head_dim});
     backend_.rope(qh, batch.positions, w.theta);
@@ -360,8 +358,7 @@ class ModernBert final : public Encoder {
     emit(x, "attn_residual", il);
 
     backend_.layernorm(x, w.mlp_norm, w.mlp_norm_b, p_.eps, xn);
-    linear(xn, w.wi_in, w.bi_in, inner);
-    linear(xn, w.wi_gate, w.bi_gate, gate);
+    linear_shared_input(xn, {&w.wi_in, &w.wi_gate}, {&w.bi_in, &w.bi_gate}, {&inner, &gate});
     backend_.geglu(inner, gate, inner);
     linear(inner, w.wo2, w.bo2, proj);
     backend_.add(x, proj, x);
@@ -380,6 +377,25 @@ class ModernBert final : public Encoder {
   void linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out) {
     backend_.matmul(x, weight, out);
     if (!bias.empty()) backend_.add_bias(out, bias, out);
+  }
+
+  // Several projections of one input (q/k/v; Wi's input and gate halves). Float weights without
+  // biases go through matmul_multi, which lets a backend prepare x once for all of them (CUDA
+  // rounds it to bf16 once instead of per GEMM); quantized weights or biases: one linear each.
+  void linear_shared_input(const Tensor& x, std::initializer_list<const Tensor*> weights,
+                           std::initializer_list<const Tensor*> biases,
+                           std::initializer_list<Tensor*> outs) {
+    bool plain = true;
+    for (const Tensor* wt : weights) plain &= !dtype_is_quantized(wt->dtype());
+    for (const Tensor* b : biases) plain &= b->empty();
+    if (plain) {
+      backend_.matmul_multi(x, std::span<const Tensor* const>(weights.begin(), weights.size()),
+                            std::span<Tensor* const>(outs.begin(), outs.size()));
+      return;
+    }
+    auto b = biases.begin();
+    auto o = outs.begin();
+    for (const Tensor* wt : weights) linear(x, *wt, **b++, **o++);
   }
 
   Tensor w(const std::string& name, Shape shape) {

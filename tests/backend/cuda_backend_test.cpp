@@ -94,6 +94,31 @@ TEST_F(CudaBackendTest, GraphReplayEqualsEagerBitForBit) {
   EXPECT_EQ(cuda_stats(*eager_backend)->graph_launches, 0);
 }
 
+// A never-seen step launches its kernels while the host records it (streaming); the results
+// are the same as launching at the step's end, and a streamed step is still captured on its
+// second sight and replayed after.
+TEST_F(CudaBackendTest, StreamedStepsEqualStepsLaunchedAtFlush) {
+  const auto dir = test::fixture("qwen3-micro");
+  CudaOptions at_flush;
+  at_flush.stream_new_steps = false;
+  auto flush_backend = make_cuda_backend(0, at_flush);
+  auto stream_backend = cuda(true);
+  auto flushed = load_causal_lm(dir, *flush_backend, {});
+  auto streamed = load_causal_lm(dir, *stream_backend, {});
+  const auto want = decode_three(*flushed, 8);
+  const auto got = decode_three(*streamed, 8);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], want[i]) << "step/sequence " << i;
+  const CudaStats s = *cuda_stats(*stream_backend);
+  std::printf("  streamed: %lld of %lld eager steps, %lld graph launches\n",
+              static_cast<long long>(s.streamed_steps), static_cast<long long>(s.eager_steps),
+              static_cast<long long>(s.graph_launches));
+  EXPECT_GE(s.streamed_steps, 4);  // three prompts of different lengths, the first decode step
+  EXPECT_GE(s.graph_captures, 1);
+  EXPECT_GE(s.graph_launches, 6);
+  EXPECT_EQ(cuda_stats(*flush_backend)->streamed_steps, 0);
+}
+
 // Decode rows (n <= 8) take the f32 GEMV and attention kernels in both modes; the prompts'
 // prefill is f32 in exact mode and rounds through bf16 tensor cores otherwise, and both share the
 // bf16 KV cache with the CPU run. Bounds: 2e-3 in f32 (summation order, an occasional bf16

@@ -13,6 +13,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/op_harness.h"
+#include "backend/registry.h"
 #include "infera/error.h"
 #include "ops/backend.h"
 
@@ -240,8 +241,16 @@ int64_t dense_tiles(const std::vector<int32_t>& lengths, int64_t hkv, int64_t qt
   return tiles * hkv;
 }
 
+// The dtype whose NMSE bound a backend's packed attention is held to: the CUDA backend's default
+// mode runs it on bf16 tensor cores where it applies (q, k, v and the probabilities rounded to
+// bf16: BF16 bound); everything else computes in f32.
+DType packed_bound(const std::string& backend) {
+  return backend == "cuda" ? DType::BF16 : DType::F32;
+}
+
 // Runs one case; returns the key tiles the backend reports.
-int64_t run_packed(Backend& b, OpReport& report, const PackedCase& c, std::mt19937& rng) {
+int64_t run_packed(Backend& b, OpReport& report, const PackedCase& c, std::mt19937& rng,
+                   DType bound = DType::F32) {
   const BatchDesc d = packed_batch(c.lengths);
   const Batch batch = b.upload_batch(d);
   const int64_t n = d.num_tokens();
@@ -255,7 +264,7 @@ int64_t run_packed(Backend& b, OpReport& report, const PackedCase& c, std::mt199
   b.reset_op_stats();
   b.attention_packed(qt, kt, vt, batch, c.params, out);
   const int64_t tiles = b.op_stats().packed_key_tiles;
-  report.check(Op::AttentionPacked, DType::F32, c.name, read_back(b, out),
+  report.check(Op::AttentionPacked, bound, c.name, read_back(b, out),
                dense_masked_reference(c, d, q.values, k.values, v.values));
   return tiles;
 }
@@ -268,6 +277,12 @@ TEST_P(EncoderOps, PackedAttention) {
       {"window 0 (only itself)", {20}, 2, 2, 8, {.causal = false, .window = 0}},
       {"causal window 4", {50, 20}, 4, 2, 32, {.causal = true, .window = 4}},
       {"causal global", {31, 64}, 2, 2, 16, {.causal = true}},
+      // One kv head per q head and head_dim % 16 == 0: the CUDA tensor-core kernel's cases
+      // (64-row query tiles, 64-key tiles), at lengths around the tiles and ModernBERT's shape.
+      {"MHA d64 window 64", {1, 63, 64, 65, 200, 512}, 4, 4, 64, {.causal = false, .window = 64}},
+      {"MHA d64 global", {93, 130}, 2, 2, 64, {.causal = false}},
+      {"MHA d32 window 0", {70, 3}, 2, 2, 32, {.causal = false, .window = 0}},
+      {"MHA d128 causal window 16", {150, 33}, 2, 2, 128, {.causal = true, .window = 16}},
   };
   for (PackedCase& c : cases) c.params.scale = 1.0f / std::sqrt(float(c.d));
   for_each_target(GetParam(), [&](Backend& b, const std::string& label) {
@@ -277,61 +292,78 @@ TEST_P(EncoderOps, PackedAttention) {
     std::mt19937 rng(24);
     for (const PackedCase& c : cases) {
       SCOPED_TRACE(c.name);
-      run_packed(b, report, c, rng);
+      run_packed(b, report, c, rng, packed_bound(GetParam().name));
     }
   });
+  // The dense schedule (every key tile, masked per row) against the same references.
+  if (auto dense = dense_schedule_backend(GetParam())) {
+    OpReport report(GetParam().name + " dense schedule");
+    std::mt19937 rng(24);
+    for (const PackedCase& c : cases) {
+      SCOPED_TRACE(c.name + " (dense schedule)");
+      const int64_t tiles = run_packed(*dense, report, c, rng, packed_bound(GetParam().name));
+      const OpStats s = dense->op_stats();
+      if (s.packed_key_tile > 0)
+        EXPECT_EQ(tiles, dense_tiles(c.lengths, c.hkv, s.packed_query_tile, s.packed_key_tile))
+            << c.name;
+    }
+  }
 }
 
 // ModernBERT's local layers: |i - j| <= 64 at the lengths around the tile sizes and the window,
 // each alone and all packed together, equal to the dense masked reference; the windowed schedule
-// visits exactly the key tiles the window needs (fewer than dense once L > 64 + one tile), and a
-// CPU backend forced to the dense schedule gives the same values while visiting every tile.
+// visits exactly the key tiles the window needs (fewer than dense once L > 64 + one tile), and the
+// backend forced to its dense schedule (CPU, CUDA) gives the same values while visiting every tile.
 TEST_P(EncoderOps, WindowedAttentionEqualsDenseMaskAndSkipsTiles) {
   const std::vector<int32_t> lengths = {1, 63, 64, 65, 127, 128, 129, 300, 512};
-  const int32_t hq = 4, hkv = 2, d = 16, window = 64;
+  const int32_t window = 64;
   const AttentionParams params{.scale = 0.25f, .causal = false, .window = window};
-  bool print_counts = true;  // once: the counts are the same on every target
-  auto check_all = [&](Backend& b, const std::string& label, bool windowed) {
-    OpReport report(label + (windowed ? "" : " dense schedule"));
-    if (!b.supports(Op::AttentionPacked, {DType::F32}))
-      return report.declined(Op::AttentionPacked, DType::F32);
-    std::mt19937 rng(25);
-    const OpStats probe = b.op_stats();
-    const bool counts = probe.packed_key_tile > 0;
-    if (!counts) std::printf("[op harness] %s does not count key tiles\n", label.c_str());
-    for (int32_t len : lengths) {
-      const PackedCase c{"window 64, L=" + std::to_string(len), {len}, hq, hkv, d, params};
-      const int64_t tiles = run_packed(b, report, c, rng);
-      if (!counts) continue;
-      const OpStats s = b.op_stats();
-      const int64_t want =
-          windowed
-              ? expected_windowed_tiles({len}, window, hkv, s.packed_query_tile, s.packed_key_tile)
-              : dense_tiles({len}, hkv, s.packed_query_tile, s.packed_key_tile);
-      const int64_t dense = dense_tiles({len}, hkv, s.packed_query_tile, s.packed_key_tile);
-      EXPECT_EQ(tiles, want) << c.name;
-      if (windowed && len > window + s.packed_key_tile + s.packed_query_tile)
-        EXPECT_LT(tiles, dense) << c.name;
-      if (print_counts)
-        std::printf("  L=%3d: key tiles visited %4lld, dense %4lld\n", len,
-                    static_cast<long long>(tiles), static_cast<long long>(dense));
-    }
-    print_counts = false;
-    const PackedCase all{"window 64, all lengths packed", lengths, hq, hkv, d, params};
-    const int64_t tiles = run_packed(b, report, all, rng);
-    if (counts) {
-      const OpStats s = b.op_stats();
-      EXPECT_EQ(tiles, windowed
-                           ? expected_windowed_tiles(lengths, window, hkv, s.packed_query_tile,
-                                                     s.packed_key_tile)
-                           : dense_tiles(lengths, hkv, s.packed_query_tile, s.packed_key_tile));
-    }
-  };
-  for_each_target(GetParam(),
-                  [&](Backend& b, const std::string& label) { check_all(b, label, true); });
-  if (GetParam().simd_targets) {  // the CPU: its dense schedule, same values, every tile
-    auto dense = make_cpu_backend(2, PackedAttentionSchedule::Dense);
-    check_all(*dense, GetParam().name, false);
+  // GQA 4:2 with d 16, and one kv head per q head with d 64 (ModernBERT's heads; CUDA runs that
+  // on its tensor-core kernel, with its own tile sizes).
+  for (const auto& [hq, hkv, d] : {std::tuple{4, 2, 16}, std::tuple{2, 2, 64}}) {
+    SCOPED_TRACE("hq " + std::to_string(hq) + ", hkv " + std::to_string(hkv) + ", d " +
+                 std::to_string(d));
+    bool print_counts = true;  // once: the counts are the same on every target
+    auto check_all = [&](Backend& b, const std::string& label, bool windowed) {
+      OpReport report(label + (windowed ? "" : " dense schedule"));
+      if (!b.supports(Op::AttentionPacked, {DType::F32}))
+        return report.declined(Op::AttentionPacked, DType::F32);
+      std::mt19937 rng(25);
+      const OpStats probe = b.op_stats();
+      const bool counts = probe.packed_key_tile > 0;
+      if (!counts) std::printf("[op harness] %s does not count key tiles\n", label.c_str());
+      for (int32_t len : lengths) {
+        const PackedCase c{"window 64, L=" + std::to_string(len), {len}, hq, hkv, d, params};
+        const int64_t tiles = run_packed(b, report, c, rng, packed_bound(GetParam().name));
+        if (!counts) continue;
+        const OpStats s = b.op_stats();
+        const int64_t want = windowed
+                                 ? expected_windowed_tiles({len}, window, hkv, s.packed_query_tile,
+                                                           s.packed_key_tile)
+                                 : dense_tiles({len}, hkv, s.packed_query_tile, s.packed_key_tile);
+        const int64_t dense = dense_tiles({len}, hkv, s.packed_query_tile, s.packed_key_tile);
+        EXPECT_EQ(tiles, want) << c.name;
+        if (windowed && len > window + s.packed_key_tile + s.packed_query_tile)
+          EXPECT_LT(tiles, dense) << c.name;
+        if (print_counts)
+          std::printf("  L=%3d: key tiles visited %4lld, dense %4lld\n", len,
+                      static_cast<long long>(tiles), static_cast<long long>(dense));
+      }
+      print_counts = false;
+      const PackedCase all{"window 64, all lengths packed", lengths, hq, hkv, d, params};
+      const int64_t tiles = run_packed(b, report, all, rng, packed_bound(GetParam().name));
+      if (counts) {
+        const OpStats s = b.op_stats();
+        EXPECT_EQ(tiles, windowed
+                             ? expected_windowed_tiles(lengths, window, hkv, s.packed_query_tile,
+                                                       s.packed_key_tile)
+                             : dense_tiles(lengths, hkv, s.packed_query_tile, s.packed_key_tile));
+      }
+    };
+    for_each_target(GetParam(),
+                    [&](Backend& b, const std::string& label) { check_all(b, label, true); });
+    // The backend's dense schedule (CPU, CUDA): same values, every tile.
+    if (auto dense = dense_schedule_backend(GetParam())) check_all(*dense, GetParam().name, false);
   }
 }
 
@@ -352,6 +384,29 @@ TEST_P(EncoderOps, RejectsMismatchedShapes) {
   EXPECT_THROW(b->add_bias(x, w, x), InvalidArgument);
   Tensor pooled = b->alloc("pooled", DType::F32, {3, 8});
   EXPECT_THROW(b->mean_pool(x, batch, pooled), InvalidArgument);
+}
+
+// The schedule is chosen through the backend options (what the benchmarks use): "dense" visits
+// every key tile with the same values, "windowed" (default) only the window's, anything else is
+// refused.
+TEST(BackendOptionsSchedule, PackedAttentionScheduleIsSelectable) {
+  EXPECT_THROW(make_backend({.device = "cpu", .packed_attention = "sparse"}), InvalidArgument);
+  const PackedCase c{
+      "window 64, L=300", {300}, 4, 2, 16, {.scale = 0.25f, .causal = false, .window = 64}};
+  std::vector<int64_t> tiles;
+  for (const char* schedule : {"windowed", "dense"}) {
+    auto b = make_backend({.device = "cpu", .threads = 1, .packed_attention = schedule});
+    OpReport report(std::string("cpu via options, ") + schedule);
+    std::mt19937 rng(3);
+    tiles.push_back(run_packed(*b, report, c, rng));
+    const OpStats s = b->op_stats();
+    EXPECT_EQ(tiles.back(),
+              std::string(schedule) == "dense"
+                  ? dense_tiles(c.lengths, c.hkv, s.packed_query_tile, s.packed_key_tile)
+                  : expected_windowed_tiles(c.lengths, 64, c.hkv, s.packed_query_tile,
+                                            s.packed_key_tile));
+  }
+  EXPECT_LT(tiles[0], tiles[1]);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, EncoderOps, ::testing::ValuesIn(harness_backends()),

@@ -100,8 +100,8 @@ TEST_P(OpHarness, MatmulRowsAreBitIdenticalWhateverShareTheCall) {
             EXPECT_EQ(std::memcmp(alone.data(), together.data() + size_t(i) * size_t(m),
                                   alone.size() * sizeof(float)),
                       0)
-                << label << " " << dtype_name(wt) << " " << shape_name({n, k, m}) << ": rows "
-                << i << ".." << i + rows - 1 << " computed " << rows
+                << label << " " << dtype_name(wt) << " " << shape_name({n, k, m}) << ": rows " << i
+                << ".." << i + rows - 1 << " computed " << rows
                 << " at a time differ from the same rows in one call of " << n;
           }
         }
@@ -278,11 +278,19 @@ std::vector<AttnCase> attention_cases() {
       {"decode d 256, 700 keys", {700}, {1}, 2, 1, 256, 16, {}},
       {"decode block size 5, 3 sequences", {77, 13, 1}, {1, 1, 1}, 6, 3, 64, 5, {}},
       {"decode local window 4", {40, 3}, {1, 1}, 4, 2, 32, 16, {}},
+      // Prefill shapes of the pipelined tensor-core kernel (head_dim 64/128): several key tiles,
+      // a partial last tile, tiles of a sequence's rows that straddle the kv-head group.
+      {"prefill 150 after 100, d 128", {250}, {150}, 4, 2, 128, 32, {}},
+      {"two prompts d 128, group 4", {70, 129}, {70, 129}, 8, 2, 128, 16, {}},
+      {"bidirectional d 128", {100, 37}, {100, 37}, 4, 1, 128, 16, {}},
+      {"local window 20, d 64", {90}, {90}, 2, 1, 64, 16, {}},
   };
   c[6].params.window = 4;
   c[7].params = {.causal = false, .window = 8};
   c[8].params.causal = false;
   c[12].params.window = 4;
+  c[15].params.causal = false;
+  c[16].params.window = 20;
   for (AttnCase& a : c) a.params.scale = 1.0f / std::sqrt(float(a.d));
   return c;
 }

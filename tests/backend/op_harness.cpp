@@ -54,6 +54,19 @@ std::vector<HarnessBackend> harness_backends() {
   return list;
 }
 
+std::unique_ptr<Backend> dense_schedule_backend(const HarnessBackend& hb) {
+  if (hb.simd_targets) return make_cpu_backend(2, PackedAttentionSchedule::Dense);
+#ifdef INFERA_WITH_CUDA
+  if (hb.name == "cuda" || hb.name == "cuda_exact") {
+    CudaOptions o = cuda_options_from_env();
+    o.exact_f32 = hb.name == "cuda_exact";
+    o.packed_dense = true;
+    return make_cuda_backend(0, o);
+  }
+#endif
+  return nullptr;
+}
+
 double nmse_bound(DType dtype) {
   switch (dtype) {
     case DType::F32:

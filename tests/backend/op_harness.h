@@ -25,6 +25,11 @@ struct HarnessBackend {
 // device is visible (otherwise a printed note says it was skipped).
 std::vector<HarnessBackend> harness_backends();
 
+// The same backend with attention_packed forced to its dense schedule (every key tile, the window
+// masked per row): the CPU with 2 threads, CUDA (and cuda_exact) with CudaOptions::packed_dense;
+// nullptr for a backend without one.
+std::unique_ptr<Backend> dense_schedule_backend(const HarnessBackend& hb);
+
 // NMSE bounds by the dtype of the op's low-precision operand (weights, cache). Reference and
 // backend see the same rounded inputs, so the differences left are summation order and libm:
 // ~1e-13 on the CPU. The bounds leave room for a backend that computes in that dtype (a GPU

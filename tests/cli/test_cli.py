@@ -4,27 +4,16 @@ the transformers reference fixtures. Standard library only.
 
     python3 tests/cli/test_cli.py --infera build/release/infera
 """
-import array, json, os, subprocess, sys, tempfile, unittest
+import array, json, subprocess, sys, tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from nan_safe import max_abs_diff  # noqa: E402
-
-INFERA = None
-SHARED = Path(os.environ.get("INFERA_SHARED_DIR") or Path(__file__).resolve().parents[2].parent / "shared")
-MICRO = SHARED / "fixtures" / "qwen3-micro"
-QWEN06 = SHARED / "models" / "qwen3-0.6b"
+from cli_common import (QWEN06, QWEN3_MICRO as MICRO, SHARED, CliTestCase, binary, cases,  # noqa: E402
+                        infera, main, read_f32)
 
 
-def infera(*args, stdin=None):
-    return subprocess.run([INFERA, *map(str, args)], input=stdin, capture_output=True, text=True, timeout=300)
-
-
-def cases(folder):
-    return json.loads((folder / "cases.json").read_text())["cases"]
-
-
-class Help(unittest.TestCase):
+class Help(CliTestCase):
     def test_every_subcommand_has_help(self):
         for sub in ["run", "chat", "logits", "tokenize", "detokenize", "bench", "quantize", "embed",
                     "classify", "fill-mask"]:
@@ -36,13 +25,7 @@ class Help(unittest.TestCase):
         self.assertNotEqual(infera().returncode, 0)
 
 
-class Errors(unittest.TestCase):
-    def assert_one_line_error(self, r, *fragments):
-        self.assertEqual(r.returncode, 1, r.stderr)
-        last = r.stderr.strip().splitlines()[-1]
-        self.assertTrue(last.startswith("infera: error: "), last)
-        for f in fragments:
-            self.assertIn(f, last)
+class Errors(CliTestCase):
 
     def test_missing_model_folder(self):
         self.assert_one_line_error(infera("run", "--model", "/nonexistent/x", "--prompt-ids", "1"), "/nonexistent/x")
@@ -87,12 +70,12 @@ class Errors(unittest.TestCase):
             self.assertEqual(len(r.stdout.splitlines()), 1, sub)
 
 
-class Chat(unittest.TestCase):
+class Chat(CliTestCase):
     def test_invalid_utf8_line_is_rejected_and_the_session_goes_on(self):
         # Used to end the whole session with an error; now the line is refused and the next one
         # is answered. Tiny random model (the micro fixture) with the real tokenizer.
         stdin = b"caf\xe9 \xff\n" + b"hello\n"
-        r = subprocess.run([INFERA, "chat", "--model", MICRO, "--tokenizer", QWEN06, "--greedy",
+        r = subprocess.run([binary(), "chat", "--model", MICRO, "--tokenizer", QWEN06, "--greedy",
                             "--max-tokens", "2", "--ignore-eos"], input=stdin, capture_output=True,
                            timeout=300)
         self.assertEqual(r.returncode, 0, r.stderr)
@@ -101,7 +84,7 @@ class Chat(unittest.TestCase):
         self.assertEqual(r.stdout.count(b"> "), 3, r.stdout)  # prompts: bad line, hello, end
 
 
-class Outputs(unittest.TestCase):
+class Outputs(CliTestCase):
     def test_logits_file_matches_reference(self):
         c = cases(MICRO)[0]
         with tempfile.TemporaryDirectory() as d:
@@ -199,13 +182,7 @@ BERT_CLS = SHARED / "fixtures" / "modernbert-cls-micro"
 TOKENIZER_PARITY = Path(__file__).resolve().parents[1] / "data" / "tokenizer_parity"
 
 
-def read_f32(path):
-    a = array.array("f")
-    a.frombytes(Path(path).read_bytes())
-    return a
-
-
-class Encoders(unittest.TestCase):
+class Encoders(CliTestCase):
     """embed / fill-mask / classify on token ids against the transformers fixtures (max abs 1e-3)."""
 
     def run_ok(self, *args):
@@ -259,21 +236,21 @@ class Encoders(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             ids = Path(d) / "ids.json"
             ids.write_text("[[4090, 5, 4091]]")
-            Errors.assert_one_line_error(self, infera("classify", "--model", BERT, "--input-ids-json", ids),
+            self.assert_one_line_error(infera("classify", "--model", BERT, "--input-ids-json", ids),
                                          "no classifier head")
-            Errors.assert_one_line_error(self, infera("fill-mask", "--model", BERT_MLM, "--input-ids-json", ids,
+            self.assert_one_line_error(infera("fill-mask", "--model", BERT_MLM, "--input-ids-json", ids,
                                                       "--mask-id", "4093"), "no mask token")
-            Errors.assert_one_line_error(self, infera("run", "--model", BERT, "--prompt-ids", "1"), "encoder")
+            self.assert_one_line_error(infera("run", "--model", BERT, "--prompt-ids", "1"), "encoder")
             ids.write_text('{"input_ids": [[1, 2]], "attention_mask": [[0, 1]]}')
-            Errors.assert_one_line_error(self, infera("embed", "--model", BERT, "--input-ids-json", ids,
+            self.assert_one_line_error(infera("embed", "--model", BERT, "--input-ids-json", ids,
                                                       "--out", Path(d) / "x.f32"), "right padding")
             ids.write_text('[[1, "a"]]')
-            Errors.assert_one_line_error(self, infera("embed", "--model", BERT, "--input-ids-json", ids,
+            self.assert_one_line_error(infera("embed", "--model", BERT, "--input-ids-json", ids,
                                                       "--out", Path(d) / "x.f32"), "not a token id")
             ids.write_text('[[1, 99999]]')
-            Errors.assert_one_line_error(self, infera("embed", "--model", BERT, "--input-ids-json", ids,
+            self.assert_one_line_error(infera("embed", "--model", BERT, "--input-ids-json", ids,
                                                       "--out", Path(d) / "x.f32"), "vocabulary")
-            Errors.assert_one_line_error(self, infera("embed", "--model", BERT, "--text", "hi",
+            self.assert_one_line_error(infera("embed", "--model", BERT, "--text", "hi",
                                                       "--out", Path(d) / "x.f32"), "tokenizer")
 
     def test_text_and_pairs_go_through_the_tokenizer_post_processor(self):
@@ -303,7 +280,7 @@ def fnv1a64(data: bytes) -> int:
     return h
 
 
-class Bench(unittest.TestCase):
+class Bench(CliTestCase):
     """`infera bench` on the micro fixture: the result file's shape, never its speed."""
 
     ARGS = ["--prefill", "8,16", "--decode-context", "8", "--decode-steps", "3", "--repeats", "2", "--warmup", "1",
@@ -369,16 +346,8 @@ class Bench(unittest.TestCase):
         for args, fragment in [(["--prefill", "0"], "--prefill"), (["--prefill", "50000"], "--prefill 50000"),
                                (["--decode-context", "40950", "--decode-steps", "20"], "--decode-context")]:
             r = infera("bench", "--model", MICRO, "--skip-machine", *args, "--out", "/nonexistent/never.json")
-            self.assertEqual(r.returncode, 1, r.stderr)
-            self.assertTrue(r.stderr.strip().splitlines()[-1].startswith("infera: error: "), r.stderr)
-            self.assertIn(fragment, r.stderr)
+            self.assert_one_line_error(r, fragment)
 
 
 if __name__ == "__main__":
-    if "--infera" in sys.argv:
-        i = sys.argv.index("--infera")
-        INFERA = sys.argv[i + 1]
-        del sys.argv[i:i + 2]
-    else:
-        INFERA = "build/release/infera"
-    unittest.main(verbosity=2)
+    main()

@@ -9,20 +9,14 @@ decision-micro's config uses (4090-4093), written next to symlinks of the fixtur
 
     python3 tests/cli/test_decide.py --infera build/release/infera
 """
-import json, os, subprocess, sys, tempfile, unittest
+import json, sys, tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from nan_safe import max_abs_diff  # noqa: E402
+from cli_common import FIXTURES, ROOT, CliTestCase, infera, main  # noqa: E402
 
-INFERA = None
-ROOT = Path(__file__).resolve().parents[2]
-SHARED = Path(os.environ.get("INFERA_SHARED_DIR") or ROOT.parent / "shared")
-MICRO = SHARED / "fixtures" / "decision-micro"
-
-
-def infera(*args):
-    return subprocess.run([INFERA, *map(str, args)], capture_output=True, text=True, timeout=300)
+MICRO = FIXTURES / "decision-micro"
 
 
 def micro_tokenizer():
@@ -38,7 +32,7 @@ def micro_tokenizer():
     return j
 
 
-class Decide(unittest.TestCase):
+class Decide(CliTestCase):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
         self.dir = Path(self.tmp.name)
@@ -115,20 +109,12 @@ class Decide(unittest.TestCase):
             path = self.dir / "bad.json"
             path.write_bytes(body.encode("latin-1") if "\xff" in body else body.encode())
             r = infera("decide", "--model", self.model, "--request", path)
-            self.assertEqual(r.returncode, 1, (body, r.stdout))
+            self.assert_one_line_error(r, fragment)
             self.assertEqual(r.stdout, "", body)
-            last = r.stderr.strip().splitlines()[-1]
-            self.assertTrue(last.startswith("infera: error: "), last)
-            self.assertIn(fragment, last, body)
         r = self.decide({"inputs": [[4090, 4093]]}, "--max-batch-questions", "65")
         self.assertEqual(r.returncode, 1)
         self.assertIn("[1, 64]", r.stderr)
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    if "--infera" in args:
-        i = args.index("--infera")
-        INFERA = args[i + 1]
-        del args[i:i + 2]
-    unittest.main(argv=[sys.argv[0], *args])
+    main()

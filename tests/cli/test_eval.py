@@ -21,25 +21,16 @@ Bounds (KL = mean KL(P_ref || Q_file) in nats per position; top-1 = same argmax)
   - a file of other weights (dummy weights of the same shape) must FAIL those gates: KL > 0.5,
     top-1 < 50% -- the gate can tell a broken model from a quantized one.
 """
-import json, os, subprocess, sys, tempfile, unittest
+import json, sys
 from pathlib import Path
 
-INFERA = None
-ROOT = Path(__file__).resolve().parents[2]
-SHARED = Path(os.environ.get("INFERA_SHARED_DIR") or ROOT.parent / "shared")
-MICRO = SHARED / "fixtures" / "qwen3-micro"
-QWEN06 = SHARED / "models" / "qwen3-0.6b"
-DEMO = ROOT / "models" / "infera-demo"
+from cli_common import DEMO, QWEN06, QWEN3_MICRO as MICRO, ROOT, CliTestCase, infera, main, scratch  # noqa: E402
+
 TEXT = ROOT / "tests" / "data" / "infera-demo" / "heldout.txt"
-TMP = None
-
-
-def infera(*args):
-    return subprocess.run([INFERA, *map(str, args)], capture_output=True, text=True, timeout=600)
 
 
 def quantize(model, kind, *extra):
-    out = Path(TMP) / f"{model.name}-{kind}{'-dummy' if extra else ''}.gguf"
+    out = scratch() / f"{model.name}-{kind}{'-dummy' if extra else ''}.gguf"
     tok = ["--tokenizer", QWEN06] if model == MICRO else []
     r = infera("quantize", "--model", model, *tok, "--type", kind, "--out", out, *extra)
     assert r.returncode == 0, r.stderr
@@ -56,7 +47,7 @@ def evaluate(model, *candidates, extra=()):
     return json.loads(r.stdout)
 
 
-class Eval(unittest.TestCase):
+class Eval(CliTestCase):
     def check(self, c, kl_bound, top1_bound):
         print(f"{c['model']}: KL mean {c['kl']['mean']:.3e} p95 {c['kl']['p95']:.3e} "
               f"max {c['kl']['max']:.3e}, top-1 {c['top1_agreement']:.4f}, "
@@ -104,20 +95,10 @@ class Eval(unittest.TestCase):
         for extra, fragment in [(["--positions", 100], "at least 512"),
                                 (["--positions", 5000], "predicted positions")]:
             r = infera("eval", "--model", DEMO, "--candidate", q8, "--text-file", TEXT, *extra)
-            self.assertEqual(r.returncode, 1, r.stderr)
-            self.assertIn(fragment, r.stderr.strip().splitlines()[-1])
+            self.assert_one_line_error(r, fragment)
         r = infera("eval", "--model", DEMO, "--candidate", quantize(MICRO, "q8_0"), "--text-file", TEXT)
-        self.assertEqual(r.returncode, 1, r.stderr)
-        self.assertIn("vocabulary", r.stderr.strip().splitlines()[-1])
+        self.assert_one_line_error(r, "vocabulary")
 
 
 if __name__ == "__main__":
-    if "--infera" in sys.argv:
-        i = sys.argv.index("--infera")
-        INFERA = sys.argv[i + 1]
-        del sys.argv[i:i + 2]
-    else:
-        INFERA = "build/release/infera"
-    with tempfile.TemporaryDirectory() as d:
-        TMP = d
-        unittest.main()
+    main()

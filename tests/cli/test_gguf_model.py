@@ -15,37 +15,24 @@ Bounds:
     0.53 against logits up to 26.8 (2%). The bound is 5% of max |logit|: a wrong block scale,
     a sign or nibble slip moves logits by tens of percent and fails it.
 """
-import array, json, os, struct, subprocess, sys, tempfile, unittest
+import json, struct, sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from nan_safe import max_abs_diff  # noqa: E402
+from cli_common import QWEN06, QWEN3_MICRO as MICRO, CliTestCase, infera, main, read_f32, scratch  # noqa: E402
+from cli_common import cases as fixture_cases  # noqa: E402
 
-INFERA = None
-SHARED = Path(os.environ.get("INFERA_SHARED_DIR") or Path(__file__).resolve().parents[2].parent / "shared")
-MICRO = SHARED / "fixtures" / "qwen3-micro"
-QWEN06 = SHARED / "models" / "qwen3-0.6b"
 Q8_0_RELATIVE_BOUND = 0.05
-TMP = None
-
-
-def infera(*args):
-    return subprocess.run([INFERA, *map(str, args)], capture_output=True, text=True, timeout=300)
 
 
 def cases():
-    return json.loads((MICRO / "cases.json").read_text())["cases"]
-
-
-def read_f32(path):
-    a = array.array("f")
-    a.frombytes(Path(path).read_bytes())
-    return a
+    return fixture_cases(MICRO)
 
 
 def gguf(kind):
     """The fixture converted to `kind` once per run (the tokenizer from Qwen3-0.6B's folder)."""
-    out = Path(TMP) / f"micro-{kind}.gguf"
+    out = scratch() / f"micro-{kind}.gguf"
     if not out.exists():
         r = infera("quantize", "--model", MICRO, "--tokenizer", QWEN06, "--type", kind, "--out", out)
         assert r.returncode == 0, r.stderr
@@ -53,21 +40,14 @@ def gguf(kind):
 
 
 def logits(model, ids, name):
-    out = Path(TMP) / f"{name}.f32"
+    out = scratch() / f"{name}.f32"
     r = infera("logits", "--model", model, "--prompt-ids", ",".join(map(str, ids)),
                "--positions", "all", "--out", out)
     assert r.returncode == 0, r.stderr
     return read_f32(out)
 
 
-class GgufModel(unittest.TestCase):
-    def assert_one_line_error(self, r, *fragments):
-        self.assertEqual(r.returncode, 1, r.stderr)
-        last = r.stderr.strip().splitlines()[-1]
-        self.assertTrue(last.startswith("infera: error: "), last)
-        for f in fragments:
-            self.assertIn(f, last)
-
+class GgufModel(CliTestCase):
     def test_float_files_give_the_folders_logits(self):
         c = cases()[0]
         want = read_f32(MICRO / c["logits_file"])
@@ -109,14 +89,14 @@ class GgufModel(unittest.TestCase):
         lines = [{"text": "The capital of France is"}, {"text": "<|im_start|>user\nhé 🙂 \t x<|im_end|>"}]
         stdin = "".join(json.dumps(l) + "\n" for l in lines)
         for sub, data in [("tokenize", stdin), ("detokenize", '{"ids": [785, 6722, 151644, 9625]}\n')]:
-            a = subprocess.run([INFERA, sub, "--model", gguf("q8_0")], input=data, capture_output=True, text=True)
-            b = subprocess.run([INFERA, sub, "--model", QWEN06], input=data, capture_output=True, text=True)
+            a = infera(sub, "--model", gguf("q8_0"), stdin=data)
+            b = infera(sub, "--model", QWEN06, stdin=data)
             self.assertEqual(a.returncode, 0, a.stderr)
             self.assertEqual(a.stdout, b.stdout, sub)
             self.assertTrue(a.stdout.strip(), sub)
 
     def test_perplexity_and_bench_take_a_file(self):
-        text = Path(TMP) / "t.txt"
+        text = scratch() / "t.txt"
         text.write_text("The capital of France is Paris. " * 8)
         a = infera("perplexity", "--model", gguf("bf16"), "--text-file", text, "--context", 32, "--json")
         b = infera("perplexity", "--model", MICRO, "--tokenizer", QWEN06, "--text-file", text,
@@ -125,7 +105,7 @@ class GgufModel(unittest.TestCase):
         self.assertEqual(b.returncode, 0, b.stderr)
         self.assertEqual(json.loads(a.stdout)["mean_nll"], json.loads(b.stdout)["mean_nll"])
 
-        out = Path(TMP) / "bench.json"
+        out = scratch() / "bench.json"
         r = infera("bench", "--model", gguf("q8_0"), "--prefill", 8, "--decode-context", 8,
                    "--decode-steps", 2, "--repeats", 1, "--warmup", 0, "--skip-machine", "--out", out, "-q")
         self.assertEqual(r.returncode, 0, r.stderr)
@@ -148,7 +128,7 @@ class GgufModel(unittest.TestCase):
 
     def test_hostile_files_fail_with_a_message_naming_the_file(self):
         data = gguf("f32").read_bytes()
-        bad = Path(TMP) / "bad.gguf"
+        bad = scratch() / "bad.gguf"
         for content, fragment in [
             (data[:100000], "tokenizer.ggml.tokens"),  # inside the metadata
             (data[: len(data) // 2], "file truncated"),  # inside the tensor data
@@ -158,23 +138,23 @@ class GgufModel(unittest.TestCase):
             (data[:4] + struct.pack("<I", 1) + data[8:], "version"),
         ]:
             bad.write_bytes(content)
-            for cmd in [["run", "--prompt-ids", "1"], ["logits", "--prompt-ids", "1", "--out", Path(TMP) / "x"]]:
+            for cmd in [["run", "--prompt-ids", "1"], ["logits", "--prompt-ids", "1", "--out", scratch() / "x"]]:
                 self.assert_one_line_error(infera(cmd[0], "--model", bad, *cmd[1:]), str(bad), fragment)
         self.assert_one_line_error(infera("run", "--model", gguf("f32"), "--dummy-weights", "--prompt-ids", "1"),
                                    "dummy weights")
-        self.assert_one_line_error(infera("run", "--model", Path(TMP) / "missing.gguf", "--prompt-ids", "1"),
+        self.assert_one_line_error(infera("run", "--model", scratch() / "missing.gguf", "--prompt-ids", "1"),
                                    "missing.gguf", "does not exist")
 
     def test_quantize_dummy_weights_are_the_dummy_model(self):
         # `quantize --dummy-weights` writes the weights `--dummy-weights` runs (same seed): as bf16
         # (no rounding) the file's logits are the dummy folder model's, bit for bit.
-        out = Path(TMP) / "dummy-bf16.gguf"
+        out = scratch() / "dummy-bf16.gguf"
         r = infera("quantize", "--model", MICRO, "--tokenizer", QWEN06, "--dummy-weights", "--dummy-seed", 7,
                    "--type", "bf16", "--out", out)
         self.assertEqual(r.returncode, 0, r.stderr)
         ids = cases()[0]["input_ids"]
         a = logits(out, ids, "dummy-file")
-        b = Path(TMP) / "dummy-folder.f32"
+        b = scratch() / "dummy-folder.f32"
         r = infera("logits", "--model", MICRO, "--dummy-weights", "--dummy-seed", 7, "--prompt-ids",
                    ",".join(map(str, ids)), "--positions", "all", "--out", b)
         self.assertEqual(r.returncode, 0, r.stderr)
@@ -182,19 +162,11 @@ class GgufModel(unittest.TestCase):
         self.assertNotEqual(a.tobytes(), logits(MICRO, ids, "folder").tobytes())
 
     def test_quantize_refuses_a_gguf_input(self):
-        out = Path(TMP) / "again.gguf"
+        out = scratch() / "again.gguf"
         self.assert_one_line_error(infera("quantize", "--model", gguf("q8_0"), "--type", "q4_0", "--out", out),
                                    "not a file")
         self.assertFalse(out.exists())
 
 
 if __name__ == "__main__":
-    if "--infera" in sys.argv:
-        i = sys.argv.index("--infera")
-        INFERA = sys.argv[i + 1]
-        del sys.argv[i:i + 2]
-    else:
-        INFERA = "build/release/infera"
-    with tempfile.TemporaryDirectory() as d:
-        TMP = d
-        unittest.main()
+    main()

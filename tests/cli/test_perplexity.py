@@ -5,23 +5,18 @@ transformers in f32 over the same bf16 weights and the same windows). Standard l
 
     python3 tests/cli/test_perplexity.py --infera build/release/infera
 """
-import json, math, subprocess, sys, tempfile, unittest
+import json, math, sys, tempfile
 from pathlib import Path
 
-INFERA = None
-ROOT = Path(__file__).resolve().parents[2]
-MODEL = ROOT / "models" / "infera-demo"
+from cli_common import DEMO as MODEL, ROOT, CliTestCase, infera, main  # noqa: E402
+
 DATA = ROOT / "tests" / "data" / "infera-demo"
 # Both sides sum the same f32 log-probabilities; per-logit differences are ~1e-5, so the mean NLL
 # agrees to ~1e-6 relative. 1e-3 is the issue's bar and still catches any real forward-pass bug.
 RELATIVE_TOLERANCE = 1e-3
 
 
-def infera(*args):
-    return subprocess.run([INFERA, *map(str, args)], capture_output=True, text=True, timeout=600)
-
-
-class Perplexity(unittest.TestCase):
+class Perplexity(CliTestCase):
     def test_help(self):
         r = infera("perplexity", "--help")
         self.assertEqual(r.returncode, 0)
@@ -48,12 +43,6 @@ class Perplexity(unittest.TestCase):
         b = json.loads(infera(*args, "--chunk", 37).stdout)
         self.assertEqual(a["scored_tokens"], b["scored_tokens"])
         self.assertLess(abs(a["mean_nll"] - b["mean_nll"]), 1e-5)
-
-    def assert_one_line_error(self, r, fragment):
-        self.assertEqual(r.returncode, 1, r.stderr)
-        last = r.stderr.strip().splitlines()[-1]
-        self.assertTrue(last.startswith("infera: error: "), last)
-        self.assertIn(fragment, last)
 
     def test_missing_text_file(self):
         self.assert_one_line_error(
@@ -82,10 +71,4 @@ class Perplexity(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    if len(args) >= 2 and args[0] == "--infera":
-        INFERA = args[1]
-        args = args[2:]
-    else:
-        sys.exit("usage: test_perplexity.py --infera PATH [unittest args]")
-    unittest.main(argv=[sys.argv[0], *args])
+    main()

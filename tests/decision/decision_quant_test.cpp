@@ -14,6 +14,7 @@
 #include "infera/error.h"
 #include "quant/block_formats.h"
 #include "quant/quantize.h"
+#include "test_backend.h"
 #include "test_compare.h"
 #include "test_paths.h"
 
@@ -86,8 +87,18 @@ std::vector<std::vector<int32_t>> fixture_inputs() {
   return ids;
 }
 
+// Both run on $INFERA_TEST_DEVICE (tests/test_backend.h): on CUDA the quantized weights go
+// through its Q8_0/Q4_0 matmul (the report's 20 quantized matrices prove that path was taken).
+std::unique_ptr<Backend> device_backend(int threads) {
+  std::string why;
+  auto b = test::make_test_backend(threads, &why);
+  if (!b) std::printf("%s\n", why.c_str());
+  return b;
+}
+
 TEST(DecisionQuant, ReportNamesEveryTensorKeptInFullPrecision) {
-  auto backend = make_cpu_backend(1);
+  auto backend = device_backend(1);
+  if (!backend) GTEST_SKIP() << "no backend for INFERA_TEST_DEVICE=" << test::test_device();
   ModelOptions o;
   o.weights = WeightFormat::Int8Group64;
   auto m = DecisionModel::load(test::fixture("decision-micro"), *backend, o);
@@ -108,7 +119,8 @@ TEST(DecisionQuant, ReportNamesEveryTensorKeptInFullPrecision) {
 }
 
 TEST(DecisionQuant, QualityAgainstFullPrecisionOnTheReferenceCases) {
-  auto backend = make_cpu_backend(2);
+  auto backend = device_backend(2);
+  if (!backend) GTEST_SKIP() << "no backend for INFERA_TEST_DEVICE=" << test::test_device();
   const auto inputs = fixture_inputs();
   auto full = DecisionModel::load(test::fixture("decision-micro"), *backend, {});
   const auto ref = full->forward(inputs);

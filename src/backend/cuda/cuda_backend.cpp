@@ -67,13 +67,15 @@ CudaBackend::CudaBackend(int device, const CudaOptions& options)
       ctx_(std::make_shared<DeviceContext>(
           device, ContextOptions{.graphs = options.graphs && !options.sync_each_op,
                                  .sync_each_op = options.sync_each_op,
-                                 .profile = options.profile})),
+                                 .profile = options.profile,
+                                 .stream_new_steps = options.stream_new_steps})),
       batches_(std::make_shared<std::vector<UploadedBatch>>()),
       batch_pool_(std::make_shared<BatchBufferPool>()) {
   batch_pool_->ctx = ctx_;
   if (options_.gemv_max_rows < 0 || options_.gemv_max_rows > kGemvMaxRows)
     throw InvalidArgument("CUDA GEMV row limit must be within [0, " + std::to_string(kGemvMaxRows) +
                           "]");
+  set_programmatic_launch(options_.programmatic_launch);
 }
 
 CudaBackend::~CudaBackend() {
@@ -94,6 +96,8 @@ std::string CudaBackend::name() const {
 bool CudaBackend::supports(Op op, std::initializer_list<DType> dtypes) const {
   for (DType t : dtypes) {
     const bool is_float = t == DType::F32 || t == DType::F16 || t == DType::BF16;
+    // Q8_0 / Q4_0 weights: plain matmul only (dequantized inside its kernel).
+    if (op == Op::Matmul && (t == DType::Q8_0 || t == DType::Q4_0)) continue;
     const bool ok =
         (op == Op::Embedding || op == Op::Matmul || op == Op::RmsNorm || op == Op::KvWrite ||
          op == Op::Attention || op == Op::LayerNorm || op == Op::AddBias || op == Op::AddRmsNorm ||
@@ -121,7 +125,8 @@ Tensor CudaBackend::alloc(const std::string& name, DType dtype, Shape shape) {
 
 Tensor CudaBackend::prepare_weight(const Tensor& host_weight) {
   const DType t = host_weight.dtype();
-  if (!(t == DType::F32 || t == DType::F16 || t == DType::BF16))
+  if (!(t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Q8_0 ||
+        t == DType::Q4_0))
     throw InvalidArgument("[prepare_weight] tensor " + host_weight.name() + ": dtype " +
                           std::string(dtype_name(t)) + " is not supported on cuda");
   if (host_weight.device() != Device::CPU)
@@ -260,7 +265,13 @@ std::string CudaBackend::profile_report() {
 
 CudaStats CudaBackend::stats() const {
   const ContextStats& s = ctx_->stats();
-  return {s.ops, s.eager_steps, s.graph_captures, s.graph_launches};
+  return {s.ops,
+          s.eager_steps,
+          s.graph_captures,
+          s.graph_launches,
+          s.streamed_steps,
+          s.host_record_seconds,
+          s.recorded_steps};
 }
 
 }  // namespace cuda
@@ -271,9 +282,15 @@ CudaOptions cuda_options_from_env() {
   o.sync_each_op = cuda::env_flag("INFERA_CUDA_SYNC", o.sync_each_op);
   o.exact_f32 = cuda::env_flag("INFERA_CUDA_EXACT", o.exact_f32);
   o.mma_attention = cuda::env_flag("INFERA_CUDA_MMA", o.mma_attention);
+  o.flash_attention = cuda::env_flag("INFERA_CUDA_FLASH", o.flash_attention);
+  o.decode_pipeline = cuda::env_flag("INFERA_CUDA_DECODE_PIPELINE", o.decode_pipeline);
+  o.stream_new_steps = cuda::env_flag("INFERA_CUDA_STREAM", o.stream_new_steps);
   o.decode_attention = cuda::env_flag("INFERA_CUDA_DECODE_ATTENTION", o.decode_attention);
   o.fused = cuda::env_flag("INFERA_CUDA_FUSED", o.fused);
+  o.packed_dense = cuda::env_flag("INFERA_CUDA_PACKED_DENSE", o.packed_dense);
+  o.packed_mma = cuda::env_flag("INFERA_CUDA_PACKED_MMA", o.packed_mma);
   o.profile = cuda::env_flag("INFERA_CUDA_PROFILE", o.profile);
+  o.programmatic_launch = cuda::env_flag("INFERA_CUDA_PDL", o.programmatic_launch);
   if (const char* v = std::getenv("INFERA_CUDA_GEMV_ROWS"); v && *v) o.gemv_max_rows = std::atoi(v);
   if (const char* v = std::getenv("INFERA_CUDA_DECODE_SPLIT_KEYS"); v && *v)
     o.decode_split_keys = std::max(1, std::atoi(v));

@@ -20,17 +20,40 @@ struct CudaOptions {
   // (INFERA_CUDA_EXACT=1); slower.
   bool exact_f32 = false;
   bool mma_attention = true;  // tensor-core attention for f16/bf16 caches (INFERA_CUDA_MMA=0: off)
+  // Of the tensor-core kernels, the pipelined one (cp.async, ldmatrix) for head_dim 64 and 128
+  // (INFERA_CUDA_FLASH=0: the unpipelined attention_mma kernel).
+  bool flash_attention = true;
   // Decode attention (<= 4 query vectors per kv head) with every warp on its own keys
   // (INFERA_CUDA_DECODE_ATTENTION=0: the general f32 kernel instead).
   bool decode_attention = true;
   // Fewest keys per block of the decode attention when keys are split across blocks to fill
   // the GPU (INFERA_CUDA_DECODE_SPLIT_KEYS): fewer means more blocks, each a shorter chain.
-  int64_t decode_split_keys = 128;
+  // 64: a block of 4 warps x 2 keys x 8 steps per round of loads; batch-1 decode ran 1.77 ms
+  // per step against 2.2-2.3 ms with 128 on the H200 (bench/reference/cuda3_h200/run2).
+  int64_t decode_split_keys = 64;
+  // Decode attention with the next round of key/value loads issued before the current round's
+  // arithmetic (INFERA_CUDA_DECODE_PIPELINE=0: rounds of 8 loads, then the arithmetic).
+  bool decode_pipeline = true;
   // The fused ops (add_rmsnorm, matmul_multi, matmul_swiglu, qk_norm_rope_kv_write) as single
   // kernels (INFERA_CUDA_FUSED=0: Backend's compositions of the one-op kernels).
   bool fused = true;
+  // attention_packed visits every key tile of a sequence, masking the window per row, instead of
+  // only the tiles the window reaches (INFERA_CUDA_PACKED_DENSE=1): same results, the baseline
+  // against which the windowed schedule is measured.
+  bool packed_dense = false;
+  // attention_packed on bf16 tensor cores where it applies (no GQA, head_dim % 16 == 0, <= 128;
+  // not in exact_f32 mode); INFERA_CUDA_PACKED_MMA=0: the f32 CUDA-core kernel everywhere.
+  bool packed_mma = true;
   int64_t gemv_max_rows = 8;  // matmuls of up to this many rows stream weights (GEMV), 0..8
   bool profile = false;       // time each kernel with events, eagerly (INFERA_CUDA_PROFILE=1)
+  // Decode-path kernels launch with programmatic dependent launch: each starts while its
+  // predecessor finishes and streams its weights into L2 before waiting for it
+  // (INFERA_CUDA_PDL=0: plain launches). Process-wide: the last backend made sets it.
+  bool programmatic_launch = true;
+  // A step never seen before (its first 16 launches match no earlier step's) has its kernels
+  // launched as the host records them instead of all at the end (INFERA_CUDA_STREAM=0: at the
+  // end). Prefill steps, whose shapes rarely repeat, stop waiting for the host's whole pass.
+  bool stream_new_steps = true;
 };
 
 // CudaOptions{} with the INFERA_CUDA_* environment overrides applied.
@@ -45,6 +68,9 @@ std::unique_ptr<Backend> make_cuda_backend(int device, const CudaOptions& option
 // Counters of a CUDA backend (nullopt for any other backend): how steps were issued.
 struct CudaStats {
   int64_t ops = 0, eager_steps = 0, graph_captures = 0, graph_launches = 0;
+  int64_t streamed_steps = 0;      // eager steps whose launches were issued while recorded
+  double host_record_seconds = 0;  // host time from each step's first op to its flush, summed
+  int64_t recorded_steps = 0;
 };
 std::optional<CudaStats> cuda_stats(const Backend& backend);
 // With CudaOptions::profile: device time per (op, kernel) since the last call, as a table

@@ -16,12 +16,12 @@ void CudaBackend::layernorm(const Tensor& x, const Tensor& weight, const Tensor&
   expect_f32(out, op);
   expect_float_on_device(weight, op);
   const int64_t dim = row_width(x);
-  expect(weight.numel() == dim && out.numel() == x.numel(), op, shapes(x, weight));
+  INFERA_CUDA_EXPECT(weight.numel() == dim && out.numel() == x.numel(), op, shapes(x, weight));
   if (!bias.empty()) {
     expect_float_on_device(bias, op);
-    expect(bias.numel() == dim && bias.dtype() == weight.dtype(), op,
-           "bias " + bias.shape().str() + " must match weight " + weight.shape().str() +
-               " and its dtype");
+    INFERA_CUDA_EXPECT(bias.numel() == dim && bias.dtype() == weight.dtype(), op,
+                       "bias " + bias.shape().str() + " must match weight " + weight.shape().str() +
+                           " and its dtype");
   }
   LayerNormArgs a{x.data_as<const float>(),
                   weight.data(),
@@ -38,7 +38,7 @@ void CudaBackend::gelu(const Tensor& x, Tensor& out) {
   const char* op = "gelu";
   expect_f32(x, op);
   expect_f32(out, op);
-  expect(out.numel() == x.numel(), op, shapes(x, out));
+  INFERA_CUDA_EXPECT(out.numel() == x.numel(), op, shapes(x, out));
   ctx_->record(launch_gelu,
                BinaryArgs{x.data_as<const float>(), nullptr, out.data_as<float>(), x.numel()},
                note(op, "gelu", {&x}));
@@ -49,7 +49,8 @@ void CudaBackend::geglu(const Tensor& input, const Tensor& gate, Tensor& out) {
   expect_f32(input, op);
   expect_f32(gate, op);
   expect_f32(out, op);
-  expect(gate.numel() == input.numel() && out.numel() == input.numel(), op, shapes(input, gate));
+  INFERA_CUDA_EXPECT(gate.numel() == input.numel() && out.numel() == input.numel(), op,
+                     shapes(input, gate));
   ctx_->record(launch_gelu,
                BinaryArgs{input.data_as<const float>(), gate.data_as<const float>(),
                           out.data_as<float>(), input.numel()},
@@ -62,7 +63,7 @@ void CudaBackend::add_bias(const Tensor& x, const Tensor& bias, Tensor& out) {
   expect_f32(out, op);
   expect_float_on_device(bias, op);
   const int64_t width = row_width(x);
-  expect(bias.numel() == width && out.numel() == x.numel(), op, shapes(x, bias));
+  INFERA_CUDA_EXPECT(bias.numel() == width && out.numel() == x.numel(), op, shapes(x, bias));
   AddBiasArgs a{x.data_as<const float>(), bias.data(), out.data_as<float>(), row_count(x), width,
                 elem_type(bias.dtype())};
   ctx_->record(launch_add_bias, a, note(op, "add_bias", {&x, &bias}));
@@ -73,16 +74,17 @@ void CudaBackend::mean_pool(const Tensor& x, const Batch& batch, Tensor& out) {
   expect_f32(x, op);
   expect_f32(out, op);
   const BatchDesc& d = *batch.desc;
-  expect(!batch.query_start.empty(), op, "the batch has no query_start");
+  INFERA_CUDA_EXPECT(!batch.query_start.empty(), op, "the batch has no query_start");
   const UploadedBatch& u = find_batch(batch.query_start, kQueryStart, op);
-  expect(u.desc == &d, op, "query_start of another batch");
+  INFERA_CUDA_EXPECT(u.desc == &d, op, "query_start of another batch");
   const int64_t width = row_width(x), seqs = d.num_seqs();
-  expect(x.rank() == 2 && row_count(x) == d.num_tokens(), op,
-         "x " + x.shape().str() + " for " + std::to_string(d.num_tokens()) + " tokens");
-  expect(out.rank() == 2 && out.dim(0) == seqs && out.dim(1) == width, op, shapes(x, out));
-  expect(u.min[kQueryStart] >= 0 && u.max[kQueryStart] <= row_count(x), op,
-         "query_start outside the rows of x");
-  expect(seqs <= 65535, op, "more than 65535 sequences");
+  INFERA_CUDA_EXPECT(x.rank() == 2 && row_count(x) == d.num_tokens(), op,
+                     "x " + x.shape().str() + " for " + std::to_string(d.num_tokens()) + " tokens");
+  INFERA_CUDA_EXPECT(out.rank() == 2 && out.dim(0) == seqs && out.dim(1) == width, op,
+                     shapes(x, out));
+  INFERA_CUDA_EXPECT(u.min[kQueryStart] >= 0 && u.max[kQueryStart] <= row_count(x), op,
+                     "query_start outside the rows of x");
+  INFERA_CUDA_EXPECT(seqs <= 65535, op, "more than 65535 sequences");
   MeanPoolArgs a{x.data_as<const float>(), batch.query_start.data_as<const int32_t>(),
                  out.data_as<float>(), seqs, width};
   ctx_->record(launch_mean_pool, a, note(op, "mean_pool", {&x, &out}));
@@ -94,36 +96,50 @@ void CudaBackend::attention_packed(const Tensor& q, const Tensor& k, const Tenso
   for (const Tensor* t : {&q, &k, &v, static_cast<const Tensor*>(&out)}) expect_f32(*t, op);
   const BatchDesc& d = *batch.desc;
   const int64_t tokens = d.num_tokens();
-  expect(q.rank() == 3 && k.rank() == 3 && v.shape() == k.shape() && out.shape() == q.shape() &&
-             q.dim(0) == tokens && k.dim(0) == tokens && q.dim(2) == k.dim(2),
-         op, shapes(q, k) + " for " + std::to_string(tokens) + " tokens");
+  INFERA_CUDA_EXPECT(q.rank() == 3 && k.rank() == 3 && v.shape() == k.shape() &&
+                         out.shape() == q.shape() && q.dim(0) == tokens && k.dim(0) == tokens &&
+                         q.dim(2) == k.dim(2),
+                     op, shapes(q, k) + " for " + std::to_string(tokens) + " tokens");
   const int64_t hq = q.dim(1), hkv = k.dim(1), hd = q.dim(2);
-  expect(hkv > 0 && hq % hkv == 0, op, "q heads must be a multiple of the kv heads");
-  expect(hq / hkv <= 32, op, "more than 32 q heads per kv head");
-  expect(hd <= kPackedMaxHeadDim, op,
-         "head_dim " + std::to_string(hd) + " over " + std::to_string(kPackedMaxHeadDim));
-  expect(params.scale > 0, op, "scale must be positive");
-  expect(!batch.query_start.empty(), op, "the batch has no query_start");
+  INFERA_CUDA_EXPECT(hkv > 0 && hq % hkv == 0, op, "q heads must be a multiple of the kv heads");
+  INFERA_CUDA_EXPECT(hq / hkv <= 32, op, "more than 32 q heads per kv head");
+  INFERA_CUDA_EXPECT(
+      hd <= kPackedMaxHeadDim, op,
+      "head_dim " + std::to_string(hd) + " over " + std::to_string(kPackedMaxHeadDim));
+  INFERA_CUDA_EXPECT(params.scale > 0, op, "scale must be positive");
+  INFERA_CUDA_EXPECT(!batch.query_start.empty(), op, "the batch has no query_start");
   const UploadedBatch& u = find_batch(batch.query_start, kQueryStart, op);
-  expect(u.desc == &d && u.min[kQueryStart] >= 0 && u.max[kQueryStart] <= tokens, op,
-         "query_start outside the batch's rows");
+  INFERA_CUDA_EXPECT(u.desc == &d && u.min[kQueryStart] >= 0 && u.max[kQueryStart] <= tokens, op,
+                     "query_start outside the batch's rows");
   const int64_t seqs = d.num_seqs();
-  expect(seqs > 0 && seqs <= 65535 && hkv <= 65535, op, "1 to 65535 sequences and kv heads");
-  const int64_t group = hq / hkv, qt = 32 / group;
-  const int64_t kt = kPackedKeys;
+  INFERA_CUDA_EXPECT(seqs > 0 && seqs <= 65535 && hkv <= 65535, op,
+                     "1 to 65535 sequences and kv heads");
+  const int64_t group = hq / hkv;
+  // Tensor cores where they apply (bf16 operands), else the f32 kernel (also the exact mode).
+  // (It stages rows with 16-byte loads: q, k, v must start 16-byte aligned.)
+  const bool aligned =
+      (reinterpret_cast<uintptr_t>(q.data()) | reinterpret_cast<uintptr_t>(k.data()) |
+       reinterpret_cast<uintptr_t>(v.data())) %
+          16 ==
+      0;
+  const bool mma = options_.packed_mma && !options_.exact_f32 && group == 1 && hd % 16 == 0 &&
+                   hd <= kPackedMmaMaxHeadDim && aligned;
+  const int64_t qt = mma ? kPackedMmaRows : 32 / group;
+  const int64_t kt = mma ? kPackedMmaKeys : kPackedKeys;
   // The schedule, counted here: per sequence and query tile, the key tiles overlapping the union
-  // of its rows' windows (and, causally, up to its last row).
+  // of its rows' windows (and, causally, up to its last row); the dense schedule: every key tile.
+  const bool dense = options_.packed_dense;
   int64_t tiles = 0, max_len = 0;
   for (int64_t s = 0; s < seqs; ++s) {
     const int64_t len =
         d.query_start[static_cast<size_t>(s + 1)] - d.query_start[static_cast<size_t>(s)];
-    expect(len >= 0, op, "query_start must not decrease");
+    INFERA_CUDA_EXPECT(len >= 0, op, "query_start must not decrease");
     max_len = std::max(max_len, len);
     for (int64_t q0 = 0; q0 < len; q0 += qt) {
       const int64_t last = std::min(len, q0 + qt) - 1;
-      const int64_t lo = params.window < 0 ? 0 : std::max<int64_t>(0, q0 - params.window);
-      int64_t hi = params.window < 0 ? len : std::min(len, last + params.window + 1);
-      if (params.causal) hi = std::min(hi, last + 1);
+      const int64_t lo = dense || params.window < 0 ? 0 : std::max<int64_t>(0, q0 - params.window);
+      int64_t hi = dense || params.window < 0 ? len : std::min(len, last + params.window + 1);
+      if (params.causal && !dense) hi = std::min(hi, last + 1);
       tiles += (hi + kt - 1) / kt - lo / kt;
     }
   }
@@ -131,8 +147,10 @@ void CudaBackend::attention_packed(const Tensor& q, const Tensor& k, const Tenso
   stats_.packed_query_tile = qt;
   stats_.packed_key_tile = kt;
   const auto smem_limit = static_cast<int64_t>(ctx_->properties().sharedMemPerBlockOptin);
-  expect(packed_attention_smem_bytes(hd) <= smem_limit, op,
-         "head_dim " + std::to_string(hd) + " needs more shared memory than the GPU has");
+  const int64_t smem = mma ? packed_attention_mma_smem_bytes(hd) : packed_attention_smem_bytes(hd);
+  INFERA_CUDA_EXPECT(
+      smem <= smem_limit, op,
+      "head_dim " + std::to_string(hd) + " needs more shared memory than the GPU has");
   PackedAttentionArgs a{};
   a.q = q.data_as<const float>();
   a.k = k.data_as<const float>();
@@ -148,7 +166,11 @@ void CudaBackend::attention_packed(const Tensor& q, const Tensor& k, const Tenso
   a.scale = params.scale;
   a.causal = params.causal ? 1 : 0;
   a.window = params.window;
-  ctx_->record(launch_packed_attention, a, note(op, "packed_attention", {&q, &k}));
+  a.dense = dense ? 1 : 0;
+  if (mma)
+    ctx_->record(launch_packed_attention_mma, a, note(op, "packed_attention_mma", {&q, &k}));
+  else
+    ctx_->record(launch_packed_attention, a, note(op, "packed_attention", {&q, &k}));
 }
 
 OpStats CudaBackend::op_stats() const { return stats_; }

@@ -1,6 +1,7 @@
 // The CUDA backend's fused ops (see ops/backend.h): the same checks as the one-op versions, one
 // launch where the decode step used several. Shapes a fused kernel does not cover fall back to
 // Backend's composition of the one-op kernels.
+#include <algorithm>
 #include <string>
 
 #include "backend/cuda/cuda_backend_impl.h"
@@ -19,9 +20,11 @@ void CudaBackend::add_rmsnorm(Tensor& x, const Tensor& delta, const Tensor& weig
   expect_f32(out, op);
   expect_float_on_device(weight, op);
   const int64_t dim = row_width(x), rows = row_count(x);
-  expect(delta.numel() == x.numel() && out.numel() == x.numel() && weight.numel() == dim, op,
-         shapes(x, delta) + ", " + shapes(out, weight));
-  expect(out.data() != x.data() && out.data() != delta.data(), op, "out must not alias x or delta");
+  INFERA_CUDA_EXPECT(
+      delta.numel() == x.numel() && out.numel() == x.numel() && weight.numel() == dim, op,
+      shapes(x, delta) + ", " + shapes(out, weight));
+  INFERA_CUDA_EXPECT(out.data() != x.data() && out.data() != delta.data(), op,
+                     "out must not alias x or delta");
   AddRmsNormArgs a{x.data_as<float>(),
                    delta.data_as<const float>(),
                    weight.data(),
@@ -36,7 +39,12 @@ void CudaBackend::add_rmsnorm(Tensor& x, const Tensor& delta, const Tensor& weig
 void CudaBackend::matmul_multi(const Tensor& x, std::span<const Tensor* const> ws,
                                std::span<Tensor* const> outs) {
   const char* op = "matmul";
-  expect(ws.size() == outs.size() && !ws.empty(), op, "one output per weight");
+  INFERA_CUDA_EXPECT(ws.size() == outs.size() && !ws.empty(), op, "one output per weight");
+  // Block-quantized weights have their own kernel (matmul); the fused GEMV reads float rows.
+  if (std::any_of(ws.begin(), ws.end(), [](const Tensor* w) { return is_block_quantized(*w); })) {
+    for (size_t i = 0; i < ws.size(); ++i) matmul(x, *ws[i], *outs[i]);
+    return;
+  }
   expect_f32(x, op);
   const int64_t k = row_width(x), n = row_count(x);
   bool one_launch = options_.fused && n <= options_.gemv_max_rows &&
@@ -57,8 +65,8 @@ void CudaBackend::matmul_multi(const Tensor& x, std::span<const Tensor* const> w
     Tensor& out = *outs[i];
     expect_f32(out, op);
     expect_float_on_device(w, op);
-    expect(w.rank() == 2 && w.dim(1) == k, op, shapes(x, w));
-    expect(row_width(out) == w.dim(0) && row_count(out) == n, op, shapes(out, w));
+    INFERA_CUDA_EXPECT(w.rank() == 2 && w.dim(1) == k, op, shapes(x, w));
+    INFERA_CUDA_EXPECT(row_width(out) == w.dim(0) && row_count(out) == n, op, shapes(out, w));
     a.w[i] = w.data();
     a.out[i] = out.data_as<float>();
     a.m[i] = w.dim(0);
@@ -76,6 +84,11 @@ void CudaBackend::matmul_swiglu(const Tensor& x, const Tensor& w_gate, const Ten
   const char* op = "matmul_swiglu";
   expect_f32(x, op);
   const int64_t k = row_width(x), n = row_count(x);
+  if (is_block_quantized(w_gate) || is_block_quantized(w_up)) {
+    matmul(x, w_gate, gate);
+    matmul(x, w_up, up);
+    return swiglu(gate, up, gate);
+  }
   if (!options_.fused || n > options_.gemv_max_rows || w_gate.dtype() != w_up.dtype()) {
     matmul_checks(x, w_gate, gate);
     matmul_checks(x, w_up, up);
@@ -88,11 +101,11 @@ void CudaBackend::matmul_swiglu(const Tensor& x, const Tensor& w_gate, const Ten
   expect_f32(up, op);
   expect_float_on_device(w_gate, op);
   expect_float_on_device(w_up, op);
-  expect(w_gate.rank() == 2 && w_gate.dim(1) == k && w_up.shape() == w_gate.shape(), op,
-         shapes(x, w_gate) + ", " + shapes(w_up, w_gate));
+  INFERA_CUDA_EXPECT(w_gate.rank() == 2 && w_gate.dim(1) == k && w_up.shape() == w_gate.shape(), op,
+                     shapes(x, w_gate) + ", " + shapes(w_up, w_gate));
   const int64_t m = w_gate.dim(0);
-  expect(row_width(gate) == m && row_count(gate) == n && up.numel() == gate.numel(), op,
-         shapes(gate, w_gate) + ", " + shapes(up, w_up));
+  INFERA_CUDA_EXPECT(row_width(gate) == m && row_count(gate) == n && up.numel() == gate.numel(), op,
+                     shapes(gate, w_gate) + ", " + shapes(up, w_up));
   GemvArgs a{};
   a.x = x.data_as<const float>();
   a.w[0] = w_gate.data();
@@ -119,23 +132,28 @@ void CudaBackend::qk_norm_rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, c
   expect_f32(v, op);
   expect_float_on_device(q_norm, op);
   expect_float_on_device(k_norm, op);
-  expect(q.rank() == 3 && k.rank() == 3 && v.shape() == k.shape() && q.dim(0) == k.dim(0) &&
-             q.dim(2) == k.dim(2) && q.dim(0) == batch.num_tokens(),
-         op, shapes(q, k) + ", " + shapes(k, v));
+  INFERA_CUDA_EXPECT(q.rank() == 3 && k.rank() == 3 && v.shape() == k.shape() &&
+                         q.dim(0) == k.dim(0) && q.dim(2) == k.dim(2) &&
+                         q.dim(0) == batch.num_tokens(),
+                     op, shapes(q, k) + ", " + shapes(k, v));
   const int64_t n = q.dim(0), d = q.dim(2);
-  expect(d > 0 && d % 2 == 0, op, "head_dim " + std::to_string(d) + " must be even");
-  expect(q_norm.numel() == d && k_norm.numel() == d, op, shapes(q_norm, k_norm));
+  INFERA_CUDA_EXPECT(d > 0 && d % 2 == 0, op, "head_dim " + std::to_string(d) + " must be even");
+  INFERA_CUDA_EXPECT(n * (q.dim(1) + 2 * k.dim(1)) < (int64_t{1} << 31), op,
+                     "more than 2^31 (token, head) pairs: " + shapes(q, k));
+  INFERA_CUDA_EXPECT(q_norm.numel() == d && k_norm.numel() == d, op, shapes(q_norm, k_norm));
   expect_pool(cache, k.dim(1), d, op);
   const UploadedBatch& u = find_batch(batch.positions, kPositions, op);
-  expect(batch.positions.numel() == n, op, "positions for q " + q.shape().str());
-  expect(u.min[kPositions] >= 0, op, "negative position " + std::to_string(u.min[kPositions]));
-  expect(!batch.slots.empty(), op, "the batch has no slots");
+  INFERA_CUDA_EXPECT(batch.positions.numel() == n, op, "positions for q " + q.shape().str());
+  INFERA_CUDA_EXPECT(u.min[kPositions] >= 0, op,
+                     "negative position " + std::to_string(u.min[kPositions]));
+  INFERA_CUDA_EXPECT(!batch.slots.empty(), op, "the batch has no slots");
   const UploadedBatch& us = find_batch(batch.slots, kSlots, op);
-  expect(batch.slots.numel() == n, op, "slots must be I32 [" + std::to_string(n) + "]");
+  INFERA_CUDA_EXPECT(batch.slots.numel() == n, op, "slots must be I32 [" + std::to_string(n) + "]");
   const int64_t capacity = cache.keys.dim(0) * cache.keys.dim(2);
-  expect(us.min[kSlots] >= 0 && us.max[kSlots] < capacity, op,
-         "slot " + std::to_string(us.min[kSlots] < 0 ? us.min[kSlots] : us.max[kSlots]) +
-             " outside the cache's " + std::to_string(capacity));
+  INFERA_CUDA_EXPECT(us.min[kSlots] >= 0 && us.max[kSlots] < capacity, op,
+                     "slot " +
+                         std::to_string(us.min[kSlots] < 0 ? us.min[kSlots] : us.max[kSlots]) +
+                         " outside the cache's " + std::to_string(capacity));
   const RopeTable& table = rope_table(theta, d, u.max[kPositions]);
   QkNormRopeKvArgs a{};
   a.q = q.data_as<float>();
@@ -163,10 +181,10 @@ void CudaBackend::qk_norm_rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, c
 void CudaBackend::argmax_rows(const Tensor& x, std::span<int32_t> ids) {
   const char* op = "argmax_rows";
   expect_f32(x, op);
-  expect(x.rank() == 2 && static_cast<int64_t>(ids.size()) == x.dim(0) && x.dim(1) > 0, op,
-         "x " + x.shape().str() + " for " + std::to_string(ids.size()) + " ids");
-  expect(x.dim(1) <= (int64_t{1} << 31) - 1 && x.dim(0) <= 65535, op,
-         "at most 65535 rows narrower than 2^31");
+  INFERA_CUDA_EXPECT(x.rank() == 2 && static_cast<int64_t>(ids.size()) == x.dim(0) && x.dim(1) > 0,
+                     op, "x " + x.shape().str() + " for " + std::to_string(ids.size()) + " ids");
+  INFERA_CUDA_EXPECT(x.dim(1) <= (int64_t{1} << 31) - 1 && x.dim(0) <= 65535, op,
+                     "at most 65535 rows narrower than 2^31");
   auto* dev = static_cast<unsigned long long*>(ctx_->scratch(4, ids.size() * 8));
   ctx_->record(launch_argmax_rows, ArgmaxArgs{x.data_as<const float>(), dev, x.dim(0), x.dim(1)},
                note(op, "argmax_rows", {&x}));

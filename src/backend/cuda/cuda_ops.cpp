@@ -41,15 +41,15 @@ void CudaBackend::embedding(const Tensor& table, const Tensor& ids, Tensor& out)
   const char* op = "embedding";
   expect_f32(out, op);
   expect_float_on_device(table, op);
-  expect(table.rank() == 2 && out.rank() == 2 && out.dim(1) == table.dim(1), op,
-         shapes(table, out));
+  INFERA_CUDA_EXPECT(table.rank() == 2 && out.rank() == 2 && out.dim(1) == table.dim(1), op,
+                     shapes(table, out));
   int field = kTokens;
   const UploadedBatch& b = find_batch(ids, -1, op, &field);
-  expect(ids.numel() == out.dim(0), op,
-         "ids [" + std::to_string(ids.numel()) + "] for out " + out.shape().str());
-  expect(b.min[field] >= 0 && b.max[field] < table.dim(0), op,
-         "token id " + std::to_string(b.min[field] < 0 ? b.min[field] : b.max[field]) +
-             " outside the vocabulary [0, " + std::to_string(table.dim(0)) + ")");
+  INFERA_CUDA_EXPECT(ids.numel() == out.dim(0), op,
+                     "ids [" + std::to_string(ids.numel()) + "] for out " + out.shape().str());
+  INFERA_CUDA_EXPECT(b.min[field] >= 0 && b.max[field] < table.dim(0), op,
+                     "token id " + std::to_string(b.min[field] < 0 ? b.min[field] : b.max[field]) +
+                         " outside the vocabulary [0, " + std::to_string(table.dim(0)) + ")");
   EmbeddingArgs a{table.data(), ids.data_as<const int32_t>(), out.data_as<float>(), out.dim(0),
                   table.dim(1), elem_type(table.dtype())};
   ctx_->record(launch_embedding, a, note(op, "embedding", {&table, &ids, &out}));
@@ -61,7 +61,7 @@ void CudaBackend::rmsnorm(const Tensor& x, const Tensor& weight, float eps, Tens
   expect_f32(out, op);
   expect_float_on_device(weight, op);
   const int64_t dim = row_width(x), rows = row_count(x);
-  expect(weight.numel() == dim && out.numel() == x.numel(), op, shapes(x, weight));
+  INFERA_CUDA_EXPECT(weight.numel() == dim && out.numel() == x.numel(), op, shapes(x, weight));
   RmsNormArgs a{x.data_as<const float>(),
                 weight.data(),
                 out.data_as<float>(),
@@ -78,14 +78,34 @@ void CudaBackend::matmul_checks(const Tensor& x, const Tensor& w, const Tensor& 
   expect_f32(out, op);
   expect_float_on_device(w, op);
   const int64_t k = row_width(x), n = row_count(x);
-  expect(w.rank() == 2 && w.dim(1) == k, op, shapes(x, w));
+  INFERA_CUDA_EXPECT(w.rank() == 2 && w.dim(1) == k, op, shapes(x, w));
   const int64_t m = w.dim(0);
-  expect(row_width(out) == m && row_count(out) == n, op, shapes(out, w));
-  expect(n < (int64_t{1} << 31) && m < (int64_t{1} << 31) && k < (int64_t{1} << 31), op,
-         "dimensions beyond 2^31: " + shapes(x, w));
+  INFERA_CUDA_EXPECT(row_width(out) == m && row_count(out) == n, op, shapes(out, w));
+  INFERA_CUDA_EXPECT(n < (int64_t{1} << 31) && m < (int64_t{1} << 31) && k < (int64_t{1} << 31), op,
+                     "dimensions beyond 2^31: " + shapes(x, w));
 }
 
 void CudaBackend::matmul(const Tensor& x, const Tensor& w, Tensor& out) {
+  if (is_block_quantized(w)) {
+    const char* op = "matmul";
+    expect_f32(x, op);
+    expect_f32(out, op);
+    INFERA_CUDA_EXPECT(w.device() == Device::CUDA, op,
+                       "weight " + w.name() + " is not in device memory");
+    const int64_t k = row_width(x), n = row_count(x);
+    INFERA_CUDA_EXPECT(w.rank() == 2 && w.dim(1) == k && k % 32 == 0, op,
+                       shapes(x, w) + " (quantized rows: whole blocks of 32)");
+    const int64_t m = w.dim(0);
+    INFERA_CUDA_EXPECT(row_width(out) == m && row_count(out) == n, op, shapes(out, w));
+    INFERA_CUDA_EXPECT(n < (int64_t{1} << 31) && m < (int64_t{1} << 31), op,
+                       "dimensions beyond 2^31");
+    OpNote nt = note(op, "quant_matmul", {&x, &w, &out});
+    ctx_->record(launch_quant_matmul,
+                 QuantMatmulArgs{x.data_as<const float>(), w.data(), out.data_as<float>(), n, k, m,
+                                 w.dtype() == DType::Q4_0 ? 1 : 0},
+                 nt);
+    return;
+  }
   matmul_checks(x, w, out);
   record_matmul(x, w, out, row_count(x), row_width(x), w.dim(0));
 }
@@ -129,11 +149,14 @@ const void* CudaBackend::record_matmul(const Tensor& x, const Tensor& w, Tensor&
 void CudaBackend::rope(Tensor& x, const Tensor& positions, double theta) {
   const char* op = "rope";
   expect_f32(x, op);
-  expect(x.rank() == 3 && x.dim(2) % 2 == 0 && x.dim(2) > 0, op, "x " + x.shape().str());
+  INFERA_CUDA_EXPECT(x.rank() == 3 && x.dim(2) % 2 == 0 && x.dim(2) > 0, op,
+                     "x " + x.shape().str());
   const UploadedBatch& b = find_batch(positions, kPositions, op);
-  expect(positions.numel() == x.dim(0), op,
-         "positions [" + std::to_string(positions.numel()) + "] for x " + x.shape().str());
-  expect(b.min[kPositions] >= 0, op, "negative position " + std::to_string(b.min[kPositions]));
+  INFERA_CUDA_EXPECT(
+      positions.numel() == x.dim(0), op,
+      "positions [" + std::to_string(positions.numel()) + "] for x " + x.shape().str());
+  INFERA_CUDA_EXPECT(b.min[kPositions] >= 0, op,
+                     "negative position " + std::to_string(b.min[kPositions]));
   const RopeTable& table = rope_table(theta, x.dim(2), b.max[kPositions]);
   RopeArgs a{x.data_as<float>(),
              positions.data_as<const int32_t>(),
@@ -171,10 +194,10 @@ void expect_tables_fit(const UploadedBatch& u, const KvLayer& cache, const char*
     }
     u.checked_block_size = bs;
   }
-  expect(u.tables_fit, op, "a sequence is longer than its block table");
-  expect(u.block_max < 0 || (u.block_min >= 0 && u.block_max < blocks), op,
-         "block " + std::to_string(u.block_min < 0 ? u.block_min : u.block_max) +
-             " outside the cache's " + std::to_string(blocks) + " blocks");
+  INFERA_CUDA_EXPECT(u.tables_fit, op, "a sequence is longer than its block table");
+  INFERA_CUDA_EXPECT(u.block_max < 0 || (u.block_min >= 0 && u.block_max < blocks), op,
+                     "block " + std::to_string(u.block_min < 0 ? u.block_min : u.block_max) +
+                         " outside the cache's " + std::to_string(blocks) + " blocks");
 }
 }  // namespace
 
@@ -182,17 +205,17 @@ void CudaBackend::kv_write(const Tensor& k, const Tensor& v, KvLayer& cache, con
   const char* op = "kv_write";
   expect_f32(k, op);
   expect_f32(v, op);
-  expect(k.rank() == 3 && v.shape() == k.shape() && k.dim(0) == batch.num_tokens(), op,
-         shapes(k, v));
+  INFERA_CUDA_EXPECT(k.rank() == 3 && v.shape() == k.shape() && k.dim(0) == batch.num_tokens(), op,
+                     shapes(k, v));
   expect_pool(cache, k.dim(1), k.dim(2), op);
-  expect(!batch.slots.empty(), op, "the batch has no slots");
+  INFERA_CUDA_EXPECT(!batch.slots.empty(), op, "the batch has no slots");
   const UploadedBatch& u = find_batch(batch.slots, kSlots, op);
-  expect(batch.slots.numel() == k.dim(0), op,
-         "slots must be I32 [" + std::to_string(k.dim(0)) + "]");
+  INFERA_CUDA_EXPECT(batch.slots.numel() == k.dim(0), op,
+                     "slots must be I32 [" + std::to_string(k.dim(0)) + "]");
   const int64_t capacity = cache.keys.dim(0) * cache.keys.dim(2);
-  expect(u.min[kSlots] >= 0 && u.max[kSlots] < capacity, op,
-         "slot " + std::to_string(u.min[kSlots] < 0 ? u.min[kSlots] : u.max[kSlots]) +
-             " outside the cache's " + std::to_string(capacity));
+  INFERA_CUDA_EXPECT(u.min[kSlots] >= 0 && u.max[kSlots] < capacity, op,
+                     "slot " + std::to_string(u.min[kSlots] < 0 ? u.min[kSlots] : u.max[kSlots]) +
+                         " outside the cache's " + std::to_string(capacity));
   KvWriteArgs a{k.data_as<const float>(),
                 v.data_as<const float>(),
                 batch.slots.data_as<const int32_t>(),
@@ -211,26 +234,28 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& 
   const char* op = "attention";
   expect_f32(q, op);
   expect_f32(out, op);
-  expect(q.rank() == 3 && out.shape() == q.shape() && q.dim(0) == batch.num_tokens(), op,
-         shapes(q, out));
+  INFERA_CUDA_EXPECT(q.rank() == 3 && out.shape() == q.shape() && q.dim(0) == batch.num_tokens(),
+                     op, shapes(q, out));
   const Tensor& keys = cache.keys;
-  expect(keys.rank() == 4 && keys.dim(1) > 0 && q.dim(1) % keys.dim(1) == 0, op,
-         "q heads " + std::to_string(q.dim(1)) + " must be a multiple of the cache's kv heads");
+  INFERA_CUDA_EXPECT(
+      keys.rank() == 4 && keys.dim(1) > 0 && q.dim(1) % keys.dim(1) == 0, op,
+      "q heads " + std::to_string(q.dim(1)) + " must be a multiple of the cache's kv heads");
   expect_pool(cache, keys.dim(1), q.dim(2), op);
   const BatchDesc& d = *batch.desc;
-  expect(!d.block_table.empty() && !batch.block_table.empty(), op, "the batch has no block table");
+  INFERA_CUDA_EXPECT(!d.block_table.empty() && !batch.block_table.empty(), op,
+                     "the batch has no block table");
   const UploadedBatch& u = find_batch(batch.block_table, kBlockTable, op);
-  expect(u.desc == &d && !batch.positions.empty() && !batch.query_start.empty() &&
-             !batch.seq_lens.empty(),
-         op, "the batch needs positions, query_start and seq_lens");
+  INFERA_CUDA_EXPECT(u.desc == &d && !batch.positions.empty() && !batch.query_start.empty() &&
+                         !batch.seq_lens.empty(),
+                     op, "the batch needs positions, query_start and seq_lens");
   expect_tables_fit(u, cache, op);
 
   const int64_t hq = q.dim(1), hkv = keys.dim(1), head_dim = q.dim(2), group = hq / hkv;
   const int64_t seqs = d.num_seqs(), tokens = d.num_tokens();
-  expect(head_dim <= kSimtMaxHeadDim, op,
-         "head_dim " + std::to_string(head_dim) + " over the CUDA attention's " +
-             std::to_string(kSimtMaxHeadDim));
-  expect(seqs <= 65535 && hkv <= 65535, op, "more than 65535 sequences or kv heads");
+  INFERA_CUDA_EXPECT(head_dim <= kSimtMaxHeadDim, op,
+                     "head_dim " + std::to_string(head_dim) + " over the CUDA attention's " +
+                         std::to_string(kSimtMaxHeadDim));
+  INFERA_CUDA_EXPECT(seqs <= 65535 && hkv <= 65535, op, "more than 65535 sequences or kv heads");
   const int64_t vectors = int64_t{d.max_query_len()} * group;  // per (sequence, kv head), at most
   AttentionArgs a{};
   a.q = q.data_as<const float>();
@@ -262,6 +287,11 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& 
       attention_mma_supports(a.type, head_dim) && vectors >= 16) {
     a.vectors_per_tile = kMmaVectorsPerTile;
     a.tiles = (vectors + kMmaVectorsPerTile - 1) / kMmaVectorsPerTile;
+    if (options_.flash_attention && attention_flash_supports(a.type, head_dim) &&
+        a.tiles <= 65535) {
+      nt.kernel = "attention_flash";
+      return ctx_->record(launch_attention_flash, a, nt);
+    }
     nt.kernel = "attention_mma";
     return ctx_->record(launch_attention_mma, a, nt);
   }
@@ -285,6 +315,7 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& 
       attention_decode_supports(a.type, head_dim)) {
     a.vectors_per_tile = vectors;
     a.tiles = 1;
+    a.pipelined = options_.decode_pipeline ? 1 : 0;
     if (seqs * hkv < 4 * sms) split_keys(seqs * hkv, options_.decode_split_keys);
     nt.kernel = a.splits > 1 ? "attention_decode_split" : "attention_decode";
     return ctx_->record(launch_attention_decode, a, nt);
@@ -292,8 +323,9 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& 
   const auto smem_limit = static_cast<int64_t>(ctx_->properties().sharedMemPerBlockOptin);
   int64_t vpt = std::min<int64_t>(32, vectors);
   while (vpt > 1 && attention_simt_smem_bytes(vpt, head_dim) > smem_limit) vpt = (vpt + 1) / 2;
-  expect(attention_simt_smem_bytes(vpt, head_dim) <= smem_limit, op,
-         "head_dim " + std::to_string(head_dim) + " needs more shared memory than the GPU has");
+  INFERA_CUDA_EXPECT(
+      attention_simt_smem_bytes(vpt, head_dim) <= smem_limit, op,
+      "head_dim " + std::to_string(head_dim) + " needs more shared memory than the GPU has");
   a.vectors_per_tile = vpt;
   a.tiles = (vectors + vpt - 1) / vpt;
   // Few queries (decode): split each sequence's keys across blocks so the GPU fills up.
@@ -308,7 +340,8 @@ void CudaBackend::swiglu(const Tensor& gate, const Tensor& up, Tensor& out) {
   expect_f32(gate, op);
   expect_f32(up, op);
   expect_f32(out, op);
-  expect(gate.numel() == up.numel() && out.numel() == gate.numel(), op, shapes(gate, up));
+  INFERA_CUDA_EXPECT(gate.numel() == up.numel() && out.numel() == gate.numel(), op,
+                     shapes(gate, up));
   ctx_->record(launch_swiglu,
                BinaryArgs{gate.data_as<const float>(), up.data_as<const float>(),
                           out.data_as<float>(), gate.numel()},
@@ -320,7 +353,7 @@ void CudaBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
   expect_f32(a, op);
   expect_f32(b, op);
   expect_f32(out, op);
-  expect(a.numel() == b.numel() && out.numel() == a.numel(), op, shapes(a, b));
+  INFERA_CUDA_EXPECT(a.numel() == b.numel() && out.numel() == a.numel(), op, shapes(a, b));
   ctx_->record(launch_add,
                BinaryArgs{a.data_as<const float>(), b.data_as<const float>(), out.data_as<float>(),
                           a.numel()},
@@ -332,13 +365,13 @@ void CudaBackend::gather_rows(const Tensor& src, const Tensor& rows, Tensor& dst
   expect_f32(src, op);
   expect_f32(dst, op);
   const int64_t width = row_width(src), n = row_count(src);
-  expect(row_width(dst) == width, op, shapes(src, dst));
+  INFERA_CUDA_EXPECT(row_width(dst) == width, op, shapes(src, dst));
   const UploadedBatch& u = find_batch(rows, kRows, op);
-  expect(rows.numel() == row_count(dst), op,
-         "rows [" + std::to_string(rows.numel()) + "] for dst " + dst.shape().str());
-  expect(u.min[kRows] >= 0 && u.max[kRows] < n, op,
-         "row " + std::to_string(u.min[kRows] < 0 ? u.min[kRows] : u.max[kRows]) + " outside [0, " +
-             std::to_string(n) + ")");
+  INFERA_CUDA_EXPECT(rows.numel() == row_count(dst), op,
+                     "rows [" + std::to_string(rows.numel()) + "] for dst " + dst.shape().str());
+  INFERA_CUDA_EXPECT(u.min[kRows] >= 0 && u.max[kRows] < n, op,
+                     "row " + std::to_string(u.min[kRows] < 0 ? u.min[kRows] : u.max[kRows]) +
+                         " outside [0, " + std::to_string(n) + ")");
   ctx_->record(launch_gather_rows,
                GatherRowsArgs{src.data_as<const float>(), rows.data_as<const int32_t>(),
                               dst.data_as<float>(), row_count(dst), width},

@@ -26,10 +26,13 @@ std::string note_text(const OpNote& n) {
   return s;
 }
 
-uint64_t hash_bytes(const std::vector<uint8_t>& v) {
+uint64_t hash_bytes(const std::vector<uint8_t>& v, size_t bytes) {
   return std::hash<std::string_view>{}(
-      std::string_view(reinterpret_cast<const char*>(v.data()), v.size()));
+      std::string_view(reinterpret_cast<const char*>(v.data()), bytes));
 }
+uint64_t hash_bytes(const std::vector<uint8_t>& v) { return hash_bytes(v, v.size()); }
+
+constexpr size_t kStreamPrefix = 16;  // records that decide whether a step streams
 
 }  // namespace
 
@@ -160,6 +163,7 @@ void DeviceContext::batch_staging_used() {
 }
 
 void DeviceContext::append(LaunchFn fn, const void* args, size_t bytes, const OpNote& note) {
+  if (offsets_.empty()) step_began_ = std::chrono::steady_clock::now();
   const size_t at = pending_.size();
   offsets_.push_back(at);
   notes_.push_back(note);
@@ -168,6 +172,21 @@ void DeviceContext::append(LaunchFn fn, const void* args, size_t bytes, const Op
   std::memcpy(pending_.data() + at, &fn, sizeof(fn));
   std::memcpy(pending_.data() + at + 8, &size, 8);
   std::memcpy(pending_.data() + at + 16, args, bytes);
+  if (!streaming_ && offsets_.size() == kStreamPrefix && options_.stream_new_steps &&
+      !options_.profile && !options_.sync_each_op && !prefixes_.count(hash_bytes(pending_)))
+    streaming_ = true;
+  if (!streaming_) return;
+  try {
+    for (; streamed_ < offsets_.size(); ++streamed_) launch_record(offsets_[streamed_], streamed_);
+  } catch (...) {  // the step is abandoned, as flush() abandons a failed one
+    pending_.clear();
+    offsets_.clear();
+    notes_.clear();
+    streaming_ = false;
+    streamed_ = 0;
+    free_deferred();
+    throw;
+  }
 }
 
 void DeviceContext::launch_record(size_t offset, size_t note_index) {
@@ -253,10 +272,27 @@ void DeviceContext::flush() {
       c.pending_.clear();
       c.offsets_.clear();
       c.notes_.clear();
+      c.streaming_ = false;
+      c.streamed_ = 0;
       c.free_deferred();
     }
   } clear{*this};
   stats_.ops += static_cast<int64_t>(offsets_.size());
+  stats_.host_record_seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - step_began_).count();
+  ++stats_.recorded_steps;
+  if (offsets_.size() >= kStreamPrefix) {
+    if (prefixes_.size() > 4096) prefixes_.clear();
+    const size_t end = offsets_.size() > kStreamPrefix ? offsets_[kStreamPrefix] : pending_.size();
+    prefixes_.insert(hash_bytes(pending_, end));
+  }
+  if (streaming_) {  // the rest of a step that began launching as it was recorded
+    for (; streamed_ < offsets_.size(); ++streamed_) launch_record(offsets_[streamed_], streamed_);
+    if (options_.graphs) ++seen_[hash_bytes(pending_)];  // a second sight captures it
+    ++stats_.eager_steps;
+    ++stats_.streamed_steps;
+    return;
+  }
   if (!options_.graphs || options_.sync_each_op || options_.profile) return run_eagerly();
 
   const uint64_t hash = hash_bytes(pending_);

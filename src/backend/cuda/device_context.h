@@ -14,12 +14,14 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <type_traits>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "backend/cuda/kernels.h"
@@ -31,6 +33,8 @@ struct ContextOptions {
   bool graphs = true;         // replay repeated steps as CUDA graphs
   bool sync_each_op = false;  // synchronize after every launch (locates asynchronous faults)
   bool profile = false;       // time every launch with events (implies eager launches)
+  // Issue a never-seen step's launches as they are recorded (see DeviceContext::append).
+  bool stream_new_steps = true;
 };
 
 struct ContextStats {
@@ -38,6 +42,12 @@ struct ContextStats {
   int64_t eager_steps = 0;     // flushes run launch by launch
   int64_t graph_captures = 0;  // graphs captured and instantiated
   int64_t graph_launches = 0;  // flushes replayed from a graph (captures included)
+  int64_t streamed_steps = 0;  // eager steps launched while recorded (of eager_steps)
+  // Host time from a step's first launch record to its flush (the forward pass's host work:
+  // op checks and records), summed over `recorded_steps`: the part of a step the GPU waits for
+  // when the step is replayed from a graph.
+  double host_record_seconds = 0;
+  int64_t recorded_steps = 0;
 };
 
 // What an op's launch error message names: the op and up to three operand shapes.
@@ -113,7 +123,8 @@ class DeviceContext {
   void* cublas_workspace_ = nullptr;
   ContextStats stats_;
 
-  std::vector<uint8_t> pending_;  // records: [fn][bytes][args...]
+  std::chrono::steady_clock::time_point step_began_;  // first record of the pending step
+  std::vector<uint8_t> pending_;                      // records: [fn][bytes][args...]
   std::vector<OpNote> notes_;
   std::vector<size_t> offsets_;
   std::vector<void*> deferred_free_;
@@ -127,6 +138,13 @@ class DeviceContext {
 
   std::unordered_map<uint64_t, std::vector<Graph>> graphs_;
   std::unordered_map<uint64_t, int> seen_;  // step hash -> times flushed
+  // Streaming: a step whose first kStreamPrefix launches match no flushed step's cannot be a
+  // graph's or a once-seen step's, so it runs eagerly anyway; its launches are then issued as
+  // they are appended, and the GPU starts while the host still records the rest of the step
+  // (a 2048-token prefill records ~450 launches; issued only at flush, the GPU idled meanwhile).
+  std::unordered_set<uint64_t> prefixes_;  // hashes of flushed steps' first kStreamPrefix records
+  bool streaming_ = false;
+  size_t streamed_ = 0;  // pending records already issued
   size_t graph_count_ = 0;
   uint64_t clock_ = 0;
 

@@ -4,8 +4,12 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_runtime.h>
 
 #include <cstdint>
+#include <stdexcept>
+
+#include "backend/cuda/kernels.h"
 
 namespace infera::cuda {
 
@@ -68,6 +72,49 @@ __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
   return v;
+}
+
+// Programmatic dependent launch (PDL). A kernel started by launch_pdl may begin while the kernel
+// before it in the stream is still running: it must call pdl_wait() before it reads anything an
+// earlier kernel of the step wrote, or writes anything an earlier kernel may still read. What it
+// does before that may only touch memory no kernel of the step writes (the weights; the batch's
+// indices, copied before the step's first kernel). pdl_trigger() lets the next kernel start its
+// blocks; called right after pdl_wait() it keeps at most one kernel waiting ahead. Both are no-ops
+// when the kernel was launched without the attribute.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+// L2 prefetch of the 128-byte line holding p (no register, no wait): weights a kernel will stream
+// after pdl_wait() start arriving while the previous kernel finishes.
+__device__ __forceinline__ void prefetch_l2(const void* p) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
+
+// Launches kernel<<<grid, block, smem, s>>>(args...) with the PDL attribute when
+// programmatic_launch() is on (the kernel must follow pdl_wait()'s rule), plainly otherwise.
+// Errors surface through cudaGetLastError(), as for <<<>>>.
+template <typename... KArgs, typename... Args>
+inline void launch_pdl(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
+                       Args&&... args) {
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cfg.attrs = attr;
+  cfg.numAttrs = programmatic_launch() ? 1 : 0;
+  const cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...);
+  if (err != cudaSuccess) throw std::runtime_error(cudaGetErrorString(err));
 }
 
 inline unsigned blocks_for(int64_t items, int64_t per_block) {

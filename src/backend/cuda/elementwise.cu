@@ -1,6 +1,7 @@
 // The memory-bound ops: embedding, RMSNorm, RoPE, SwiGLU, add, row gather, KV cache writes and
 // the f32 -> f16/bf16 conversion in front of tensor-core GEMMs. Each is one pass over its data.
 #include <algorithm>
+#include <atomic>
 
 #include "backend/cuda/device_util.cuh"
 #include "backend/cuda/kernels.h"
@@ -40,6 +41,8 @@ template <typename W, int K>
 __global__ void rmsnorm_rows_kernel(const float* x, const W* __restrict__ w, float* out,
                                     int64_t dim, float eps) {
   __shared__ float part[32];
+  pdl_wait();
+  pdl_trigger();
   const int64_t row = blockIdx.x;
   const int chunks = static_cast<int>(dim / 4), lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const float4* xr = reinterpret_cast<const float4*>(x + row * dim);
@@ -96,6 +99,8 @@ __global__ void swiglu_kernel(const float* gate, const float* up, float* out, in
 }
 
 __global__ void add_kernel(const float* a, const float* b, float* out, int64_t count) {
+  pdl_wait();
+  pdl_trigger();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     out[i] = a[i] + b[i];
@@ -103,6 +108,8 @@ __global__ void add_kernel(const float* a, const float* b, float* out, int64_t c
 
 __global__ void gather_rows_kernel(const float* __restrict__ src, const int32_t* __restrict__ rows,
                                    float* __restrict__ dst, int64_t width) {
+  pdl_wait();
+  pdl_trigger();
   const int64_t i = blockIdx.x;
   const float* s = src + static_cast<int64_t>(rows[i]) * width;
   for (int64_t j = threadIdx.x; j < width; j += blockDim.x) dst[i * width + j] = s[j];
@@ -173,9 +180,11 @@ void rmsnorm_typed(const RmsNormArgs& a, cudaStream_t s) {
     const int64_t k = (chunks + threads - 1) / threads;
     const auto grid = static_cast<unsigned>(a.rows), block = static_cast<unsigned>(threads);
     const auto eps = static_cast<float>(a.eps);
-    if (k == 1) return rmsnorm_rows_kernel<W, 1><<<grid, block, 0, s>>>(a.x, w, a.out, a.dim, eps);
-    if (k == 2) return rmsnorm_rows_kernel<W, 2><<<grid, block, 0, s>>>(a.x, w, a.out, a.dim, eps);
-    return rmsnorm_rows_kernel<W, 4><<<grid, block, 0, s>>>(a.x, w, a.out, a.dim, eps);
+    if (k == 1)
+      return launch_pdl(rmsnorm_rows_kernel<W, 1>, grid, block, 0, s, a.x, w, a.out, a.dim, eps);
+    if (k == 2)
+      return launch_pdl(rmsnorm_rows_kernel<W, 2>, grid, block, 0, s, a.x, w, a.out, a.dim, eps);
+    return launch_pdl(rmsnorm_rows_kernel<W, 4>, grid, block, 0, s, a.x, w, a.out, a.dim, eps);
   }
   constexpr int kWarps = 8;
   rmsnorm_kernel<<<blocks_for(a.rows, kWarps), kWarps * 32, 0, s>>>(a.x, w, a.out, a.rows, a.dim,
@@ -208,13 +217,13 @@ void launch_swiglu(const void* p, cudaStream_t s) {
 
 void launch_add(const void* p, cudaStream_t s) {
   const auto& a = *static_cast<const BinaryArgs*>(p);
-  add_kernel<<<stride_blocks(a.count), 256, 0, s>>>(a.a, a.b, a.out, a.count);
+  launch_pdl(add_kernel, stride_blocks(a.count), 256, 0, s, a.a, a.b, a.out, a.count);
 }
 
 void launch_gather_rows(const void* p, cudaStream_t s) {
   const auto& a = *static_cast<const GatherRowsArgs*>(p);
-  gather_rows_kernel<<<static_cast<unsigned>(a.count), threads_for(a.width), 0, s>>>(
-      a.src, a.rows, a.dst, a.width);
+  launch_pdl(gather_rows_kernel, static_cast<unsigned>(a.count), threads_for(a.width), 0, s, a.src,
+             a.rows, a.dst, a.width);
 }
 
 void launch_kv_write(const void* p, cudaStream_t s) {
@@ -249,5 +258,11 @@ void launch_convert(const void* p, cudaStream_t s) {
     convert_kernel<<<stride_blocks(a.count), 256, 0, s>>>(a.src, static_cast<__half*>(a.dst),
                                                           a.count);
 }
+
+namespace {
+std::atomic<bool> g_programmatic_launch{true};
+}
+void set_programmatic_launch(bool on) { g_programmatic_launch.store(on); }
+bool programmatic_launch() { return g_programmatic_launch.load(std::memory_order_relaxed); }
 
 }  // namespace infera::cuda

@@ -70,7 +70,8 @@ __global__ void mean_pool_kernel(const float* __restrict__ x, const int32_t* __r
 
 // Packed attention: a block owns (query tile of a.query_tile rows, sequence, kv head); its query
 // vectors are the tile's rows x the q heads of that kv head (<= 32). It walks only the key tiles
-// of kPackedKeys keys that overlap the union of its rows' windows, staging each tile's keys and
+// of kPackedKeys keys that overlap the union of its rows' windows (or, with a.dense, every key tile
+// of the sequence: the measured baseline), staging each tile's keys and
 // values once in shared memory for all its vectors; each warp scores a vector's tile with one
 // key per lane, keeps the online softmax state, and accumulates P.V one head dimension per lane.
 // Masked keys get probability exactly 0.
@@ -109,9 +110,11 @@ __global__ void __launch_bounds__(kPackedWarps * 32)
     ml[2 * v + 1] = 0.0f;
   }
   const int last = q0 + rows - 1;
-  const int lo = a.window < 0 ? 0 : max(0, q0 - static_cast<int>(a.window));
-  int hi = a.window < 0 ? len : min(len, last + static_cast<int>(a.window) + 1);
-  if (a.causal) hi = min(hi, last + 1);
+  // Windowed: the key tiles overlapping the union of the rows' windows; dense: every tile.
+  const bool dense = a.dense != 0;
+  const int lo = dense || a.window < 0 ? 0 : max(0, q0 - static_cast<int>(a.window));
+  int hi = dense || a.window < 0 ? len : min(len, last + static_cast<int>(a.window) + 1);
+  if (a.causal && !dense) hi = min(hi, last + 1);
   for (int t0 = lo / KT * KT; t0 < hi; t0 += KT) {
     __syncthreads();  // previous tile's readers are done (and the setup above is visible)
     for (int i = tid; i < KT * d; i += blockDim.x) {

@@ -15,6 +15,8 @@ template <typename W, int K>
 __global__ void add_rmsnorm_rows_kernel(float* x, const float* delta, const W* __restrict__ w,
                                         float* __restrict__ out, int64_t dim, float eps) {
   __shared__ float part[32];
+  pdl_wait();
+  pdl_trigger();
   const int64_t row = blockIdx.x;
   const int chunks = static_cast<int>(dim / 4), lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   float4* xr = reinterpret_cast<float4*>(x + row * dim);
@@ -73,10 +75,12 @@ void add_rmsnorm_typed(const AddRmsNormArgs& a, cudaStream_t s) {
   const auto grid = static_cast<unsigned>(a.rows), block = static_cast<unsigned>(threads);
   const auto eps = static_cast<float>(a.eps);
   if (k == 1)
-    return add_rmsnorm_rows_kernel<W, 1><<<grid, block, 0, s>>>(a.x, a.delta, w, a.out, a.dim, eps);
+    return launch_pdl(add_rmsnorm_rows_kernel<W, 1>, grid, block, 0, s, a.x, a.delta, w, a.out,
+                      a.dim, eps);
   if (k == 2)
-    return add_rmsnorm_rows_kernel<W, 2><<<grid, block, 0, s>>>(a.x, a.delta, w, a.out, a.dim, eps);
-  add_rmsnorm_rows_kernel<W, 4><<<grid, block, 0, s>>>(a.x, a.delta, w, a.out, a.dim, eps);
+    return launch_pdl(add_rmsnorm_rows_kernel<W, 2>, grid, block, 0, s, a.x, a.delta, w, a.out,
+                      a.dim, eps);
+  launch_pdl(add_rmsnorm_rows_kernel<W, 4>, grid, block, 0, s, a.x, a.delta, w, a.out, a.dim, eps);
 }
 
 // One warp per (token, head slot): slots [0, hq) are q heads, [hq, hq + hkv) k heads, then hkv v
@@ -85,32 +89,69 @@ void add_rmsnorm_typed(const AddRmsNormArgs& a, cudaStream_t s) {
 // pool. v: copied to the value pool. Pool writes round to nearest even, as kv_write_kernel.
 template <typename W, typename T>
 __global__ void qk_norm_rope_kv_kernel(const QkNormRopeKvArgs a) {
-  const int64_t unit = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  pdl_wait();
+  pdl_trigger();
+  // 32-bit indices (the host checks n * heads and the slots fit): 64-bit division is emulated
+  // and was a large share of this kernel's instructions.
+  const int unit = static_cast<int>(blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32);
   const int lane = threadIdx.x % 32;
-  const int64_t heads = a.hq + 2 * a.hkv, d = a.head_dim, half = d / 2;
-  if (unit >= a.n * heads) return;
-  const int64_t token = unit / heads, h = unit % heads;
-  const int64_t slot = a.slots[token], block = slot / a.block_size, offset = slot % a.block_size;
+  const int heads = static_cast<int>(a.hq + 2 * a.hkv), d = static_cast<int>(a.head_dim);
+  const int half = d / 2, bs = static_cast<int>(a.block_size);
+  if (unit >= static_cast<int>(a.n) * heads) return;
+  const int token = unit / heads, h = unit % heads;
+  const int slot = a.slots[token];
+  const int64_t block = slot / bs, offset = slot % bs;
   T* const keys = static_cast<T*>(a.key_pool);
   T* const values = static_cast<T*>(a.value_pool);
   if (h >= a.hq + a.hkv) {  // a v head: straight to the cache
     const int64_t hk = h - a.hq - a.hkv;
     const float* src = a.v + (token * a.hkv + hk) * d;
     T* dst = values + ((block * a.hkv + hk) * a.block_size + offset) * d;
-    for (int64_t j = lane; j < d; j += 32) dst[j] = from_f32<T>(src[j]);
+    for (int j = lane; j < d; j += 32) dst[j] = from_f32<T>(src[j]);
     return;
   }
   const bool is_q = h < a.hq;
   const int64_t hk = h - a.hq;
   float* x = is_q ? a.q + (token * a.hq + h) * d : a.k + (token * a.hkv + hk) * d;
   const W* w = static_cast<const W*>(is_q ? a.q_norm : a.k_norm);
-  float ss = 0.0f;
-  for (int64_t j = lane; j < d; j += 32) ss += x[j] * x[j];
-  ss = warp_sum(ss);
-  const float inv = 1.0f / sqrtf(ss / static_cast<float>(d) + static_cast<float>(a.eps));
   const int64_t pos = a.positions[token];
   T* cache = is_q ? nullptr : keys + ((block * a.hkv + hk) * a.block_size + offset) * d;
-  for (int64_t j = lane; j < half; j += 32) {
+  const float eps = static_cast<float>(a.eps);
+  if (d % 64 == 0 && d <= 256) {
+    // The head in registers (x read once): lane holds j = lane + 32 i, and the RoPE partner
+    // j + half is the same lane's element i + half / 32.
+    constexpr int kMax = 8;
+    const int per = d / 32, hp = half / 32;
+    float v[kMax];
+    float ss = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kMax; ++i) {
+      v[i] = i < per ? x[lane + 32 * i] : 0.0f;
+      ss += v[i] * v[i];
+    }
+    ss = warp_sum(ss);
+    const float inv = 1.0f / sqrtf(ss / static_cast<float>(d) + eps);
+#pragma unroll
+    for (int i = 0; i < kMax / 2; ++i) {
+      if (i >= hp) break;
+      const int j = lane + 32 * i;
+      const float lo = to_f32(w[j]) * (v[i] * inv), hi = to_f32(w[j + half]) * (v[i + hp] * inv);
+      const float c = a.cos[pos * half + j], sn = a.sin[pos * half + j];
+      const float r0 = lo * c - hi * sn, r1 = hi * c + lo * sn;
+      x[j] = r0;
+      x[j + half] = r1;
+      if (cache) {
+        cache[j] = from_f32<T>(r0);
+        cache[j + half] = from_f32<T>(r1);
+      }
+    }
+    return;
+  }
+  float ss = 0.0f;
+  for (int j = lane; j < d; j += 32) ss += x[j] * x[j];
+  ss = warp_sum(ss);
+  const float inv = 1.0f / sqrtf(ss / static_cast<float>(d) + eps);
+  for (int j = lane; j < half; j += 32) {
     const float lo = to_f32(w[j]) * (x[j] * inv), hi = to_f32(w[j + half]) * (x[j + half] * inv);
     const float c = a.cos[pos * half + j], sn = a.sin[pos * half + j];
     const float r0 = lo * c - hi * sn, r1 = hi * c + lo * sn;
@@ -129,11 +170,11 @@ void qk_norm_rope_kv_for(const QkNormRopeKvArgs& a, cudaStream_t s) {
   const unsigned grid = blocks_for(a.n * (a.hq + 2 * a.hkv), kWarps);
   switch (a.cache_type) {
     case ElemType::F32:
-      return qk_norm_rope_kv_kernel<W, float><<<grid, kWarps * 32, 0, s>>>(a);
+      return launch_pdl(qk_norm_rope_kv_kernel<W, float>, grid, kWarps * 32, 0, s, a);
     case ElemType::F16:
-      return qk_norm_rope_kv_kernel<W, __half><<<grid, kWarps * 32, 0, s>>>(a);
+      return launch_pdl(qk_norm_rope_kv_kernel<W, __half>, grid, kWarps * 32, 0, s, a);
     case ElemType::BF16:
-      return qk_norm_rope_kv_kernel<W, __nv_bfloat16><<<grid, kWarps * 32, 0, s>>>(a);
+      return launch_pdl(qk_norm_rope_kv_kernel<W, __nv_bfloat16>, grid, kWarps * 32, 0, s, a);
   }
 }
 

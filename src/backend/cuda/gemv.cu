@@ -52,6 +52,16 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_vec_kernel(const Gem
   const W* __restrict__ w[G];
 #pragma unroll
   for (int g = 0; g < G; ++g) w[g] = static_cast<const W*>(G == 1 ? pick(a.w, wr.seg) : a.w[g]);
+  // The weights are constant during a step: their first lines head for L2 before the wait for
+  // the kernel that writes x (PDL, see device_util.cuh), so the stream starts during its tail.
+  for (int64_t base = static_cast<int64_t>(lane) * V; base < k; base += 32 * V)
+#pragma unroll
+    for (int g = 0; g < G; ++g)
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+        if (row0 + r < m) prefetch_l2(w[g] + (row0 + r) * k + base);
+  pdl_wait();
+  pdl_trigger();
   float acc[G][R][N];
 #pragma unroll
   for (int g = 0; g < G; ++g)
@@ -158,9 +168,9 @@ void gemv_for(const GemvArgs& a, cudaStream_t s) {
     for (int64_t g = 0; g < (a.swiglu ? 1 : a.segments); ++g) warps += (a.m[g] + R - 1) / R;
     const unsigned grid = blocks_for(warps, kWarpsPerBlock);
     if (a.swiglu)
-      gemv_vec_kernel<W, N, R, 2><<<grid, kWarpsPerBlock * 32, 0, s>>>(a);
+      launch_pdl(gemv_vec_kernel<W, N, R, 2>, grid, kWarpsPerBlock * 32, 0, s, a);
     else
-      gemv_vec_kernel<W, N, R, 1><<<grid, kWarpsPerBlock * 32, 0, s>>>(a);
+      launch_pdl(gemv_vec_kernel<W, N, R, 1>, grid, kWarpsPerBlock * 32, 0, s, a);
     return;
   }
   // Unaligned: one plain launch per weight (then the SwiGLU pass).

@@ -16,6 +16,11 @@ enum class ElemType : int64_t { F32 = 0, F16 = 1, BF16 = 2 };
 
 using LaunchFn = void (*)(const void* args, cudaStream_t stream);
 
+// Whether the decode-path kernels launch with programmatic dependent launch (device_util.cuh's
+// launch_pdl): process-wide, set by the backend from CudaOptions::programmatic_launch.
+void set_programmatic_launch(bool on);
+bool programmatic_launch();
+
 // out[i, :] = table[ids[i], :] widened to f32.
 struct EmbeddingArgs {
   const void* table;
@@ -163,9 +168,16 @@ struct PackedAttentionArgs {
   int64_t num_seqs, tiles, query_tile, hq, hkv, head_dim;
   double scale;
   int64_t causal, window;
+  int64_t pipelined;  // decode kernel: next round's loads in flight (CudaOptions::decode_pipeline)
+  int64_t dense;      // visit every key tile of the sequence (the window still masks per row)
 };
 int64_t packed_attention_smem_bytes(int64_t head_dim);
 void launch_packed_attention(const void* args, cudaStream_t stream);
+// The bf16 tensor-core variant (encoder_attention_mma.cu): hq == hkv, head_dim % 16 == 0 and
+// <= kPackedMmaMaxHeadDim; 64-row query tiles, 64-key tiles.
+constexpr int64_t kPackedMmaMaxHeadDim = 128, kPackedMmaRows = 64, kPackedMmaKeys = 64;
+int64_t packed_attention_mma_smem_bytes(int64_t head_dim);
+void launch_packed_attention_mma(const void* args, cudaStream_t stream);
 
 // f32 -> f16/bf16 (round to nearest even), for the tensor-core GEMM's activations.
 struct ConvertArgs {
@@ -188,6 +200,16 @@ struct MatmulArgs {
   ElemType weight_type;
   int64_t n, k, m;
 };
+// Q8_0 / Q4_0 weights (raw ggml blocks, k a multiple of 32), dequantized inside the kernel
+// (quant_matmul.cu).
+struct QuantMatmulArgs {
+  const float* x;
+  const void* w;
+  float* out;
+  int64_t n, k, m;
+  int64_t q4;  // 0: Q8_0, 1: Q4_0
+};
+void launch_quant_matmul(const void* args, cudaStream_t stream);
 void launch_gemv(const void* args, cudaStream_t stream);
 void launch_gemm_simt(const void* args, cudaStream_t stream);
 // The GEMV over up to kGemvMaxSegments weights that share x and k, in one launch: out[s] =
@@ -228,6 +250,7 @@ struct AttentionArgs {
   unsigned* split_counters;  // [B, hkv, tiles], zero between launches: splits done per tile
   double scale;
   int64_t causal, window;
+  int64_t pipelined;  // decode kernel: next round's loads in flight (CudaOptions::decode_pipeline)
 };
 // CUDA cores, f32 throughout: any cache type and head_dim <= kSimtMaxHeadDim; decode's path.
 constexpr int64_t kSimtMaxHeadDim = 512;
@@ -244,5 +267,10 @@ void launch_attention_decode(const void* args, cudaStream_t stream);
 constexpr int64_t kMmaVectorsPerTile = 64;
 bool attention_mma_supports(ElemType type, int64_t head_dim);
 void launch_attention_mma(const void* args, cudaStream_t stream);
+// The same tiles (64 query vectors) pipelined: cp.async double-buffered key/value tiles, ldmatrix
+// fragments, longest tiles first. head_dim 64 or 128, f16/bf16; grid (kv heads, sequences,
+// tiles), so tiles <= 65535.
+bool attention_flash_supports(ElemType type, int64_t head_dim);
+void launch_attention_flash(const void* args, cudaStream_t stream);
 
 }  // namespace infera::cuda

@@ -13,23 +13,39 @@
 
 namespace infera::cuda {
 
-inline void expect(bool ok, const char* op, const std::string& what) {
-  if (!ok) throw InvalidArgument(std::string("[") + op + "] " + what);
+[[noreturn]] inline void fail_check(const char* op, const std::string& what) {
+  throw InvalidArgument(std::string("[") + op + "] " + what);
 }
 
+// A macro, not a function, so that `what` (string concatenations, shape strings) is built only
+// when the check fails: these checks run for every op of every step, and building their messages
+// eagerly was host time the GPU waited for on the decode path.
+#define INFERA_CUDA_EXPECT(ok, op, what)             \
+  do {                                               \
+    if (!(ok)) ::infera::cuda::fail_check(op, what); \
+  } while (0)
+
 inline void expect_f32(const Tensor& t, const char* op) {
-  expect(!t.empty(), op, "tensor " + t.name() + " is empty");
-  expect(t.device() == Device::CUDA, op, "tensor " + t.name() + " is not on cuda");
-  expect(t.dtype() == DType::F32, op,
-         "tensor " + t.name() + " must be F32, is " + std::string(dtype_name(t.dtype())));
+  INFERA_CUDA_EXPECT(!t.empty(), op, "tensor " + t.name() + " is empty");
+  INFERA_CUDA_EXPECT(t.device() == Device::CUDA, op, "tensor " + t.name() + " is not on cuda");
+  INFERA_CUDA_EXPECT(
+      t.dtype() == DType::F32, op,
+      "tensor " + t.name() + " must be F32, is " + std::string(dtype_name(t.dtype())));
 }
 
 inline void expect_float_on_device(const Tensor& t, const char* op) {
-  expect(!t.empty() && t.device() == Device::CUDA, op,
-         "tensor " + t.name() + " must be a cuda tensor (prepare_weight uploads weights)");
-  expect(t.dtype() == DType::F32 || t.dtype() == DType::F16 || t.dtype() == DType::BF16, op,
-         "tensor " + t.name() + " dtype " + std::string(dtype_name(t.dtype())) +
-             " is not supported on cuda");
+  INFERA_CUDA_EXPECT(
+      !t.empty() && t.device() == Device::CUDA, op,
+      "tensor " + t.name() + " must be a cuda tensor (prepare_weight uploads weights)");
+  INFERA_CUDA_EXPECT(t.dtype() == DType::F32 || t.dtype() == DType::F16 || t.dtype() == DType::BF16,
+                     op,
+                     "tensor " + t.name() + " dtype " + std::string(dtype_name(t.dtype())) +
+                         " is not supported on cuda");
+}
+
+// Q8_0 / Q4_0 blocks: the weights matmul's quantized kernel reads (no fused GEMV takes them).
+inline bool is_block_quantized(const Tensor& w) {
+  return w.dtype() == DType::Q8_0 || w.dtype() == DType::Q4_0;
 }
 
 inline std::string shapes(const Tensor& a, const Tensor& b) {
@@ -51,15 +67,15 @@ inline OpNote note(const char* op, const char* kernel, std::initializer_list<con
 // The layer's pools: cuda [blocks, kv_heads, block_size, head_dim] of one float dtype.
 inline void expect_pool(const KvLayer& cache, int64_t kv_heads, int64_t head_dim, const char* op) {
   const Tensor& k = cache.keys;
-  expect(!k.empty() && k.device() == Device::CUDA && k.rank() == 4 &&
-             (k.dtype() == DType::F32 || k.dtype() == DType::F16 || k.dtype() == DType::BF16) &&
-             cache.values.shape() == k.shape() && cache.values.dtype() == k.dtype() &&
-             cache.values.device() == Device::CUDA,
-         op,
-         "cache pools must be cuda [blocks, kv_heads, block_size, head_dim] of one float dtype");
-  expect(k.dim(1) == kv_heads && k.dim(3) == head_dim, op,
-         "cache " + k.shape().str() + " for " + std::to_string(kv_heads) + " kv heads of " +
-             std::to_string(head_dim));
+  INFERA_CUDA_EXPECT(
+      !k.empty() && k.device() == Device::CUDA && k.rank() == 4 &&
+          (k.dtype() == DType::F32 || k.dtype() == DType::F16 || k.dtype() == DType::BF16) &&
+          cache.values.shape() == k.shape() && cache.values.dtype() == k.dtype() &&
+          cache.values.device() == Device::CUDA,
+      op, "cache pools must be cuda [blocks, kv_heads, block_size, head_dim] of one float dtype");
+  INFERA_CUDA_EXPECT(k.dim(1) == kv_heads && k.dim(3) == head_dim, op,
+                     "cache " + k.shape().str() + " for " + std::to_string(kv_heads) +
+                         " kv heads of " + std::to_string(head_dim));
 }
 
 }  // namespace infera::cuda

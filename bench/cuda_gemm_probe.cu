@@ -1,0 +1,199 @@
+// Standalone cuBLAS probe for the Qwen3-0.6B GEMM shapes: the same product timed through the
+// backend's current call (cublasGemmEx, bf16 in, f32 out, CUBLAS_GEMM_DEFAULT) and through
+// cuBLASLt with its heuristic (top algorithm, 32 MiB workspace) writing f32 or bf16, so one run
+// says which of layout, output type or algorithm choice makes the prefill GEMMs slow. Random data
+// (never zeros), events around 20 launches, median of 7. Prints TFLOP/s and the checksum-free
+// max |difference| of each variant against the first one's output (both read back as f32).
+//
+//   cuda_gemm_probe            (no arguments; ~10 s on an H200)
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+#define CK(x)                                                                                 \
+  do {                                                                                        \
+    cudaError_t e_ = (x);                                                                     \
+    if (e_ != cudaSuccess) {                                                                  \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                           \
+    }                                                                                         \
+  } while (0)
+#define CB(x)                                                                                  \
+  do {                                                                                         \
+    cublasStatus_t s_ = (x);                                                                   \
+    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                         \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cublasGetStatusName(s_)); \
+      std::exit(1);                                                                            \
+    }                                                                                          \
+  } while (0)
+
+namespace {
+
+constexpr size_t kWorkspace = size_t{32} << 20;
+
+struct Lt {
+  cublasLtHandle_t h;
+  cublasLtMatmulDesc_t op;
+  cublasLtMatrixLayout_t a, b, c;
+  cublasLtMatmulAlgo_t algo;
+  bool ok = false;
+};
+
+// out^T (m x n, column-major) = W (k x m col-major, i.e. row-major [m, k]) ^T . X^T (k x n).
+Lt make_lt(cublasLtHandle_t h, int n, int k, int m, cudaDataType_t out_type, void* ws, int* heur) {
+  Lt l{};
+  l.h = h;
+  CB(cublasLtMatmulDescCreate(&l.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  CB(cublasLtMatmulDescSetAttribute(l.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+  CB(cublasLtMatmulDescSetAttribute(l.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  CB(cublasLtMatrixLayoutCreate(&l.a, CUDA_R_16BF, k, m, k));
+  CB(cublasLtMatrixLayoutCreate(&l.b, CUDA_R_16BF, k, n, k));
+  CB(cublasLtMatrixLayoutCreate(&l.c, out_type, m, n, m));
+  cublasLtMatmulPreference_t pref;
+  CB(cublasLtMatmulPreferenceCreate(&pref));
+  size_t wsb = kWorkspace;
+  CB(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb,
+                                          sizeof(wsb)));
+  cublasLtMatmulHeuristicResult_t r[8];
+  int found = 0;
+  CB(cublasLtMatmulAlgoGetHeuristic(h, l.op, l.a, l.b, l.c, l.c, pref, 8, r, &found));
+  cublasLtMatmulPreferenceDestroy(pref);
+  *heur = found;
+  if (found > 0) {
+    l.algo = r[0].algo;
+    l.ok = true;
+  }
+  (void)ws;
+  return l;
+}
+
+__global__ void fill_bf16(__nv_bfloat16* p, size_t n, uint32_t seed) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
+       i += size_t{gridDim.x} * blockDim.x) {
+    uint32_t x = static_cast<uint32_t>(i) * 2654435761u ^ seed;
+    x ^= x >> 13;
+    x *= 0x5bd1e995u;
+    x ^= x >> 15;
+    p[i] = __float2bfloat16((static_cast<float>(x & 0xffff) / 65536.0f - 0.5f) * 0.1f);
+  }
+}
+
+__global__ void bf16_to_f32(const __nv_bfloat16* in, float* out, size_t n) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
+       i += size_t{gridDim.x} * blockDim.x)
+    out[i] = __bfloat162float(in[i]);
+}
+
+template <typename F>
+double time_us(F&& f, cudaStream_t s) {
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  for (int i = 0; i < 5; ++i) f();
+  std::vector<double> t;
+  for (int r = 0; r < 7; ++r) {
+    CK(cudaEventRecord(a, s));
+    for (int i = 0; i < 20; ++i) f();
+    CK(cudaEventRecord(b, s));
+    CK(cudaEventSynchronize(b));
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms * 1000.0 / 20);
+  }
+  std::sort(t.begin(), t.end());
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return t[t.size() / 2];
+}
+
+}  // namespace
+
+int main() {
+  cudaStream_t s;
+  CK(cudaStreamCreate(&s));
+  cublasHandle_t h;
+  CB(cublasCreate(&h));
+  CB(cublasSetStream(h, s));
+  void* ws;
+  CK(cudaMalloc(&ws, kWorkspace));
+  CB(cublasSetWorkspace(h, ws, kWorkspace));
+  cublasLtHandle_t lt;
+  CB(cublasLtCreate(&lt));
+  struct Shape {
+    int n, k, m;
+    const char* what;
+  };
+  const Shape shapes[] = {{2048, 1024, 4096, "qkv fused"}, {2048, 1024, 2048, "q"},
+                          {2048, 1024, 1024, "k or v"},    {2048, 1024, 3072, "gate or up"},
+                          {2048, 1024, 6144, "gate+up"},   {2048, 3072, 1024, "down"},
+                          {2048, 2048, 1024, "o"},         {512, 1024, 3072, "gate 512"},
+                          {256, 1024, 3072, "gate b256"},  {64, 1024, 3072, "gate b64"},
+                          {64, 1024, 6144, "gate+up b64"}, {256, 3072, 1024, "down b256"}};
+  std::printf(
+      "%-12s %5s %5s %5s | %9s %9s %9s %9s %9s | TFLOP/s: ex_f32 ex_bf16 lt_f32 lt_bf16 "
+      "| heur | maxdiff lt_f32 lt_bf16\n",
+      "shape", "n", "k", "m", "ex_f32 us", "ex_bf16", "lt_f32", "lt_bf16", "");
+  for (const Shape& sh : shapes) {
+    const int n = sh.n, k = sh.k, m = sh.m;
+    __nv_bfloat16 *w, *x, *ob;
+    float *of, *of2, *ref;
+    CK(cudaMalloc(&w, size_t(m) * k * 2));
+    CK(cudaMalloc(&x, size_t(n) * k * 2));
+    CK(cudaMalloc(&ob, size_t(n) * m * 2));
+    CK(cudaMalloc(&of, size_t(n) * m * 4));
+    CK(cudaMalloc(&of2, size_t(n) * m * 4));
+    CK(cudaMalloc(&ref, size_t(n) * m * 4));
+    fill_bf16<<<1024, 256, 0, s>>>(w, size_t(m) * k, 1234u + m);
+    fill_bf16<<<1024, 256, 0, s>>>(x, size_t(n) * k, 99u + n);
+    const float alpha = 1.f, beta = 0.f;
+    auto ex = [&](cudaDataType_t ot, void* out) {
+      CB(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, w, CUDA_R_16BF, k, x,
+                      CUDA_R_16BF, k, &beta, out, ot, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    };
+    int hf = 0, hb = 0;
+    Lt lf = make_lt(lt, n, k, m, CUDA_R_32F, ws, &hf);
+    Lt lb = make_lt(lt, n, k, m, CUDA_R_16BF, ws, &hb);
+    auto run_lt = [&](Lt& l, void* out) {
+      CB(cublasLtMatmul(lt, l.op, &alpha, w, l.a, x, l.b, &beta, out, l.c, out, l.c, &l.algo, ws,
+                        kWorkspace, s));
+    };
+    const double t1 = time_us([&] { ex(CUDA_R_32F, ref); }, s);
+    const double t2 = time_us([&] { ex(CUDA_R_16BF, ob); }, s);
+    const double t3 = lf.ok ? time_us([&] { run_lt(lf, of); }, s) : -1;
+    const double t4 = lb.ok ? time_us([&] { run_lt(lb, ob); }, s) : -1;
+    bf16_to_f32<<<1024, 256, 0, s>>>(ob, of2, size_t(n) * m);
+    CK(cudaStreamSynchronize(s));
+    std::vector<float> r(size_t(n) * m), a(r.size()), b(r.size());
+    CK(cudaMemcpy(r.data(), ref, r.size() * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(a.data(), of, r.size() * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(b.data(), of2, r.size() * 4, cudaMemcpyDeviceToHost));
+    double da = 0, db = 0;
+    for (size_t i = 0; i < r.size(); ++i) {
+      da = std::max(da, double(std::fabs(a[i] - r[i])));
+      db = std::max(db, double(std::fabs(b[i] - r[i])));
+      if (std::isnan(a[i]) || std::isnan(b[i])) da = db = NAN;
+    }
+    const double fl = 2.0 * n * k * m;
+    auto tf = [&](double us) { return us > 0 ? fl / us * 1e-6 : 0.0; };
+    std::printf(
+        "%-12s %5d %5d %5d | %9.1f %9.1f %9.1f %9.1f %9s | %6.0f %6.0f %6.0f %6.0f | %d/%d "
+        "| %.2e %.2e\n",
+        sh.what, n, k, m, t1, t2, t3, t4, "", tf(t1), tf(t2), tf(t3), tf(t4), hf, hb, da, db);
+    cudaFree(w);
+    cudaFree(x);
+    cudaFree(ob);
+    cudaFree(of);
+    cudaFree(of2);
+    cudaFree(ref);
+  }
+  return 0;
+}

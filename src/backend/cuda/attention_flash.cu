@@ -1,0 +1,323 @@
+// Prefill attention on the tensor cores, pipelined (FlashAttention-2 structure, like
+// attention_mma.cu, which it replaces for head_dim 64 and 128): a block of 4 warps owns 64 query
+// vectors (sequence rows x the q heads of one kv head, row-major), 16 per warp. Key and value
+// tiles of 64 keys go global -> shared memory with cp.async, double-buffered, so tile t + 1 is in
+// flight while tile t is multiplied; the mma.sync B fragments come from ldmatrix (values with
+// .trans, so they are stored row-major: no transposing stores). Scores and P.V accumulate in f32;
+// P is rounded to the cache type for the second product, as in attention_mma.cu. The query tiles
+// are launched longest first (the causal triangle's last rows see the most keys), so the short
+// ones fill the tail of the grid.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "backend/cuda/attention_common.cuh"
+#include "backend/cuda/device_util.cuh"
+
+namespace infera::cuda {
+namespace {
+
+constexpr int kVectors = static_cast<int>(kMmaVectorsPerTile), kKeys = 64, kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+
+template <int D>
+constexpr int kRow = D + 8;  // padded smem row (elements): rows 16 bytes apart mod 128, so the
+                             // 8 row addresses of an ldmatrix hit distinct bank groups
+template <int D>
+constexpr size_t kTileElems = static_cast<size_t>(kKeys) * kRow<D>;
+template <typename T, int D>
+constexpr size_t kSmemBytes = 4 * kTileElems<D> * sizeof(T);  // K and V, two stages each
+
+__device__ __forceinline__ void mma_16816(float* c, const uint32_t* a, uint32_t b0, uint32_t b1,
+                                          __nv_bfloat16) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void mma_16816(float* c, const uint32_t* a, uint32_t b0, uint32_t b1,
+                                          __half) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const void* smem) {
+  const auto a = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t* r, const void* smem) {
+  const auto a = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+
+// 16 bytes global -> shared, asynchronously; bytes = 0 writes zeros (a key past the range).
+__device__ __forceinline__ void cp_async16(void* smem, const void* global, int bytes) {
+  const auto a = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(a), "l"(global), "r"(bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  const T l = from_f32<T>(lo), h = from_f32<T>(hi);
+  uint16_t lb, hb;
+  memcpy(&lb, &l, 2);
+  memcpy(&hb, &h, 2);
+  return static_cast<uint32_t>(lb) | (static_cast<uint32_t>(hb) << 16);
+}
+
+// Issues the copies of keys and values [t0, t0 + kKeys) (zeros past key_hi) into one stage.
+template <typename T, int D>
+__device__ __forceinline__ void load_tile(const AttentionArgs& a, int b, int g, int t0, int key_hi,
+                                          T* ks, T* vs) {
+  constexpr int kChunks = D / 8;  // 16-byte chunks per row
+  constexpr int kPerThread = kKeys * kChunks / kThreads;
+  static_assert(kKeys * kChunks % kThreads == 0 && kThreads % kChunks == 0);
+  const T* keys = static_cast<const T*>(a.keys);
+  const T* values = static_cast<const T*>(a.values);
+  const int c = threadIdx.x % kChunks;
+#pragma unroll
+  for (int i = 0; i < kPerThread; ++i) {
+    const int j = threadIdx.x / kChunks + i * (kThreads / kChunks);  // key of the tile
+    const int t = t0 + j;
+    const bool ok = t < key_hi;
+    const int64_t off = ok ? key_offset(a, b, g, t) + c * 8 : 0;
+    cp_async16(ks + j * kRow<D> + c * 8, keys + off, ok ? 16 : 0);
+    cp_async16(vs + j * kRow<D> + c * 8, values + off, ok ? 16 : 0);
+  }
+}
+
+template <typename T, int D>
+__global__ void __launch_bounds__(kThreads, 3) attention_flash_kernel(const AttentionArgs a) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* const kbuf = reinterpret_cast<T*>(smem_raw);  // [2][kKeys][kRow]
+  T* const vbuf = kbuf + 2 * kTileElems<D>;        // [2][kKeys][kRow]
+  __shared__ int range[kVectors * 2 + 2];
+
+  const int g = blockIdx.x, b = blockIdx.y;
+  const int tile = static_cast<int>(gridDim.z - 1 - blockIdx.z);  // longest first
+  const int group = static_cast<int>(a.hq / a.hkv);
+  const int row_begin = a.query_start[b], rows = a.query_start[b + 1] - row_begin;
+  const int v0 = tile * kVectors, nv = min(kVectors, rows * group - v0);
+  if (nv <= 0) return;
+  const int len = a.seq_lens[b];
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int gid = lane / 4, tig = lane % 4;  // mma fragment coordinates
+  const float scale = static_cast<float>(a.scale);
+
+  for (int v = tid; v < kVectors; v += kThreads) {
+    int lo = 0, hi = 0;
+    if (v < nv) {
+      int row, head;
+      vector_row_head(a, row_begin, g, v0 + v, row, head);
+      key_range(a, a.positions[row], len, lo, hi);
+    }
+    range[2 * v] = lo;
+    range[2 * v + 1] = hi;
+  }
+  // The queries, scaled and rounded to the cache type, staged in the second value stage (free
+  // until tile 1's copies are issued, after the fragments are in registers).
+  T* const qs = vbuf + kTileElems<D>;
+  for (int i = tid; i < kVectors * D; i += kThreads) {
+    const int v = i / D, e = i % D;
+    float val = 0.0f;
+    if (v < nv) {
+      int row, head;
+      vector_row_head(a, row_begin, g, v0 + v, row, head);
+      val = a.q[(static_cast<int64_t>(row) * a.hq + head) * D + e] * scale;
+    }
+    qs[v * kRow<D> + e] = from_f32<T>(val);
+  }
+  __syncthreads();
+  if (tid == 0) {
+    int lo = len, hi = 0;
+    for (int v = 0; v < nv; ++v) {
+      lo = min(lo, range[2 * v]);
+      hi = max(hi, range[2 * v + 1]);
+    }
+    range[2 * kVectors] = lo;
+    range[2 * kVectors + 1] = max(lo, hi);
+  }
+  __syncthreads();
+  const int key_lo = range[2 * kVectors], key_hi = range[2 * kVectors + 1];
+  if (key_lo < key_hi) load_tile<T, D>(a, b, g, key_lo, key_hi, kbuf, vbuf);
+  cp_async_commit();
+
+  const int r0 = warp * 16 + gid, r1 = r0 + 8;
+  const int lo0 = range[2 * r0], hi0 = range[2 * r0 + 1];
+  const int lo1 = range[2 * r1], hi1 = range[2 * r1 + 1];
+  uint32_t qa[D / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    const int c = kk * 16 + tig * 2;
+    qa[kk][0] = *reinterpret_cast<const uint32_t*>(&qs[r0 * kRow<D> + c]);
+    qa[kk][1] = *reinterpret_cast<const uint32_t*>(&qs[r1 * kRow<D> + c]);
+    qa[kk][2] = *reinterpret_cast<const uint32_t*>(&qs[r0 * kRow<D> + c + 8]);
+    qa[kk][3] = *reinterpret_cast<const uint32_t*>(&qs[r1 * kRow<D> + c + 8]);
+  }
+  __syncthreads();  // every warp holds its queries: the second stage is free
+
+  float o[D / 8][4];
+#pragma unroll
+  for (int dt = 0; dt < D / 8; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
+  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+  // ldmatrix lane roles: matrix mi = lane / 8, row lr = lane % 8 of it.
+  const int mi = lane / 8, lr = lane % 8;
+
+  int stage = 0;
+  for (int t0 = key_lo; t0 < key_hi; t0 += kKeys, stage ^= 1) {
+    // Tile t + 1's copies go out before tile t is waited for.
+    if (t0 + kKeys < key_hi)
+      load_tile<T, D>(a, b, g, t0 + kKeys, key_hi, kbuf + (stage ^ 1) * kTileElems<D>,
+                      vbuf + (stage ^ 1) * kTileElems<D>);
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+    const T* ks = kbuf + stage * kTileElems<D>;
+    const T* vs = vbuf + stage * kTileElems<D>;
+
+    float s[kKeys / 8][4];
+#pragma unroll
+    for (int nt = 0; nt < kKeys / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk += 2)
+#pragma unroll
+      for (int nt = 0; nt < kKeys / 8; ++nt) {
+        // Matrices: (dims kk*16 + 0..7), (+8..15), ((kk+1)*16 + 0..7), (+8..15) of keys nt*8..+7.
+        uint32_t bf[4];
+        ldmatrix_x4(bf, ks + (nt * 8 + lr) * kRow<D> + (kk + mi / 2) * 16 + (mi % 2) * 8);
+        mma_16816(s[nt], qa[kk], bf[0], bf[1], T{});
+        mma_16816(s[nt], qa[kk + 1], bf[2], bf[3], T{});
+      }
+
+    // Mask, then the online softmax of rows r0 (s[.][0..1]) and r1 (s[.][2..3]).
+    float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+    for (int nt = 0; nt < kKeys / 8; ++nt)
+#pragma unroll
+      for (int x = 0; x < 2; ++x) {
+        const int t = t0 + nt * 8 + tig * 2 + x;
+        const bool ok = t < key_hi;
+        if (!(ok && t >= lo0 && t < hi0)) s[nt][x] = -INFINITY;
+        if (!(ok && t >= lo1 && t < hi1)) s[nt][2 + x] = -INFINITY;
+        mx0 = fmaxf(mx0, s[nt][x]);
+        mx1 = fmaxf(mx1, s[nt][2 + x]);
+      }
+#pragma unroll
+    for (int off = 1; off <= 2; off <<= 1) {
+      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
+      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
+    }
+    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+    const float alpha0 = mn0 == -INFINITY ? 1.0f : __expf(m0 - mn0);
+    const float alpha1 = mn1 == -INFINITY ? 1.0f : __expf(m1 - mn1);
+    float sum0 = 0.0f, sum1 = 0.0f;
+#pragma unroll
+    for (int nt = 0; nt < kKeys / 8; ++nt)
+#pragma unroll
+      for (int x = 0; x < 2; ++x) {
+        s[nt][x] = s[nt][x] == -INFINITY ? 0.0f : __expf(s[nt][x] - mn0);
+        s[nt][2 + x] = s[nt][2 + x] == -INFINITY ? 0.0f : __expf(s[nt][2 + x] - mn1);
+        sum0 += s[nt][x];
+        sum1 += s[nt][2 + x];
+      }
+#pragma unroll
+    for (int off = 1; off <= 2; off <<= 1) {
+      sum0 += __shfl_xor_sync(0xffffffffu, sum0, off);
+      sum1 += __shfl_xor_sync(0xffffffffu, sum1, off);
+    }
+    l0 = l0 * alpha0 + sum0;
+    l1 = l1 * alpha1 + sum1;
+    m0 = mn0;
+    m1 = mn1;
+#pragma unroll
+    for (int dt = 0; dt < D / 8; ++dt) {
+      o[dt][0] *= alpha0;
+      o[dt][1] *= alpha0;
+      o[dt][2] *= alpha1;
+      o[dt][3] *= alpha1;
+    }
+    // O += P . V: two 8-key score tiles are an A fragment; V's B fragments by ldmatrix.trans.
+#pragma unroll
+    for (int kt = 0; kt < kKeys / 16; ++kt) {
+      uint32_t pa[4];
+      pa[0] = pack2<T>(s[2 * kt][0], s[2 * kt][1]);
+      pa[1] = pack2<T>(s[2 * kt][2], s[2 * kt][3]);
+      pa[2] = pack2<T>(s[2 * kt + 1][0], s[2 * kt + 1][1]);
+      pa[3] = pack2<T>(s[2 * kt + 1][2], s[2 * kt + 1][3]);
+#pragma unroll
+      for (int dt = 0; dt < D / 8; dt += 2) {
+        // Matrices: keys kt*16 + 0..7 and + 8..15 of dims dt*8..+7, then of (dt+1)*8..+7.
+        uint32_t bf[4];
+        ldmatrix_x4_trans(bf, vs + (kt * 16 + (mi % 2) * 8 + lr) * kRow<D> + (dt + mi / 2) * 8);
+        mma_16816(o[dt], pa, bf[0], bf[1], T{});
+        mma_16816(o[dt + 1], pa, bf[2], bf[3], T{});
+      }
+    }
+    __syncthreads();  // this stage is consumed before the next iteration refills it
+  }
+  cp_async_wait<0>();
+
+  const float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int v = half == 0 ? r0 : r1;
+    if (v >= nv) continue;
+    int row, head;
+    vector_row_head(a, row_begin, g, v0 + v, row, head);
+    float* dst = a.out + (static_cast<int64_t>(row) * a.hq + head) * D;
+    const float inv = half == 0 ? inv0 : inv1;
+#pragma unroll
+    for (int dt = 0; dt < D / 8; ++dt) {
+      const int c = dt * 8 + tig * 2;
+      *reinterpret_cast<float2*>(dst + c) =
+          make_float2(o[dt][2 * half] * inv, o[dt][2 * half + 1] * inv);
+    }
+  }
+}
+
+template <typename T, int D>
+void launch_d(const AttentionArgs& a, cudaStream_t s) {
+  static const bool attr_set = [] {
+    return cudaFuncSetAttribute(attention_flash_kernel<T, D>,
+                                cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                static_cast<int>(kSmemBytes<T, D>)) == cudaSuccess;
+  }();
+  if (!attr_set) throw std::runtime_error("cannot raise the flash attention's shared memory");
+  const dim3 grid(static_cast<unsigned>(a.hkv), static_cast<unsigned>(a.num_seqs),
+                  static_cast<unsigned>(a.tiles));
+  attention_flash_kernel<T, D><<<grid, kThreads, kSmemBytes<T, D>, s>>>(a);
+}
+
+template <typename T>
+void launch_typed(const AttentionArgs& a, cudaStream_t s) {
+  if (a.head_dim == 64) return launch_d<T, 64>(a, s);
+  launch_d<T, 128>(a, s);
+}
+
+}  // namespace
+
+bool attention_flash_supports(ElemType type, int64_t head_dim) {
+  return type != ElemType::F32 && (head_dim == 64 || head_dim == 128);
+}
+
+void launch_attention_flash(const void* p, cudaStream_t s) {
+  const auto& a = *static_cast<const AttentionArgs*>(p);
+  if (a.type == ElemType::BF16)
+    launch_typed<__nv_bfloat16>(a, s);
+  else
+    launch_typed<__half>(a, s);
+}
+
+}  // namespace infera::cuda
