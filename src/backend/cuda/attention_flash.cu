@@ -12,6 +12,7 @@
 
 #include "backend/cuda/attention_common.cuh"
 #include "backend/cuda/device_util.cuh"
+#include "backend/cuda/mma_tile.cuh"
 
 namespace infera::cuda {
 namespace {
@@ -26,23 +27,6 @@ template <int D>
 constexpr size_t kTileElems = static_cast<size_t>(kKeys) * kRow<D>;
 template <typename T, int D>
 constexpr size_t kSmemBytes = 4 * kTileElems<D> * sizeof(T);  // K and V, two stages each
-
-__device__ __forceinline__ void mma_16816(float* c, const uint32_t* a, uint32_t b0, uint32_t b1,
-                                          __nv_bfloat16) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-__device__ __forceinline__ void mma_16816(float* c, const uint32_t* a, uint32_t b0, uint32_t b1,
-                                          __half) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 
 __device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const void* smem) {
   const auto a = static_cast<unsigned>(__cvta_generic_to_shared(smem));
@@ -66,15 +50,6 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
-template <typename T>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
-  const T l = from_f32<T>(lo), h = from_f32<T>(hi);
-  uint16_t lb, hb;
-  memcpy(&lb, &l, 2);
-  memcpy(&hb, &h, 2);
-  return static_cast<uint32_t>(lb) | (static_cast<uint32_t>(hb) << 16);
 }
 
 // Issues the copies of keys and values [t0, t0 + kKeys) (zeros past key_hi) into one stage.
@@ -201,53 +176,8 @@ __global__ void __launch_bounds__(kThreads, 3) attention_flash_kernel(const Atte
         mma_16816(s[nt], qa[kk + 1], bf[2], bf[3], T{});
       }
 
-    // Mask, then the online softmax of rows r0 (s[.][0..1]) and r1 (s[.][2..3]).
-    float mx0 = -INFINITY, mx1 = -INFINITY;
-#pragma unroll
-    for (int nt = 0; nt < kKeys / 8; ++nt)
-#pragma unroll
-      for (int x = 0; x < 2; ++x) {
-        const int t = t0 + nt * 8 + tig * 2 + x;
-        const bool ok = t < key_hi;
-        if (!(ok && t >= lo0 && t < hi0)) s[nt][x] = -INFINITY;
-        if (!(ok && t >= lo1 && t < hi1)) s[nt][2 + x] = -INFINITY;
-        mx0 = fmaxf(mx0, s[nt][x]);
-        mx1 = fmaxf(mx1, s[nt][2 + x]);
-      }
-#pragma unroll
-    for (int off = 1; off <= 2; off <<= 1) {
-      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
-      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
-    }
-    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-    const float alpha0 = mn0 == -INFINITY ? 1.0f : __expf(m0 - mn0);
-    const float alpha1 = mn1 == -INFINITY ? 1.0f : __expf(m1 - mn1);
-    float sum0 = 0.0f, sum1 = 0.0f;
-#pragma unroll
-    for (int nt = 0; nt < kKeys / 8; ++nt)
-#pragma unroll
-      for (int x = 0; x < 2; ++x) {
-        s[nt][x] = s[nt][x] == -INFINITY ? 0.0f : __expf(s[nt][x] - mn0);
-        s[nt][2 + x] = s[nt][2 + x] == -INFINITY ? 0.0f : __expf(s[nt][2 + x] - mn1);
-        sum0 += s[nt][x];
-        sum1 += s[nt][2 + x];
-      }
-#pragma unroll
-    for (int off = 1; off <= 2; off <<= 1) {
-      sum0 += __shfl_xor_sync(0xffffffffu, sum0, off);
-      sum1 += __shfl_xor_sync(0xffffffffu, sum1, off);
-    }
-    l0 = l0 * alpha0 + sum0;
-    l1 = l1 * alpha1 + sum1;
-    m0 = mn0;
-    m1 = mn1;
-#pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt) {
-      o[dt][0] *= alpha0;
-      o[dt][1] *= alpha0;
-      o[dt][2] *= alpha1;
-      o[dt][3] *= alpha1;
-    }
+    // Mask, then the online softmax of rows r0 and r1 (mma_tile.cuh).
+    online_softmax_tile<kKeys, D>(s, o, m0, m1, l0, l1, t0, key_hi, lo0, hi0, lo1, hi1, tig);
     // O += P . V: two 8-key score tiles are an A fragment; V's B fragments by ldmatrix.trans.
 #pragma unroll
     for (int kt = 0; kt < kKeys / 16; ++kt) {
