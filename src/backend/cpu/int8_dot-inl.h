@@ -34,6 +34,17 @@ HWY_BEFORE_NAMESPACE();
 namespace infera::cpu {
 namespace HWY_NAMESPACE {
 
+// The 512-bit VNNI paths (several blocks per vpdpbusd) are built by GCC only: Highway's AVX3_DL
+// target names AVX-VNNI but not AVX512-VNNI, and GCC takes the pragma above, while clang (the
+// fuzz build) would need the feature on every function the intrinsics inline into. Clang builds
+// use the 256-bit per-block loops, which every file keeps as its fallback.
+#undef INFERA_VNNI512
+#if HWY_TARGET == HWY_AVX3_DL && !defined(__clang__)
+#define INFERA_VNNI512 1
+#else
+#define INFERA_VNNI512 0
+#endif
+
 #undef INFERA_INT8_SIMD
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
 #define INFERA_INT8_SIMD 1

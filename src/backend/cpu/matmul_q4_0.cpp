@@ -19,7 +19,7 @@ HWY_BEFORE_NAMESPACE();
 namespace infera::cpu {
 namespace HWY_NAMESPACE {
 
-#if HWY_TARGET == HWY_AVX3_DL
+#if INFERA_VNNI512
 // Byte indices that gather 4 consecutive Q4_0 blocks (18 bytes each, 72 in all, spread over two
 // 64-byte registers) into 64 nibble bytes: byte 16b + j = block b's qs[j], at 18b + 2 + j.
 HWY_INLINE __m512i GatherNibbleIndex() {
@@ -52,7 +52,7 @@ struct KernelQ4_0 {
 #if INFERA_INT8_SIMD
     int64_t b = 0;
     float sum[NX] = {};
-#if HWY_TARGET == HWY_AVX3_DL
+#if INFERA_VNNI512
     // Four blocks per step in 512-bit registers: one two-register byte permute gathers their
     // nibbles, one word permute their scales; AND / shift split low and high nibbles, which the
     // activation layout (ActGroupQ4_0) matches; two vpdpbusd per activation row, starting from

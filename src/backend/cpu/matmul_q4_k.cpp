@@ -47,7 +47,7 @@ struct KernelQ4_K {
       // Per sub-block: vpmaddubsw (nibble x activation pairs, at most 2 * 15 * 127) then vpmaddwd
       // by the 6-bit scale, which applies the scale and widens to int32 in one step; the mins meet
       // the activation group sums in one more vpmaddwd. Everything stays in vectors until the end.
-#if HWY_TARGET == HWY_AVX3_DL
+#if INFERA_VNNI512
     // 512-bit: one 64-byte load holds chunks c and c + 1; AND / shift and one 128-bit-lane
     // shuffle each give [sub-block 2c | 2c + 1], the order of 64 activation bytes. vpmaddubsw
     // then vpdpwssd by [sc[2c] x 16 | sc[2c + 1] x 16] (one word permute of the 8 scales).

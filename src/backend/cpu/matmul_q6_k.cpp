@@ -32,7 +32,7 @@ struct KernelQ6_K {
       // vpmaddwd by the chunk's two group scales (int16 lanes 0-7 and 8-15 hold the pairs of
       // elements 0-15 and 16-31). The -32 offset is sum_g sc[g] * sum(a_g): one vpmaddwd of the
       // scales with the activation group sums.
-#if HWY_TARGET == HWY_AVX3_DL
+#if INFERA_VNNI512
     // 512-bit: per half of 128, one 64-byte load of ql gives groups [0 | 1] (AND) and [2 | 3]
     // (shift, AND); qh broadcast to both halves and shifted per half (vpsrlvw) gives their high
     // bits. Each vector is 64 consecutive elements, the order of the activation bytes. Scales:
