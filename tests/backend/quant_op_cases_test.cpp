@@ -45,6 +45,24 @@ std::vector<uint8_t> weight_bytes(DType dtype, int64_t m, int64_t k, bool raw, s
   return w;
 }
 
+// x [n, k] times the scalar dequantizer's rows of w [m, k], summed in double.
+std::vector<double> dequantized_matmul(const std::vector<float>& x, DType dtype,
+                                       const std::vector<uint8_t>& w, int64_t n, int64_t k,
+                                       int64_t m) {
+  std::vector<float> deq(static_cast<size_t>(m * k));
+  const size_t row_bytes = dtype_bytes(dtype, static_cast<size_t>(k));
+  for (int64_t j = 0; j < m; ++j)
+    quant::dequantize_row(dtype, w.data() + row_bytes * size_t(j), k, deq.data() + j * k);
+  std::vector<double> out(static_cast<size_t>(n * m));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < m; ++j) {
+      double s = 0;
+      for (int64_t p = 0; p < k; ++p) s += double(x[size_t(i * k + p)]) * deq[size_t(j * k + p)];
+      out[size_t(i * m + j)] = s;
+    }
+  return out;
+}
+
 TEST_P(QuantOps, GroupwiseMatmulMatchesDequantizedReference) {
   auto b = GetParam().make();
   if (b->device() == Device::CPU)  // int8 activations there: its own reference
@@ -76,19 +94,8 @@ TEST_P(QuantOps, GroupwiseMatmulMatchesDequantizedReference) {
         Tensor wt = b->prepare_weight(host_w);
         Tensor out = b->alloc("out", DType::F32, {n, m});
         b->matmul(xt, wt, out);
-        std::vector<float> deq(static_cast<size_t>(m * k));
-        const size_t row_bytes = dtype_bytes(dtype, static_cast<size_t>(k));
-        for (int64_t j = 0; j < m; ++j)
-          quant::dequantize_row(dtype, w.data() + row_bytes * size_t(j), k, deq.data() + j * k);
-        std::vector<double> want(size_t(n * m));
-        for (int i = 0; i < n; ++i)
-          for (int j = 0; j < m; ++j) {
-            double s = 0;
-            for (int p = 0; p < k; ++p)
-              s += double(x.values[size_t(i * k + p)]) * deq[size_t(j) * size_t(k) + size_t(p)];
-            want[size_t(i * m + j)] = s;
-          }
-        report.check(Op::Matmul, dtype, name, read_back(*b, out), want);
+        report.check(Op::Matmul, dtype, name, read_back(*b, out),
+                     dequantized_matmul(x.values, dtype, w, n, k, m));
       }
     }
     // A weight whose width is not x's is refused.
@@ -110,21 +117,6 @@ TEST_P(QuantOps, FusedMatmulsTakeQuantizedWeights) {
     GTEST_SKIP() << "CPU quantized matmul: tests/backend/quant_matmul_test.cpp";
   OpReport report(GetParam().name);
   std::mt19937 rng(12);
-  const auto reference = [](const std::vector<float>& x, DType dtype, const std::vector<uint8_t>& w,
-                            int64_t n, int64_t k, int64_t m) {
-    std::vector<float> deq(static_cast<size_t>(m * k));
-    const size_t row_bytes = dtype_bytes(dtype, static_cast<size_t>(k));
-    for (int64_t j = 0; j < m; ++j)
-      quant::dequantize_row(dtype, w.data() + row_bytes * size_t(j), k, deq.data() + j * k);
-    std::vector<double> out(static_cast<size_t>(n * m));
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = 0; j < m; ++j) {
-        double s = 0;
-        for (int64_t p = 0; p < k; ++p) s += double(x[size_t(i * k + p)]) * deq[size_t(j * k + p)];
-        out[size_t(i * m + j)] = s;
-      }
-    return out;
-  };
   for (DType dtype : {DType::Q8_0, DType::Q4_0}) {
     if (!b->supports(Op::Matmul, {dtype})) {
       report.declined(Op::Matmul, dtype);
@@ -150,11 +142,11 @@ TEST_P(QuantOps, FusedMatmulsTakeQuantizedWeights) {
       b->matmul_multi(xt, ws, outs);
       for (size_t i = 0; i < 3; ++i)
         report.check(Op::Matmul, dtype, name + " multi " + std::to_string(i), read_back(*b, out[i]),
-                     reference(x.values, dtype, w[i], n, k, m));
+                     dequantized_matmul(x.values, dtype, w[i], n, k, m));
       Tensor gate = b->alloc("gate", DType::F32, {n, m}), up = b->alloc("up", DType::F32, {n, m});
       b->matmul_swiglu(xt, wt[0], wt[1], gate, up);
-      const std::vector<double> g = reference(x.values, dtype, w[0], n, k, m),
-                                u = reference(x.values, dtype, w[1], n, k, m);
+      const std::vector<double> g = dequantized_matmul(x.values, dtype, w[0], n, k, m),
+                                u = dequantized_matmul(x.values, dtype, w[1], n, k, m);
       std::vector<double> want(g.size());
       for (size_t i = 0; i < g.size(); ++i) want[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
       report.check(Op::MatmulSwiglu, dtype, name, read_back(*b, gate), want);
