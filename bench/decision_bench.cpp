@@ -17,8 +17,6 @@
 //
 //   build/release/bench/decision_bench --runs 200 --out bench/results/decision.json
 //   build/release/bench/decision_bench --config-dir ../shared/fixtures/decision-micro --runs 200
-#include <sys/resource.h>
-
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -31,6 +29,8 @@
 #include <vector>
 
 #include "backend/registry.h"
+#include "bench/process_usage.h"
+#include "bench/stats.h"
 #include "decision/runtime.h"
 #include "infera/error.h"
 
@@ -40,19 +40,15 @@ using namespace infera;
 using namespace infera::decision;
 using Json = nlohmann::json;
 
+// The project's shared statistics (src/bench): type-7 percentiles as numpy, peak RSS from VmHWM.
 double peak_rss_mb() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return static_cast<double>(usage.ru_maxrss) / 1024.0;
+  return static_cast<double>(infera::bench::peak_rss_bytes()) / (1024.0 * 1024.0);
 }
 
+// q as a fraction (0.5 = median); NaN for no samples.
 double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return NAN;
   std::sort(v.begin(), v.end());
-  const double pos = q * static_cast<double>(v.size() - 1);
-  const auto lo = static_cast<size_t>(std::floor(pos));
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+  return infera::bench::percentile_sorted(v, q * 100.0);
 }
 
 // The WordPiece test tokenizer (tests/data, 700 ids, HF tokenizers) with its special tokens moved

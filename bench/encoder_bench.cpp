@@ -12,8 +12,6 @@
 //   build/release/bench/encoder_bench --runs 50 --attention-runs 50 --out bench/results/enc.json
 //   build/release/bench/encoder_bench --device cuda --batch 1x93 --batch 50x93 --batch 10x512 \
 //       --batch 64x512 --runs 50 --out enc_cuda.json
-#include <sys/resource.h>
-
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <array>
@@ -28,6 +26,8 @@
 #include <vector>
 
 #include "backend/registry.h"
+#include "bench/process_usage.h"
+#include "bench/stats.h"
 #ifdef INFERA_WITH_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif
@@ -38,18 +38,15 @@ namespace {
 using infera::BatchDesc;
 using Json = nlohmann::json;
 
+// The project's shared statistics (src/bench): type-7 percentiles as numpy, peak RSS from VmHWM.
 double peak_rss_mb() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return static_cast<double>(usage.ru_maxrss) / 1024.0;
+  return static_cast<double>(infera::bench::peak_rss_bytes()) / (1024.0 * 1024.0);
 }
 
+// q as a fraction (0.5 = median); NaN for no samples.
 double percentile(std::vector<double> v, double q) {
   std::sort(v.begin(), v.end());
-  const double pos = q * static_cast<double>(v.size() - 1);
-  const auto lo = static_cast<size_t>(std::floor(pos));
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+  return infera::bench::percentile_sorted(v, q * 100.0);
 }
 
 Json summary(const std::vector<double>& ms) {
