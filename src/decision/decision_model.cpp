@@ -279,12 +279,14 @@ void DecisionModel::pruned_head_layer(const HeadLayer& L, const Tensor& x, const
     throw InvalidArgument("pruned head layer: output rows must be sorted by sequence");
   kv.validate(0, config_.max_length, blocks, kKvBlock);
   sel.validate(0, config_.max_length, blocks, kKvBlock);
-  if (kv_keys_.empty() || kv_keys_.dim(0) < blocks) {
-    kv_keys_ = backend_.alloc("head_kv_keys", DType::F32, {blocks, heads_, kKvBlock, head_dim_});
+  // Pools [heads, blocks, kKvBlock, head_dim] grow with the largest batch and are passed whole:
+  // the batch's block ids stay below `blocks`, inside them.
+  if (kv_keys_.empty() || kv_keys_.dim(1) < blocks) {
+    kv_keys_ = backend_.alloc("head_kv_keys", DType::F32, {heads_, blocks, kKvBlock, head_dim_});
     kv_values_ =
-        backend_.alloc("head_kv_values", DType::F32, {blocks, heads_, kKvBlock, head_dim_});
+        backend_.alloc("head_kv_values", DType::F32, {heads_, blocks, kKvBlock, head_dim_});
   }
-  KvLayer pool{kv_keys_.rows(0, blocks), kv_values_.rows(0, blocks)};
+  KvLayer pool{kv_keys_, kv_values_};
   const Batch kv_batch = backend_.upload_batch(kv);
   const Batch sel_batch = backend_.upload_batch(sel);
 

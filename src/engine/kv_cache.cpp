@@ -26,7 +26,7 @@ KvCache::KvCache(Backend& backend, const KvShape& shape, const KvCacheConfig& co
   pool_.num_blocks = config.num_blocks;
   pool_.block_size = config.block_size;
   pool_.dtype = config.dtype;
-  const Shape s{config.num_blocks, shape.kv_heads, config.block_size, shape.head_dim};
+  const Shape s{shape.kv_heads, config.num_blocks, config.block_size, shape.head_dim};
   for (int64_t l = 0; l < shape.layers; ++l) {
     const std::string name = "kv." + std::to_string(l);
     pool_.layers.push_back(

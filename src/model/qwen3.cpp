@@ -256,12 +256,12 @@ class Qwen3 final : public CausalLM {
       throw InvalidArgument("forward: the KV cache has " + std::to_string(cache.layers.size()) +
                             " layers, the model " + std::to_string(p_.layers));
     for (const KvLayer& l : cache.layers)
-      if (l.keys.rank() != 4 || l.keys.dim(0) != cache.num_blocks || l.keys.dim(1) != p_.kv_heads ||
+      if (l.keys.rank() != 4 || l.keys.dim(1) != cache.num_blocks || l.keys.dim(0) != p_.kv_heads ||
           l.keys.dim(2) != cache.block_size || l.keys.dim(3) != p_.head_dim ||
           !(l.values.shape() == l.keys.shape()))
         throw InvalidArgument("forward: KV cache pool " + l.keys.shape().str() +
-                              " does not match [blocks, " + std::to_string(p_.kv_heads) +
-                              ", block_size, " + std::to_string(p_.head_dim) + "]");
+                              " does not match [" + std::to_string(p_.kv_heads) +
+                              ", blocks, block_size, " + std::to_string(p_.head_dim) + "]");
   }
 
   void ensure_scratch(int64_t n) {

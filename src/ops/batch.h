@@ -51,8 +51,11 @@ struct Batch {
   int64_t num_seqs() const { return desc->num_seqs(); }
 };
 
-// One layer's paged key/value storage: [num_blocks, kv_heads, block_size, head_dim] each.
-// Head-major inside a block keeps each head's rows of a block contiguous for attention.
+// One layer's paged key/value storage: [kv_heads, num_blocks, block_size, head_dim] each.
+// Head-major across blocks: a head's rows of one block are contiguous, and so are a head's rows of
+// consecutive block ids, which the allocator hands out in order to a growing sequence — attention
+// then reads a head's keys as one long run (the hardware prefetcher's case) rather than one short
+// stretch per block (block-major was measured 10-20 % slower at 576-2048 keys on the CPU).
 struct KvLayer {
   Tensor keys, values;
 };

@@ -204,7 +204,7 @@ TEST_P(FusedOps, QkNormRopeKvWrite) {
         Tensor vt = to_backend(b, "v", DType::F32, {n, hkv, d}, v);
         Tensor qnt = to_backend(b, "q_norm", nt, {d}, qn),
                knt = to_backend(b, "k_norm", nt, {d}, kn);
-        const Shape pool{blocks, hkv, bs, d};
+        const Shape pool{hkv, blocks, bs, d};
         KvLayer cache{b.alloc("keys", ct, pool), b.alloc("values", ct, pool)};
         const double theta = 1e6;
         b.qk_norm_rope_kv_write(qt, kt, vt, qnt, knt, 1e-6f, theta, cache, batch);

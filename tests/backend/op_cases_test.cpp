@@ -363,7 +363,9 @@ TEST_P(OpHarness, KvWriteAndPagedAttention) {
       for (const AttnCase& c : attention_cases()) {
         SCOPED_TRACE(c.name);
         const size_t nseq = c.context.size();
-        // Shuffled physical blocks, so that no sequence's blocks are contiguous or in order.
+        // Physical blocks in shuffled runs of 1-4 consecutive ids: a sequence's blocks are out
+        // of order, and where a run holds several of them attention reads across their boundaries
+        // as one contiguous stretch (what a growing sequence gets from the allocator).
         std::vector<std::vector<int32_t>> tables(nseq);
         int32_t total = 0, max_blocks = 1;
         for (size_t s = 0; s < nseq; ++s) {
@@ -371,12 +373,18 @@ TEST_P(OpHarness, KvWriteAndPagedAttention) {
           max_blocks = std::max(max_blocks, nb);
           for (int32_t k = 0; k < nb; ++k) tables[s].push_back(total++);
         }
-        std::vector<int32_t> perm(size_t(total + 3));  // 3 spare blocks nobody uses
-        std::iota(perm.begin(), perm.end(), 0);
-        std::shuffle(perm.begin(), perm.end(), rng);
+        std::vector<std::vector<int32_t>> runs;  // 3 spare blocks nobody uses
+        for (int32_t id = 0; id < total + 3;) {
+          runs.emplace_back();
+          for (int32_t n = 1 + int32_t(rng() % 4); n > 0 && id < total + 3; --n)
+            runs.back().push_back(id++);
+        }
+        std::shuffle(runs.begin(), runs.end(), rng);
+        std::vector<int32_t> perm;
+        for (const auto& r : runs) perm.insert(perm.end(), r.begin(), r.end());
         for (auto& t : tables)
           for (int32_t& id : t) id = perm[size_t(id)];
-        const Shape pool_shape{total + 3, c.hkv, c.block_size, c.d};
+        const Shape pool_shape{c.hkv, total + 3, c.block_size, c.d};
         KvLayer cache{b.alloc("k", ct, pool_shape), b.alloc("v", ct, pool_shape)};
 
         // Step 1 writes each sequence's history; step 2 writes the new rows and attends.
@@ -459,7 +467,7 @@ TEST_P(OpHarness, RejectsMismatchedShapesAndBadIndices) {
   d.block_table = {0};
   d.max_blocks = 1;
   const Batch batch = b->upload_batch(d);
-  KvLayer cache{b->alloc("k", DType::F32, {2, 1, 32, 4}), b->alloc("v", DType::F32, {2, 1, 32, 4})};
+  KvLayer cache{b->alloc("k", DType::F32, {1, 2, 32, 4}), b->alloc("v", DType::F32, {1, 2, 32, 4})};
   Tensor kv = b->alloc("kv", DType::F32, {1, 1, 4});
   EXPECT_THROW(b->kv_write(kv, kv, cache, batch), InvalidArgument);
 }

@@ -60,7 +60,7 @@ class KvCacheTest : public ::testing::Test {
 TEST_F(KvCacheTest, PoolsHaveTheBlockLayout) {
   KvCache c(*backend_, shape_, {.block_size = 4, .num_blocks = 10, .dtype = DType::BF16});
   ASSERT_EQ(c.pool().layers.size(), 2u);
-  EXPECT_EQ(c.pool().layers[0].keys.shape(), (Shape{10, 2, 4, 8}));
+  EXPECT_EQ(c.pool().layers[0].keys.shape(), (Shape{2, 10, 4, 8}));  // [kv_heads, blocks, ...]
   EXPECT_EQ(c.pool().layers[1].values.dtype(), DType::BF16);
   EXPECT_EQ(c.bytes(), 2 * 2 * 10 * 2 * 4 * 8 * 2);
 }

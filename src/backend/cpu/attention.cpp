@@ -2,11 +2,13 @@
 //
 // Work item: one sequence, one kv head g and a block of up to kQueryBlock of the sequence's rows.
 // The block's queries of every q head sharing g are gathered into one matrix Q [group * B, d], so
-//   S = Q . K_g^T   runs as a tiled matmul over each cache block's contiguous rows of head g
-//                   (K read once per item, not once per query and head), only over the keys some
-//                   row of the item may see (the causal limit, a local window), then per row
+//   S = Q . K_g^T   runs as a tiled matmul over runs of head g's contiguous rows (a block, or
+//                   several when their ids are consecutive: one call and one sequential stream
+//                   over them), K read once per item, not once per query and head, only over the
+//                   keys some row of the item may see (the causal limit, a local window), then per
+//                   row
 //   softmax over that row's visible keys (vectorised exp), and
-//   out = P . V_g   as a register-accumulated weighted sum of value rows, block by block in key
+//   out = P . V_g   as a register-accumulated weighted sum of value rows, run by run in key
 //                   order (so the result is bit-identical to an unpaged sum).
 // Decode (one row per sequence) is the same path with B = 1.
 #include <algorithm>
@@ -38,25 +40,34 @@ inline void key_range(int64_t pos, int64_t len, const AttentionParams& p, int64_
   hi = std::min(hi, len);
 }
 
+// Keys [t, t + n) with t < hi: the longest run from t, up to hi, that is contiguous in a head's
+// pool (the rest of t's block, then every following block whose id is one more than the last).
+inline int64_t contiguous_run(const int32_t* table, int64_t t, int64_t hi, int64_t bs) {
+  int64_t blk = t / bs, end = std::min(hi, (blk + 1) * bs);
+  while (end < hi && table[blk + 1] == table[blk] + 1) end = std::min(hi, (++blk + 1) * bs);
+  return end - t;
+}
+
 }  // namespace
 
-void kv_write(const float* k, const float* v, int64_t n, const int32_t* slots, void* key_pool,
-              void* value_pool, DType dtype, int64_t kv_heads, int64_t block_size,
-              int64_t head_dim) {
-  const int64_t d = head_dim;
+void kv_write(const float* k, const float* v, int64_t n, const int32_t* slots,
+              const PagedPools<void*>& pools) {
+  const int64_t d = pools.head_dim, kv_heads = pools.kv_heads, bs = pools.block_size;
   for (int64_t i = 0; i < n; ++i) {
-    const int64_t block = slots[i] / block_size, offset = slots[i] % block_size;
+    const int64_t block = slots[i] / bs, offset = slots[i] % bs;
     for (int64_t h = 0; h < kv_heads; ++h) {
-      const int64_t dst = ((block * kv_heads + h) * block_size + offset) * d;
+      const int64_t dst = pools.byte_offset(h, block, offset);
       const float* ks = k + (i * kv_heads + h) * d;
       const float* vs = v + (i * kv_heads + h) * d;
-      if (dtype == DType::F32) {
-        std::memcpy(static_cast<float*>(key_pool) + dst, ks, static_cast<size_t>(d) * 4);
-        std::memcpy(static_cast<float*>(value_pool) + dst, vs, static_cast<size_t>(d) * 4);
+      char* const key_row = static_cast<char*>(pools.keys) + dst;
+      char* const value_row = static_cast<char*>(pools.values) + dst;
+      if (pools.dtype == DType::F32) {
+        std::memcpy(key_row, ks, static_cast<size_t>(d) * 4);
+        std::memcpy(value_row, vs, static_cast<size_t>(d) * 4);
       } else {
-        uint16_t* kd = static_cast<uint16_t*>(key_pool) + dst;
-        uint16_t* vd = static_cast<uint16_t*>(value_pool) + dst;
-        const bool bf = dtype == DType::BF16;
+        uint16_t* kd = reinterpret_cast<uint16_t*>(key_row);
+        uint16_t* vd = reinterpret_cast<uint16_t*>(value_row);
+        const bool bf = pools.dtype == DType::BF16;
         for (int64_t j = 0; j < d; ++j) {
           kd[j] = bf ? f32_to_bf16(ks[j]) : f32_to_f16(ks[j]);
           vd[j] = bf ? f32_to_bf16(vs[j]) : f32_to_f16(vs[j]);
@@ -70,7 +81,6 @@ void attention_paged(ThreadPool& pool, const float* q, int64_t hq, const PagedKv
                      const BatchDesc& batch, const AttentionParams& params, float* out) {
   const int64_t d = kv.head_dim, hkv = kv.kv_heads, bs = kv.block_size;
   const int64_t group = hq / hkv;
-  const size_t esize = dtype_bytes(kv.dtype, 1);
   std::vector<Item> items;
   for (int64_t b = 0; b < batch.num_seqs(); ++b) {
     const int32_t begin = batch.query_start[static_cast<size_t>(b)];
@@ -107,11 +117,11 @@ void attention_paged(ThreadPool& pool, const float* q, int64_t hq, const PagedKv
                       qblk.data() + (hg * nb + bi) * d);
       const int64_t width = std::max<int64_t>(hi - lo, 1);
       scores.resize(static_cast<size_t>(rows * width));
-      // S over keys [lo, hi), one cache block's stretch at a time.
+      // S over keys [lo, hi), one contiguous run of the pool at a time.
       for (int64_t t = lo; t < hi;) {
-        const int64_t off = t % bs, take = std::min(bs - off, hi - t);
-        const char* base = static_cast<const char*>(kv.keys) +
-                           ((table[t / bs] * hkv + g) * bs + off) * d * static_cast<int64_t>(esize);
+        const int64_t take = contiguous_run(table, t, hi, bs);
+        const char* base =
+            static_cast<const char*>(kv.keys) + kv.byte_offset(g, table[t / bs], t % bs);
         matmul_rows(qblk.data(), rows, d, base, kv.dtype, 0, take, scores.data() + (t - lo), width,
                     panel.data());
         t += take;
@@ -128,10 +138,9 @@ void attention_paged(ThreadPool& pool, const float* q, int64_t hq, const PagedKv
         const float inv_sum = 1.0f / softmax_numerators_f32(p, rhi - rlo, params.scale);
         for (int64_t t = 0; t < rhi - rlo; ++t) p[t] *= inv_sum;
         for (int64_t t = rlo; t < rhi;) {
-          const int64_t off = t % bs, take = std::min(bs - off, rhi - t);
+          const int64_t take = contiguous_run(table, t, rhi, bs);
           const char* base =
-              static_cast<const char*>(kv.values) +
-              ((table[t / bs] * hkv + g) * bs + off) * d * static_cast<int64_t>(esize);
+              static_cast<const char*>(kv.values) + kv.byte_offset(g, table[t / bs], t % bs);
           weighted_row_sum(p + (t - rlo), take, base, kv.dtype, d, o, t != rlo);
           t += take;
         }

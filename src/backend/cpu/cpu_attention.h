@@ -11,18 +11,23 @@
 
 namespace infera::cpu {
 
-// One layer's paged pools as attention reads them: [num_blocks, kv_heads, block_size, head_dim].
-struct PagedKv {
-  const void* keys;
-  const void* values;
+// One layer's paged pools: [kv_heads, num_blocks, block_size, head_dim] (see KvLayer).
+template <typename Pointer>
+struct PagedPools {
+  Pointer keys, values;
   DType dtype;
-  int64_t kv_heads, block_size, head_dim;
+  int64_t kv_heads, num_blocks, block_size, head_dim;
+  // Byte offset of slot `offset` of block `block`, kv head g.
+  int64_t byte_offset(int64_t g, int64_t block, int64_t offset) const {
+    return ((g * num_blocks + block) * block_size + offset) * head_dim *
+           static_cast<int64_t>(dtype_bytes(dtype, 1));
+  }
 };
+using PagedKv = PagedPools<const void*>;
 
 // Rows of k and v ([n, kv_heads, head_dim] F32) to their slots, converted to the pool's dtype.
-void kv_write(const float* k, const float* v, int64_t n, const int32_t* slots, void* key_pool,
-              void* value_pool, DType dtype, int64_t kv_heads, int64_t block_size,
-              int64_t head_dim);
+void kv_write(const float* k, const float* v, int64_t n, const int32_t* slots,
+              const PagedPools<void*>& pools);
 
 // q, out [T, hq, head_dim]; see Backend::attention.
 void attention_paged(ThreadPool& pool, const float* q, int64_t hq, const PagedKv& kv,

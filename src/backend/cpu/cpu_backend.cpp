@@ -386,13 +386,13 @@ class CpuBackend final : public Backend {
   std::vector<RopeTable> rope_tables_;
 };
 
-// The layer's pools must be [num_blocks, kv_heads, block_size, head_dim] of one float dtype.
+// The layer's pools must be [kv_heads, num_blocks, block_size, head_dim] of one float dtype.
 void expect_pool(const KvLayer& cache, int64_t kv_heads, int64_t head_dim, const char* op) {
   const Tensor& k = cache.keys;
   expect(!k.empty() && k.device() == Device::CPU && k.rank() == 4 && is_float(k.dtype()) &&
              cache.values.shape() == k.shape() && cache.values.dtype() == k.dtype(),
-         op, "cache pools must be [blocks, kv_heads, block_size, head_dim] of one float dtype");
-  expect(k.dim(1) == kv_heads && k.dim(3) == head_dim, op,
+         op, "cache pools must be [kv_heads, blocks, block_size, head_dim] of one float dtype");
+  expect(k.dim(0) == kv_heads && k.dim(3) == head_dim, op,
          "cache " + k.shape().str() + " for " + std::to_string(kv_heads) + " kv heads of " +
              std::to_string(head_dim));
 }
@@ -400,7 +400,7 @@ void expect_pool(const KvLayer& cache, int64_t kv_heads, int64_t head_dim, const
 // The batch's slots and block ids must lie inside this pool: a batch validated against another
 // cache must not write or read outside this one.
 void expect_batch_fits(const Batch& batch, const KvLayer& cache, const char* op) {
-  const int64_t blocks = cache.keys.dim(0), bs = cache.keys.dim(2);
+  const int64_t blocks = cache.keys.dim(1), bs = cache.keys.dim(2);
   const BatchDesc& d = *batch.desc;
   for (int32_t s : d.slots)
     expect(s >= 0 && s < blocks * bs, op,
@@ -424,8 +424,8 @@ void CpuBackend::kv_write(const Tensor& k, const Tensor& v, KvLayer& cache, cons
   expect_i32_rows(batch.slots, k.dim(0), "kv_write", "slots");
   expect_batch_fits(batch, cache, "kv_write");
   cpu::kv_write(k.data_as<float>(), v.data_as<float>(), k.dim(0), batch.slots.data_as<int32_t>(),
-                cache.keys.data(), cache.values.data(), cache.keys.dtype(), k.dim(1),
-                cache.keys.dim(2), k.dim(2));
+                {cache.keys.data(), cache.values.data(), cache.keys.dtype(), k.dim(1),
+                 cache.keys.dim(1), cache.keys.dim(2), k.dim(2)});
 }
 
 void CpuBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& batch,
@@ -435,14 +435,15 @@ void CpuBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& b
   expect(q.rank() == 3 && out.shape() == q.shape() && q.dim(0) == batch.num_tokens(), "attention",
          shapes(q, out));
   const Tensor& k = cache.keys;
-  expect(k.rank() == 4 && k.dim(1) > 0 && q.dim(1) % k.dim(1) == 0, "attention",
+  expect(k.rank() == 4 && k.dim(0) > 0 && q.dim(1) % k.dim(0) == 0, "attention",
          "q heads " + std::to_string(q.dim(1)) + " must be a multiple of the cache's kv heads");
-  expect_pool(cache, k.dim(1), q.dim(2), "attention");
+  expect_pool(cache, k.dim(0), q.dim(2), "attention");
   expect(!batch.desc->block_table.empty(), "attention", "the batch has no block table");
   expect_batch_fits(batch, cache, "attention");
-  cpu::attention_paged(pool_, q.data_as<float>(), q.dim(1),
-                       {k.data(), cache.values.data(), k.dtype(), k.dim(1), k.dim(2), k.dim(3)},
-                       *batch.desc, params, out.data_as<float>());
+  cpu::attention_paged(
+      pool_, q.data_as<float>(), q.dim(1),
+      {k.data(), cache.values.data(), k.dtype(), k.dim(0), k.dim(1), k.dim(2), k.dim(3)},
+      *batch.desc, params, out.data_as<float>());
 }
 
 void CpuBackend::attention_packed(const Tensor& q, const Tensor& k, const Tensor& v,

@@ -26,7 +26,7 @@ __device__ __forceinline__ int64_t key_offset(const AttentionArgs& a, int b, int
   const int bs = static_cast<int>(a.block_size);
   const int blk = (bs & (bs - 1)) == 0 ? t >> (__ffs(bs) - 1) : t / bs;
   const int64_t block = a.block_table[static_cast<int64_t>(b) * a.max_blocks + blk];
-  return ((block * a.hkv + g) * a.block_size + (t - blk * bs)) * a.head_dim;
+  return ((g * a.num_blocks + block) * a.block_size + (t - blk * bs)) * a.head_dim;
 }
 
 // Query vector v of a tile (sequence rows x group heads, row-major) -> its row and q head.

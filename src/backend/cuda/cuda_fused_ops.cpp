@@ -149,7 +149,7 @@ void CudaBackend::qk_norm_rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, c
   INFERA_CUDA_EXPECT(!batch.slots.empty(), op, "the batch has no slots");
   const UploadedBatch& us = find_batch(batch.slots, kSlots, op);
   INFERA_CUDA_EXPECT(batch.slots.numel() == n, op, "slots must be I32 [" + std::to_string(n) + "]");
-  const int64_t capacity = cache.keys.dim(0) * cache.keys.dim(2);
+  const int64_t capacity = cache.keys.dim(1) * cache.keys.dim(2);
   INFERA_CUDA_EXPECT(us.min[kSlots] >= 0 && us.max[kSlots] < capacity, op,
                      "slot " +
                          std::to_string(us.min[kSlots] < 0 ? us.min[kSlots] : us.max[kSlots]) +
@@ -174,6 +174,7 @@ void CudaBackend::qk_norm_rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, c
   a.hkv = k.dim(1);
   a.head_dim = d;
   a.block_size = cache.keys.dim(2);
+  a.num_blocks = cache.keys.dim(1);
   a.eps = eps;
   ctx_->record(launch_qk_norm_rope_kv, a, note(op, "qk_norm_rope_kv", {&q, &k, &cache.keys}));
 }

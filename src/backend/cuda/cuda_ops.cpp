@@ -171,7 +171,7 @@ void CudaBackend::rope(Tensor& x, const Tensor& positions, double theta) {
 namespace {
 // The batch's block ids (for this pool's block size) must lie inside the pool.
 void expect_tables_fit(const UploadedBatch& u, const KvLayer& cache, const char* op) {
-  const int64_t blocks = cache.keys.dim(0), bs = cache.keys.dim(2);
+  const int64_t blocks = cache.keys.dim(1), bs = cache.keys.dim(2);
   const BatchDesc& d = *u.desc;
   if (u.checked_block_size != bs) {
     u.block_min = 0;
@@ -212,7 +212,7 @@ void CudaBackend::kv_write(const Tensor& k, const Tensor& v, KvLayer& cache, con
   const UploadedBatch& u = find_batch(batch.slots, kSlots, op);
   INFERA_CUDA_EXPECT(batch.slots.numel() == k.dim(0), op,
                      "slots must be I32 [" + std::to_string(k.dim(0)) + "]");
-  const int64_t capacity = cache.keys.dim(0) * cache.keys.dim(2);
+  const int64_t capacity = cache.keys.dim(1) * cache.keys.dim(2);
   INFERA_CUDA_EXPECT(u.min[kSlots] >= 0 && u.max[kSlots] < capacity, op,
                      "slot " + std::to_string(u.min[kSlots] < 0 ? u.min[kSlots] : u.max[kSlots]) +
                          " outside the cache's " + std::to_string(capacity));
@@ -225,7 +225,8 @@ void CudaBackend::kv_write(const Tensor& k, const Tensor& v, KvLayer& cache, con
                 k.dim(0),
                 k.dim(1),
                 cache.keys.dim(2),
-                k.dim(2)};
+                k.dim(2),
+                cache.keys.dim(1)};
   ctx_->record(launch_kv_write, a, note(op, "kv_write", {&k, &cache.keys}));
 }
 
@@ -238,9 +239,9 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& 
                      op, shapes(q, out));
   const Tensor& keys = cache.keys;
   INFERA_CUDA_EXPECT(
-      keys.rank() == 4 && keys.dim(1) > 0 && q.dim(1) % keys.dim(1) == 0, op,
+      keys.rank() == 4 && keys.dim(0) > 0 && q.dim(1) % keys.dim(0) == 0, op,
       "q heads " + std::to_string(q.dim(1)) + " must be a multiple of the cache's kv heads");
-  expect_pool(cache, keys.dim(1), q.dim(2), op);
+  expect_pool(cache, keys.dim(0), q.dim(2), op);
   const BatchDesc& d = *batch.desc;
   INFERA_CUDA_EXPECT(!d.block_table.empty() && !batch.block_table.empty(), op,
                      "the batch has no block table");
@@ -250,7 +251,7 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& 
                      op, "the batch needs positions, query_start and seq_lens");
   expect_tables_fit(u, cache, op);
 
-  const int64_t hq = q.dim(1), hkv = keys.dim(1), head_dim = q.dim(2), group = hq / hkv;
+  const int64_t hq = q.dim(1), hkv = keys.dim(0), head_dim = q.dim(2), group = hq / hkv;
   const int64_t seqs = d.num_seqs(), tokens = d.num_tokens();
   INFERA_CUDA_EXPECT(head_dim <= kSimtMaxHeadDim, op,
                      "head_dim " + std::to_string(head_dim) + " over the CUDA attention's " +
@@ -274,6 +275,7 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& 
   a.hkv = hkv;
   a.head_dim = head_dim;
   a.block_size = keys.dim(2);
+  a.num_blocks = keys.dim(1);
   a.scale = params.scale;
   a.causal = params.causal ? 1 : 0;
   a.window = params.window;

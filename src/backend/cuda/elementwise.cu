@@ -119,12 +119,12 @@ template <typename T>
 __global__ void kv_write_kernel(const float* __restrict__ k, const float* __restrict__ v,
                                 const int32_t* __restrict__ slots, T* __restrict__ key_pool,
                                 T* __restrict__ value_pool, int64_t kv_heads, int64_t block_size,
-                                int64_t d) {
+                                int64_t d, int64_t num_blocks) {
   const int64_t i = blockIdx.x;  // token
   const int64_t slot = slots[i], block = slot / block_size, offset = slot % block_size;
   for (int64_t e = threadIdx.x; e < kv_heads * d; e += blockDim.x) {
     const int64_t h = e / d, j = e % d;
-    const int64_t dst = ((block * kv_heads + h) * block_size + offset) * d + j;
+    const int64_t dst = ((h * num_blocks + block) * block_size + offset) * d + j;
     key_pool[dst] = from_f32<T>(k[i * kv_heads * d + e]);
     value_pool[dst] = from_f32<T>(v[i * kv_heads * d + e]);
   }
@@ -234,17 +234,18 @@ void launch_kv_write(const void* p, cudaStream_t s) {
     case ElemType::F32:
       kv_write_kernel<<<grid, threads, 0, s>>>(a.k, a.v, a.slots, static_cast<float*>(a.key_pool),
                                                static_cast<float*>(a.value_pool), a.kv_heads,
-                                               a.block_size, a.head_dim);
+                                               a.block_size, a.head_dim, a.num_blocks);
       break;
     case ElemType::F16:
       kv_write_kernel<<<grid, threads, 0, s>>>(a.k, a.v, a.slots, static_cast<__half*>(a.key_pool),
                                                static_cast<__half*>(a.value_pool), a.kv_heads,
-                                               a.block_size, a.head_dim);
+                                               a.block_size, a.head_dim, a.num_blocks);
       break;
     case ElemType::BF16:
       kv_write_kernel<<<grid, threads, 0, s>>>(
           a.k, a.v, a.slots, static_cast<__nv_bfloat16*>(a.key_pool),
-          static_cast<__nv_bfloat16*>(a.value_pool), a.kv_heads, a.block_size, a.head_dim);
+          static_cast<__nv_bfloat16*>(a.value_pool), a.kv_heads, a.block_size, a.head_dim,
+          a.num_blocks);
       break;
   }
 }

@@ -106,7 +106,7 @@ __global__ void qk_norm_rope_kv_kernel(const QkNormRopeKvArgs a) {
   if (h >= a.hq + a.hkv) {  // a v head: straight to the cache
     const int64_t hk = h - a.hq - a.hkv;
     const float* src = a.v + (token * a.hkv + hk) * d;
-    T* dst = values + ((block * a.hkv + hk) * a.block_size + offset) * d;
+    T* dst = values + ((hk * a.num_blocks + block) * a.block_size + offset) * d;
     for (int j = lane; j < d; j += 32) dst[j] = from_f32<T>(src[j]);
     return;
   }
@@ -115,7 +115,7 @@ __global__ void qk_norm_rope_kv_kernel(const QkNormRopeKvArgs a) {
   float* x = is_q ? a.q + (token * a.hq + h) * d : a.k + (token * a.hkv + hk) * d;
   const W* w = static_cast<const W*>(is_q ? a.q_norm : a.k_norm);
   const int64_t pos = a.positions[token];
-  T* cache = is_q ? nullptr : keys + ((block * a.hkv + hk) * a.block_size + offset) * d;
+  T* cache = is_q ? nullptr : keys + ((hk * a.num_blocks + block) * a.block_size + offset) * d;
   const float eps = static_cast<float>(a.eps);
   if (d % 64 == 0 && d <= 256) {
     // The head in registers (x read once): lane holds j = lane + 32 i, and the RoPE partner

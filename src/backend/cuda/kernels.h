@@ -72,7 +72,7 @@ struct GatherRowsArgs {
 void launch_gather_rows(const void* args, cudaStream_t stream);
 
 // Rows of k and v [n, kv_heads, head_dim] (f32) to their cache slots in the block pools
-// [blocks, kv_heads, block_size, head_dim], converted to the pool's type.
+// [kv_heads, blocks, block_size, head_dim], converted to the pool's type.
 struct KvWriteArgs {
   const float* k;
   const float* v;
@@ -81,6 +81,7 @@ struct KvWriteArgs {
   void* value_pool;
   ElemType type;
   int64_t n, kv_heads, block_size, head_dim;
+  int64_t num_blocks;  // of the pools
 };
 void launch_kv_write(const void* args, cudaStream_t stream);
 
@@ -113,6 +114,7 @@ struct QkNormRopeKvArgs {
   void* value_pool;
   ElemType cache_type;
   int64_t n, hq, hkv, head_dim, block_size;
+  int64_t num_blocks;  // of the pools [hkv, num_blocks, block_size, head_dim]
   double eps;
 };
 void launch_qk_norm_rope_kv(const void* args, cudaStream_t stream);
@@ -235,13 +237,14 @@ struct AttentionArgs {
   const float* q;  // [T, hq, head_dim]
   float* out;      // [T, hq, head_dim]
   const void* keys;
-  const void* values;  // pools [blocks, hkv, block_size, head_dim]
+  const void* values;  // pools [hkv, num_blocks, block_size, head_dim]
   ElemType type;
   const int32_t* positions;    // [T]
   const int32_t* query_start;  // [B + 1]
   const int32_t* seq_lens;     // [B]
   const int32_t* block_table;  // [B, max_blocks]
   int64_t num_tokens, num_seqs, max_blocks, hq, hkv, head_dim, block_size;
+  int64_t num_blocks;        // of the pools
   int64_t tiles;             // tiles of query vectors per (sequence, kv head)
   int64_t vectors_per_tile;  // query vectors per tile (the simt kernel; the mma kernel uses 64)
   int64_t splits;            // key ranges per tile (> 1: partial results, then a combine pass)

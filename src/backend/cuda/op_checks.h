@@ -64,7 +64,7 @@ inline OpNote note(const char* op, const char* kernel, std::initializer_list<con
   return n;
 }
 
-// The layer's pools: cuda [blocks, kv_heads, block_size, head_dim] of one float dtype.
+// The layer's pools: cuda [kv_heads, blocks, block_size, head_dim] of one float dtype.
 inline void expect_pool(const KvLayer& cache, int64_t kv_heads, int64_t head_dim, const char* op) {
   const Tensor& k = cache.keys;
   INFERA_CUDA_EXPECT(
@@ -72,8 +72,8 @@ inline void expect_pool(const KvLayer& cache, int64_t kv_heads, int64_t head_dim
           (k.dtype() == DType::F32 || k.dtype() == DType::F16 || k.dtype() == DType::BF16) &&
           cache.values.shape() == k.shape() && cache.values.dtype() == k.dtype() &&
           cache.values.device() == Device::CUDA,
-      op, "cache pools must be cuda [blocks, kv_heads, block_size, head_dim] of one float dtype");
-  INFERA_CUDA_EXPECT(k.dim(1) == kv_heads && k.dim(3) == head_dim, op,
+      op, "cache pools must be cuda [kv_heads, blocks, block_size, head_dim] of one float dtype");
+  INFERA_CUDA_EXPECT(k.dim(0) == kv_heads && k.dim(3) == head_dim, op,
                      "cache " + k.shape().str() + " for " + std::to_string(kv_heads) +
                          " kv heads of " + std::to_string(head_dim));
 }
