@@ -294,6 +294,8 @@ CudaOptions cuda_options_from_env() {
   o.packed_dense = cuda::env_flag("INFERA_CUDA_PACKED_DENSE", o.packed_dense);
   o.packed_mma = cuda::env_flag("INFERA_CUDA_PACKED_MMA", o.packed_mma);
   o.packed_flash = cuda::env_flag("INFERA_CUDA_PACKED_FLASH", o.packed_flash);
+  o.layernorm_in_registers =
+      cuda::env_flag("INFERA_CUDA_LAYERNORM_REGISTERS", o.layernorm_in_registers);
   o.profile = cuda::env_flag("INFERA_CUDA_PROFILE", o.profile);
   o.programmatic_launch = cuda::env_flag("INFERA_CUDA_PDL", o.programmatic_launch);
   if (const char* v = std::getenv("INFERA_CUDA_GEMV_ROWS"); v && *v) o.gemv_max_rows = std::atoi(v);

@@ -57,6 +57,9 @@ struct CudaOptions {
   // bf16 first) instead of encoder_attention_mma.cu, under the windowed schedule
   // (INFERA_CUDA_PACKED_FLASH=0: encoder_attention_mma.cu).
   bool packed_flash = true;
+  // layernorm with each row read once into registers with 16-byte loads (dim % 4 == 0, up to
+  // 16384; INFERA_CUDA_LAYERNORM_REGISTERS=0: two strided passes over the row).
+  bool layernorm_in_registers = true;
   int64_t gemv_max_rows = 8;  // matmuls of up to this many rows stream weights (GEMV), 0..8
   bool profile = false;       // time each kernel with events, eagerly (INFERA_CUDA_PROFILE=1)
   // Decode-path kernels launch with programmatic dependent launch: each starts while its

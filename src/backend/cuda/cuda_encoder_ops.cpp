@@ -23,9 +23,17 @@ void CudaBackend::layernorm(const Tensor& x, const Tensor& weight, const Tensor&
                        "bias " + bias.shape().str() + " must match weight " + weight.shape().str() +
                            " and its dtype");
   }
-  LayerNormArgs a{x.data_as<const float>(),  weight.data(), bias.empty() ? nullptr : bias.data(),
-                  out.data_as<float>(),      row_count(x),  dim,
-                  elem_type(weight.dtype()), eps,           shadow_buffer(out)};
+  LayerNormArgs a{};
+  a.x = x.data_as<const float>();
+  a.weight = weight.data();
+  a.bias = bias.empty() ? nullptr : bias.data();
+  a.out = out.data_as<float>();
+  a.rows = row_count(x);
+  a.dim = dim;
+  a.weight_type = elem_type(weight.dtype());
+  a.eps = eps;
+  a.out_bf16 = shadow_buffer(out);
+  a.in_registers = options_.layernorm_in_registers ? 1 : 0;
   ctx_->record(launch_layernorm, a, note(op, "layernorm", {&x, &weight}));
   publish_shadow(out, a.out_bf16);
 }

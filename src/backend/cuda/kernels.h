@@ -140,6 +140,7 @@ struct LayerNormArgs {
   ElemType weight_type;
   double eps;
   void* out_bf16 = nullptr;  // when set: out rounded to bf16 as well (BinaryArgs::out_bf16)
+  int64_t in_registers = 0;  // the row held in registers where it fits (layernorm_rows_kernel)
 };
 void launch_layernorm(const void* args, cudaStream_t stream);
 // BinaryArgs: out = gelu(a) (b null) or gelu(a) * b (GeGLU), erf form.
@@ -279,7 +280,7 @@ bool attention_mma_supports(ElemType type, int64_t head_dim);
 void launch_attention_mma(const void* args, cudaStream_t stream);
 // The same tiles (64 query vectors) pipelined: cp.async double-buffered key/value tiles, ldmatrix
 // fragments, longest tiles first. head_dim 64 or 128, f16/bf16; grid (kv heads, sequences,
-// tiles), so tiles <= 65535.
+// tiles), so tiles <= 65535; q 16-byte aligned.
 bool attention_flash_supports(ElemType type, int64_t head_dim);
 void launch_attention_flash(const void* args, cudaStream_t stream);
 
