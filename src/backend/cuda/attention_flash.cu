@@ -147,8 +147,14 @@ __device__ __forceinline__ void softmax_tile_base2(float (&s)[kKeys / 8][4], flo
   }
 }
 
+// Blocks per SM: 3 at head_dim 128 (registers and shared memory), 4 at 64 (fits in 128
+// registers without spilling; more warps to hide the mma and shared-memory latencies).
+template <int D>
+constexpr int kMinBlocks = D == 64 ? 4 : 3;
+
 template <typename T, int D, bool kFast>
-__global__ void __launch_bounds__(kThreads, 3) attention_flash_kernel(const AttentionArgs a) {
+__global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
+    attention_flash_kernel(const AttentionArgs a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* const kbuf = reinterpret_cast<T*>(smem_raw);  // [2][kKeys][kRow]
   T* const vbuf = kbuf + 2 * kTileElems<D>;        // [2][kKeys][kRow]
@@ -183,15 +189,24 @@ __global__ void __launch_bounds__(kThreads, 3) attention_flash_kernel(const Atte
   // The queries, scaled and rounded to the cache type, staged in the second value stage (free
   // until tile 1's copies are issued, after the fragments are in registers).
   T* const qs = vbuf + kTileElems<D>;
-  for (int i = tid; i < kVectors * D; i += kThreads) {
-    const int v = i / D, e = i % D;
-    float val = 0.0f;
+  // Four elements per 16-byte load, several loads in flight per thread (the prologue's loads
+  // were the kernel's main scoreboard stall for blocks with few key tiles; q is 16-byte aligned,
+  // as the host checks).
+  constexpr int kQuads = D / 4;
+#pragma unroll 4
+  for (int i = tid; i < kVectors * kQuads; i += kThreads) {
+    const int v = i / kQuads, e = (i % kQuads) * 4;
+    float4 val = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     if (v < nv) {
       int row, head;
       vector_row_head(a, row_begin, g, v0 + v, row, head);
-      val = a.q[(static_cast<int64_t>(row) * a.hq + head) * D + e] * scale;
+      val =
+          *reinterpret_cast<const float4*>(a.q + (static_cast<int64_t>(row) * a.hq + head) * D + e);
     }
-    qs[v * kRow<D> + e] = from_f32<T>(val);
+    uint2 packed4;
+    packed4.x = pack2<T>(val.x * scale, val.y * scale);
+    packed4.y = pack2<T>(val.z * scale, val.w * scale);
+    *reinterpret_cast<uint2*>(&qs[v * kRow<D> + e]) = packed4;
   }
   __syncthreads();
   if (tid == 0) {

@@ -317,7 +317,7 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& 
     a.vectors_per_tile = kMmaVectorsPerTile;
     a.tiles = (vectors + kMmaVectorsPerTile - 1) / kMmaVectorsPerTile;
     if (options_.flash_attention && attention_flash_supports(a.type, head_dim) &&
-        a.tiles <= 65535) {
+        a.tiles <= 65535 && reinterpret_cast<uintptr_t>(q.data()) % 16 == 0) {  // float4 q loads
       nt.kernel = "attention_flash";
       a.fast_softmax = options_.flash_fast_softmax ? 1 : 0;
       a.out_bf16 = shadow_buffer(out);
