@@ -6,7 +6,8 @@
 // .trans, so they are stored row-major: no transposing stores). Scores and P.V accumulate in f32;
 // P is rounded to the cache type for the second product, as in attention_mma.cu. The query tiles
 // are launched longest first (the causal triangle's last rows see the most keys), so the short
-// ones fill the tail of the grid.
+// ones fill the tail of the grid. Without a block table it is the encoders' packed attention
+// (CudaBackend::attention_packed): keys and values are bf16 copies of k and v [T, hkv, D].
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -55,7 +56,7 @@ __device__ __forceinline__ void cp_async_wait() {
 // Issues the copies of keys and values [t0, t0 + kKeys) (zeros past key_hi) into one stage.
 template <typename T, int D>
 __device__ __forceinline__ void load_tile(const AttentionArgs& a, int b, int g, int t0, int key_hi,
-                                          T* ks, T* vs) {
+                                          int row_begin, T* ks, T* vs) {
   constexpr int kChunks = D / 8;  // 16-byte chunks per row
   constexpr int kPerThread = kKeys * kChunks / kThreads;
   static_assert(kKeys * kChunks % kThreads == 0 && kThreads % kChunks == 0);
@@ -67,14 +68,93 @@ __device__ __forceinline__ void load_tile(const AttentionArgs& a, int b, int g, 
     const int j = threadIdx.x / kChunks + i * (kThreads / kChunks);  // key of the tile
     const int t = t0 + j;
     const bool ok = t < key_hi;
-    const int64_t off = ok ? key_offset(a, b, g, t) + c * 8 : 0;
+    // Packed (no block table): key t of the sequence is row row_begin + t of [T, hkv, D].
+    const int64_t at = !ok             ? 0
+                       : a.block_table ? key_offset(a, b, g, t)
+                                       : (static_cast<int64_t>(row_begin + t) * a.hkv + g) * D;
+    const int64_t off = ok ? at + c * 8 : 0;
     cp_async16(ks + j * kRow<D> + c * 8, keys + off, ok ? 16 : 0);
     cp_async16(vs + j * kRow<D> + c * 8, values + off, ok ? 16 : 0);
   }
 }
 
-template <typename T, int D>
-__global__ void __launch_bounds__(kThreads, 3) attention_flash_kernel(const AttentionArgs a) {
+__device__ __forceinline__ float ex2(float x) {  // 2^x (MUFU.EX2); ex2(-inf) = 0
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// online_softmax_tile (mma_tile.cuh) for scores already in base 2 (log2(e) folded into the
+// queries): with kMask false the caller knows every key of the tile is visible to both rows of
+// every lane, so there is no mask, every score is finite and the running max is finite after the
+// first tile: no -inf cases. With kMask true, the masked step (the tile the causal diagonal or a
+// window edge crosses).
+template <bool kMask, int D>
+__device__ __forceinline__ void softmax_tile_base2(float (&s)[kKeys / 8][4], float (&o)[D / 8][4],
+                                                   float& m0, float& m1, float& l0, float& l1,
+                                                   int t0, int key_hi, int lo0, int hi0, int lo1,
+                                                   int hi1, int tig) {
+  float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+  for (int nt = 0; nt < kKeys / 8; ++nt)
+#pragma unroll
+    for (int x = 0; x < 2; ++x) {
+      if (kMask) {
+        const int t = t0 + nt * 8 + tig * 2 + x;
+        const bool ok = t < key_hi;
+        if (!(ok && t >= lo0 && t < hi0)) s[nt][x] = -INFINITY;
+        if (!(ok && t >= lo1 && t < hi1)) s[nt][2 + x] = -INFINITY;
+      }
+      mx0 = fmaxf(mx0, s[nt][x]);
+      mx1 = fmaxf(mx1, s[nt][2 + x]);
+    }
+#pragma unroll
+  for (int off = 1; off <= 2; off <<= 1) {
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
+  }
+  const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+  // A row none of whose keys so far is visible keeps mn = -inf: its scores are all -inf and
+  // must give 0 (not ex2(-inf - -inf) = NaN), hence the base, 0 for such a row.
+  const float b0 = kMask && mn0 == -INFINITY ? 0.0f : mn0;
+  const float b1 = kMask && mn1 == -INFINITY ? 0.0f : mn1;
+  const float alpha0 = ex2(m0 - b0), alpha1 = ex2(m1 - b1);  // m = -inf: 0 (nothing to rescale)
+  float sum0 = 0.0f, sum1 = 0.0f;
+#pragma unroll
+  for (int nt = 0; nt < kKeys / 8; ++nt)
+#pragma unroll
+    for (int x = 0; x < 2; ++x) {
+      s[nt][x] = ex2(s[nt][x] - b0);  // a masked score: ex2(-inf) = 0
+      s[nt][2 + x] = ex2(s[nt][2 + x] - b1);
+      sum0 += s[nt][x];
+      sum1 += s[nt][2 + x];
+    }
+#pragma unroll
+  for (int off = 1; off <= 2; off <<= 1) {
+    sum0 += __shfl_xor_sync(0xffffffffu, sum0, off);
+    sum1 += __shfl_xor_sync(0xffffffffu, sum1, off);
+  }
+  l0 = l0 * alpha0 + sum0;
+  l1 = l1 * alpha1 + sum1;
+  m0 = mn0;
+  m1 = mn1;
+#pragma unroll
+  for (int dt = 0; dt < D / 8; ++dt) {
+    o[dt][0] *= alpha0;
+    o[dt][1] *= alpha0;
+    o[dt][2] *= alpha1;
+    o[dt][3] *= alpha1;
+  }
+}
+
+// Blocks per SM: 3 at head_dim 128 (registers and shared memory), 4 at 64 (fits in 128
+// registers without spilling; more warps to hide the mma and shared-memory latencies).
+template <int D>
+constexpr int kMinBlocks = D == 64 ? 4 : 3;
+
+template <typename T, int D, bool kFast>
+__global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
+    attention_flash_kernel(const AttentionArgs a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* const kbuf = reinterpret_cast<T*>(smem_raw);  // [2][kKeys][kRow]
   T* const vbuf = kbuf + 2 * kTileElems<D>;        // [2][kKeys][kRow]
@@ -86,17 +166,22 @@ __global__ void __launch_bounds__(kThreads, 3) attention_flash_kernel(const Atte
   const int row_begin = a.query_start[b], rows = a.query_start[b + 1] - row_begin;
   const int v0 = tile * kVectors, nv = min(kVectors, rows * group - v0);
   if (nv <= 0) return;
-  const int len = a.seq_lens[b];
+  // Packed encoder attention (Backend::attention_packed, no block table): keys are the sequence's
+  // own rows, a row's position is its offset in the sequence, and key tiles start at multiples of
+  // kKeys from the sequence's first row (the schedule the op counts).
+  const bool packed = a.block_table == nullptr;
+  const int len = packed ? rows : a.seq_lens[b];
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int gid = lane / 4, tig = lane % 4;  // mma fragment coordinates
-  const float scale = static_cast<float>(a.scale);
+  // Fast: scores in base 2, so that the softmax's exponentials are single ex2 instructions.
+  const float scale = static_cast<float>(a.scale) * (kFast ? 1.4426950408889634f : 1.0f);
 
   for (int v = tid; v < kVectors; v += kThreads) {
     int lo = 0, hi = 0;
     if (v < nv) {
       int row, head;
       vector_row_head(a, row_begin, g, v0 + v, row, head);
-      key_range(a, a.positions[row], len, lo, hi);
+      key_range(a, packed ? row - row_begin : a.positions[row], len, lo, hi);
     }
     range[2 * v] = lo;
     range[2 * v + 1] = hi;
@@ -104,15 +189,24 @@ __global__ void __launch_bounds__(kThreads, 3) attention_flash_kernel(const Atte
   // The queries, scaled and rounded to the cache type, staged in the second value stage (free
   // until tile 1's copies are issued, after the fragments are in registers).
   T* const qs = vbuf + kTileElems<D>;
-  for (int i = tid; i < kVectors * D; i += kThreads) {
-    const int v = i / D, e = i % D;
-    float val = 0.0f;
+  // Four elements per 16-byte load, several loads in flight per thread (the prologue's loads
+  // were the kernel's main scoreboard stall for blocks with few key tiles; q is 16-byte aligned,
+  // as the host checks).
+  constexpr int kQuads = D / 4;
+#pragma unroll 4
+  for (int i = tid; i < kVectors * kQuads; i += kThreads) {
+    const int v = i / kQuads, e = (i % kQuads) * 4;
+    float4 val = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     if (v < nv) {
       int row, head;
       vector_row_head(a, row_begin, g, v0 + v, row, head);
-      val = a.q[(static_cast<int64_t>(row) * a.hq + head) * D + e] * scale;
+      val =
+          *reinterpret_cast<const float4*>(a.q + (static_cast<int64_t>(row) * a.hq + head) * D + e);
     }
-    qs[v * kRow<D> + e] = from_f32<T>(val);
+    uint2 packed4;
+    packed4.x = pack2<T>(val.x * scale, val.y * scale);
+    packed4.y = pack2<T>(val.z * scale, val.w * scale);
+    *reinterpret_cast<uint2*>(&qs[v * kRow<D> + e]) = packed4;
   }
   __syncthreads();
   if (tid == 0) {
@@ -121,12 +215,13 @@ __global__ void __launch_bounds__(kThreads, 3) attention_flash_kernel(const Atte
       lo = min(lo, range[2 * v]);
       hi = max(hi, range[2 * v + 1]);
     }
+    if (packed) lo = min(lo, hi) / kKeys * kKeys;
     range[2 * kVectors] = lo;
     range[2 * kVectors + 1] = max(lo, hi);
   }
   __syncthreads();
   const int key_lo = range[2 * kVectors], key_hi = range[2 * kVectors + 1];
-  if (key_lo < key_hi) load_tile<T, D>(a, b, g, key_lo, key_hi, kbuf, vbuf);
+  if (key_lo < key_hi) load_tile<T, D>(a, b, g, key_lo, key_hi, row_begin, kbuf, vbuf);
   cp_async_commit();
 
   const int r0 = warp * 16 + gid, r1 = r0 + 8;
@@ -149,12 +244,20 @@ __global__ void __launch_bounds__(kThreads, 3) attention_flash_kernel(const Atte
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
   // ldmatrix lane roles: matrix mi = lane / 8, row lr = lane % 8 of it.
   const int mi = lane / 8, lr = lane % 8;
+  // Keys [full_lo, full_hi) are visible to every row of this warp (empty when a row is past nv:
+  // its range is [0, 0)); a tile inside it needs no mask.
+  int full_lo = max(lo0, lo1), full_hi = min(hi0, hi1);
+#pragma unroll
+  for (int off = 1; off < 32; off <<= 1) {
+    full_lo = max(full_lo, __shfl_xor_sync(0xffffffffu, full_lo, off));
+    full_hi = min(full_hi, __shfl_xor_sync(0xffffffffu, full_hi, off));
+  }
 
   int stage = 0;
   for (int t0 = key_lo; t0 < key_hi; t0 += kKeys, stage ^= 1) {
     // Tile t + 1's copies go out before tile t is waited for.
     if (t0 + kKeys < key_hi)
-      load_tile<T, D>(a, b, g, t0 + kKeys, key_hi, kbuf + (stage ^ 1) * kTileElems<D>,
+      load_tile<T, D>(a, b, g, t0 + kKeys, key_hi, row_begin, kbuf + (stage ^ 1) * kTileElems<D>,
                       vbuf + (stage ^ 1) * kTileElems<D>);
     cp_async_commit();
     cp_async_wait<1>();
@@ -176,9 +279,14 @@ __global__ void __launch_bounds__(kThreads, 3) attention_flash_kernel(const Atte
         mma_16816(s[nt], qa[kk + 1], bf[2], bf[3], T{});
       }
 
-    // Mask, then the online softmax of rows r0 and r1 (mma_tile.cuh).
-    online_softmax_tile<kKeys, D>(s, o, m0, m1, l0, l1, t0, key_hi, lo0, hi0, lo1, hi1, tig);
-    // O += P . V: two 8-key score tiles are an A fragment; V's B fragments by ldmatrix.trans.
+    // Mask, then the online softmax of rows r0 and r1.
+    if (!kFast)
+      online_softmax_tile<kKeys, D>(s, o, m0, m1, l0, l1, t0, key_hi, lo0, hi0, lo1, hi1, tig);
+    else if (t0 >= full_lo && t0 + kKeys <= full_hi)  // warp-uniform
+      softmax_tile_base2<false, D>(s, o, m0, m1, l0, l1, t0, key_hi, lo0, hi0, lo1, hi1, tig);
+    else
+      softmax_tile_base2<true, D>(s, o, m0, m1, l0, l1, t0, key_hi, lo0, hi0, lo1, hi1, tig);
+      // O += P . V: two 8-key score tiles are an A fragment; V's B fragments by ldmatrix.trans.
 #pragma unroll
     for (int kt = 0; kt < kKeys / 16; ++kt) {
       uint32_t pa[4];
@@ -206,28 +314,38 @@ __global__ void __launch_bounds__(kThreads, 3) attention_flash_kernel(const Atte
     if (v >= nv) continue;
     int row, head;
     vector_row_head(a, row_begin, g, v0 + v, row, head);
-    float* dst = a.out + (static_cast<int64_t>(row) * a.hq + head) * D;
+    const int64_t at = (static_cast<int64_t>(row) * a.hq + head) * D;
+    float* dst = a.out + at;
+    __nv_bfloat16* dst_bf16 = a.out_bf16 ? static_cast<__nv_bfloat16*>(a.out_bf16) + at : nullptr;
     const float inv = half == 0 ? inv0 : inv1;
 #pragma unroll
     for (int dt = 0; dt < D / 8; ++dt) {
       const int c = dt * 8 + tig * 2;
-      *reinterpret_cast<float2*>(dst + c) =
-          make_float2(o[dt][2 * half] * inv, o[dt][2 * half + 1] * inv);
+      const float2 y = make_float2(o[dt][2 * half] * inv, o[dt][2 * half + 1] * inv);
+      *reinterpret_cast<float2*>(dst + c) = y;
+      if (dst_bf16)
+        *reinterpret_cast<__nv_bfloat162*>(dst_bf16 + c) = __floats2bfloat162_rn(y.x, y.y);
     }
   }
 }
 
-template <typename T, int D>
-void launch_d(const AttentionArgs& a, cudaStream_t s) {
+template <typename T, int D, bool kFast>
+void launch_dk(const AttentionArgs& a, cudaStream_t s) {
   static const bool attr_set = [] {
-    return cudaFuncSetAttribute(attention_flash_kernel<T, D>,
+    return cudaFuncSetAttribute(attention_flash_kernel<T, D, kFast>,
                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
                                 static_cast<int>(kSmemBytes<T, D>)) == cudaSuccess;
   }();
   if (!attr_set) throw std::runtime_error("cannot raise the flash attention's shared memory");
   const dim3 grid(static_cast<unsigned>(a.hkv), static_cast<unsigned>(a.num_seqs),
                   static_cast<unsigned>(a.tiles));
-  attention_flash_kernel<T, D><<<grid, kThreads, kSmemBytes<T, D>, s>>>(a);
+  attention_flash_kernel<T, D, kFast><<<grid, kThreads, kSmemBytes<T, D>, s>>>(a);
+}
+
+template <typename T, int D>
+void launch_d(const AttentionArgs& a, cudaStream_t s) {
+  if (a.fast_softmax) return launch_dk<T, D, true>(a, s);
+  launch_dk<T, D, false>(a, s);
 }
 
 template <typename T>

@@ -118,6 +118,7 @@ Tensor CudaBackend::device_tensor(const std::string& name, DType dtype, Shape sh
 }
 
 Tensor CudaBackend::alloc(const std::string& name, DType dtype, Shape shape) {
+  shadow_ = {};  // the new tensor may sit where a shadowed (since freed) one was
   Tensor t = device_tensor(name, dtype, shape);
   check_cuda(cudaMemsetAsync(t.data(), 0, t.nbytes(), ctx_->stream()), "zero " + name);
   return t;
@@ -271,7 +272,8 @@ CudaStats CudaBackend::stats() const {
           s.graph_launches,
           s.streamed_steps,
           s.host_record_seconds,
-          s.recorded_steps};
+          s.recorded_steps,
+          shadow_uses_};
 }
 
 }  // namespace cuda
@@ -283,12 +285,17 @@ CudaOptions cuda_options_from_env() {
   o.exact_f32 = cuda::env_flag("INFERA_CUDA_EXACT", o.exact_f32);
   o.mma_attention = cuda::env_flag("INFERA_CUDA_MMA", o.mma_attention);
   o.flash_attention = cuda::env_flag("INFERA_CUDA_FLASH", o.flash_attention);
+  o.flash_fast_softmax = cuda::env_flag("INFERA_CUDA_FLASH_FAST", o.flash_fast_softmax);
+  o.bf16_shadow = cuda::env_flag("INFERA_CUDA_BF16_SHADOW", o.bf16_shadow);
   o.decode_pipeline = cuda::env_flag("INFERA_CUDA_DECODE_PIPELINE", o.decode_pipeline);
   o.stream_new_steps = cuda::env_flag("INFERA_CUDA_STREAM", o.stream_new_steps);
   o.decode_attention = cuda::env_flag("INFERA_CUDA_DECODE_ATTENTION", o.decode_attention);
   o.fused = cuda::env_flag("INFERA_CUDA_FUSED", o.fused);
   o.packed_dense = cuda::env_flag("INFERA_CUDA_PACKED_DENSE", o.packed_dense);
   o.packed_mma = cuda::env_flag("INFERA_CUDA_PACKED_MMA", o.packed_mma);
+  o.packed_flash = cuda::env_flag("INFERA_CUDA_PACKED_FLASH", o.packed_flash);
+  o.layernorm_in_registers =
+      cuda::env_flag("INFERA_CUDA_LAYERNORM_REGISTERS", o.layernorm_in_registers);
   o.profile = cuda::env_flag("INFERA_CUDA_PROFILE", o.profile);
   o.programmatic_launch = cuda::env_flag("INFERA_CUDA_PDL", o.programmatic_launch);
   if (const char* v = std::getenv("INFERA_CUDA_GEMV_ROWS"); v && *v) o.gemv_max_rows = std::atoi(v);

@@ -23,6 +23,15 @@ struct CudaOptions {
   // Of the tensor-core kernels, the pipelined one (cp.async, ldmatrix) for head_dim 64 and 128
   // (INFERA_CUDA_FLASH=0: the unpipelined attention_mma kernel).
   bool flash_attention = true;
+  // The flash kernel skips the causal/window mask on key tiles every row of a warp sees whole,
+  // and runs its softmax in base 2 (log2(e) folded into the query scale): fewer non-tensor-core
+  // instructions per score (INFERA_CUDA_FLASH_FAST=0: every tile masked, base e).
+  bool flash_fast_softmax = true;
+  // Prefill-sized matmul inputs made by add_rmsnorm, swiglu, GeGLU, layernorm and the tensor-core
+  // attentions are also written as bf16 by the kernel that makes them, so the next GEMM reads
+  // them without a conversion pass (INFERA_CUDA_BF16_SHADOW=0: a convert kernel before each GEMM).
+  // Same bits either way: the shadow is the f32 value rounded as the conversion rounds it.
+  bool bf16_shadow = true;
   // Decode attention (<= 4 query vectors per kv head) with every warp on its own keys
   // (INFERA_CUDA_DECODE_ATTENTION=0: the general f32 kernel instead).
   bool decode_attention = true;
@@ -44,6 +53,13 @@ struct CudaOptions {
   // attention_packed on bf16 tensor cores where it applies (no GQA, head_dim % 16 == 0, <= 128;
   // not in exact_f32 mode); INFERA_CUDA_PACKED_MMA=0: the f32 CUDA-core kernel everywhere.
   bool packed_mma = true;
+  // Of those, head_dim 64 and 128 on the decoder's pipelined flash kernel (k and v converted to
+  // bf16 first) instead of encoder_attention_mma.cu, under the windowed schedule
+  // (INFERA_CUDA_PACKED_FLASH=0: encoder_attention_mma.cu).
+  bool packed_flash = true;
+  // layernorm with each row read once into registers with 16-byte loads (dim % 4 == 0, up to
+  // 16384; INFERA_CUDA_LAYERNORM_REGISTERS=0: two strided passes over the row).
+  bool layernorm_in_registers = true;
   int64_t gemv_max_rows = 8;  // matmuls of up to this many rows stream weights (GEMV), 0..8
   bool profile = false;       // time each kernel with events, eagerly (INFERA_CUDA_PROFILE=1)
   // Decode-path kernels launch with programmatic dependent launch: each starts while its
@@ -71,6 +87,7 @@ struct CudaStats {
   int64_t streamed_steps = 0;      // eager steps whose launches were issued while recorded
   double host_record_seconds = 0;  // host time from each step's first op to its flush, summed
   int64_t recorded_steps = 0;
+  int64_t bf16_shadows = 0;  // matmuls that read a bf16 shadow (CudaOptions::bf16_shadow)
 };
 std::optional<CudaStats> cuda_stats(const Backend& backend);
 // With CudaOptions::profile: device time per (op, kernel) since the last call, as a table

@@ -106,6 +106,23 @@ class CudaBackend final : public Backend {
                             int64_t m, const void* converted = nullptr);
   Tensor device_tensor(const std::string& name, DType dtype, Shape shape);
 
+  // bf16 shadows (CudaOptions::bf16_shadow). An op whose f32 output is a prefill-sized GEMM input
+  // (add_rmsnorm's out, swiglu's, the flash attention's, ...) asks shadow_buffer(out) for a bf16
+  // buffer, passes it to its kernel, which writes out's values rounded to bf16 there too, and
+  // then publish_shadow()s it. record_matmul uses it for x instead of converting x, but only when
+  // it is the very next op recorded (no op in between can have changed out) and x is exactly out.
+  struct Bf16Shadow {
+    const void* f32 = nullptr;
+    int64_t numel = 0;
+    const void* bf16 = nullptr;
+    uint64_t record = 0;  // ctx_->records_appended() right after the producing op
+  };
+  void* shadow_buffer(const Tensor& out);  // nullptr: no shadow for this output
+  void publish_shadow(const Tensor& out, const void* bf16);
+  const void* take_shadow(const Tensor& x, int64_t numel);  // nullptr: convert x
+  Bf16Shadow shadow_;
+  int64_t shadow_uses_ = 0;
+
   CudaOptions options_;
   std::shared_ptr<DeviceContext> ctx_;
   std::shared_ptr<std::vector<UploadedBatch>> batches_;  // live uploads (shared with deleters)

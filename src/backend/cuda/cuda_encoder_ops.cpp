@@ -23,15 +23,19 @@ void CudaBackend::layernorm(const Tensor& x, const Tensor& weight, const Tensor&
                        "bias " + bias.shape().str() + " must match weight " + weight.shape().str() +
                            " and its dtype");
   }
-  LayerNormArgs a{x.data_as<const float>(),
-                  weight.data(),
-                  bias.empty() ? nullptr : bias.data(),
-                  out.data_as<float>(),
-                  row_count(x),
-                  dim,
-                  elem_type(weight.dtype()),
-                  eps};
+  LayerNormArgs a{};
+  a.x = x.data_as<const float>();
+  a.weight = weight.data();
+  a.bias = bias.empty() ? nullptr : bias.data();
+  a.out = out.data_as<float>();
+  a.rows = row_count(x);
+  a.dim = dim;
+  a.weight_type = elem_type(weight.dtype());
+  a.eps = eps;
+  a.out_bf16 = shadow_buffer(out);
+  a.in_registers = options_.layernorm_in_registers ? 1 : 0;
   ctx_->record(launch_layernorm, a, note(op, "layernorm", {&x, &weight}));
+  publish_shadow(out, a.out_bf16);
 }
 
 void CudaBackend::gelu(const Tensor& x, Tensor& out) {
@@ -51,10 +55,12 @@ void CudaBackend::geglu(const Tensor& input, const Tensor& gate, Tensor& out) {
   expect_f32(out, op);
   INFERA_CUDA_EXPECT(gate.numel() == input.numel() && out.numel() == input.numel(), op,
                      shapes(input, gate));
+  void* shadow = shadow_buffer(out);
   ctx_->record(launch_gelu,
                BinaryArgs{input.data_as<const float>(), gate.data_as<const float>(),
-                          out.data_as<float>(), input.numel()},
+                          out.data_as<float>(), input.numel(), shadow},
                note(op, "geglu", {&input, &gate}));
+  publish_shadow(out, shadow);
 }
 
 void CudaBackend::add_bias(const Tensor& x, const Tensor& bias, Tensor& out) {
@@ -124,6 +130,12 @@ void CudaBackend::attention_packed(const Tensor& q, const Tensor& k, const Tenso
       0;
   const bool mma = options_.packed_mma && !options_.exact_f32 && group == 1 && hd % 16 == 0 &&
                    hd <= kPackedMmaMaxHeadDim && aligned;
+  // Of the tensor-core kernels, the flash kernel (pipelined, ldmatrix) where it applies: head_dim
+  // 64 or 128, the windowed schedule, an 8-byte aligned out (its float2 stores).
+  bool flash = mma && options_.packed_flash && options_.flash_attention && !options_.packed_dense &&
+               attention_flash_supports(ElemType::BF16, hd) &&
+               reinterpret_cast<uintptr_t>(out.data()) % 8 == 0;
+  static_assert(kMmaVectorsPerTile == kPackedMmaRows, "both tensor-core kernels: 64-row tiles");
   const int64_t qt = mma ? kPackedMmaRows : 32 / group;
   const int64_t kt = mma ? kPackedMmaKeys : kPackedKeys;
   // The schedule, counted here: per sequence and query tile, the key tiles overlapping the union
@@ -143,6 +155,7 @@ void CudaBackend::attention_packed(const Tensor& q, const Tensor& k, const Tenso
       tiles += (hi + kt - 1) / kt - lo / kt;
     }
   }
+  flash = flash && (max_len + kMmaVectorsPerTile - 1) / kMmaVectorsPerTile <= 65535;  // grid.z
   stats_.packed_key_tiles += tiles * hkv;
   stats_.packed_query_tile = qt;
   stats_.packed_key_tile = kt;
@@ -167,9 +180,44 @@ void CudaBackend::attention_packed(const Tensor& q, const Tensor& k, const Tenso
   a.causal = params.causal ? 1 : 0;
   a.window = params.window;
   a.dense = dense ? 1 : 0;
-  if (mma)
+  if (flash) {
+    // The decoder's flash kernel without a block table (attention_flash.cu): k and v rounded to
+    // bf16 first (what the tensor-core kernel does as it stages them), its 64-row query tiles and
+    // 64-key tiles aligned to the sequence's first row: the schedule counted above.
+    const size_t kv_bytes = static_cast<size_t>(k.numel()) * 2;
+    void* kb = ctx_->scratch(7, kv_bytes);
+    void* vb = ctx_->scratch(8, kv_bytes);
+    ctx_->record(launch_convert, ConvertArgs{a.k, kb, ElemType::BF16, k.numel()},
+                 note(op, "convert_bf16", {&k}));
+    ctx_->record(launch_convert, ConvertArgs{a.v, vb, ElemType::BF16, v.numel()},
+                 note(op, "convert_bf16", {&v}));
+    AttentionArgs f{};
+    f.q = a.q;
+    f.out = a.out;
+    f.keys = kb;
+    f.values = vb;
+    f.type = ElemType::BF16;
+    f.query_start = a.query_start;
+    f.num_tokens = tokens;
+    f.num_seqs = seqs;
+    f.hq = hq;
+    f.hkv = hkv;
+    f.head_dim = hd;
+    f.tiles = a.tiles;
+    f.vectors_per_tile = kMmaVectorsPerTile;
+    f.splits = 1;
+    f.scale = params.scale;
+    f.causal = a.causal;
+    f.window = a.window;
+    f.fast_softmax = options_.flash_fast_softmax ? 1 : 0;
+    f.out_bf16 = shadow_buffer(out);
+    ctx_->record(launch_attention_flash, f, note(op, "attention_flash", {&q, &k}));
+    publish_shadow(out, f.out_bf16);
+  } else if (mma) {
+    a.out_bf16 = shadow_buffer(out);
     ctx_->record(launch_packed_attention_mma, a, note(op, "packed_attention_mma", {&q, &k}));
-  else
+    publish_shadow(out, a.out_bf16);
+  } else
     ctx_->record(launch_packed_attention, a, note(op, "packed_attention", {&q, &k}));
 }
 

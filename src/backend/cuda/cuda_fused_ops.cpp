@@ -32,8 +32,10 @@ void CudaBackend::add_rmsnorm(Tensor& x, const Tensor& delta, const Tensor& weig
                    rows,
                    dim,
                    elem_type(weight.dtype()),
-                   eps};
+                   eps,
+                   shadow_buffer(out)};
   ctx_->record(launch_add_rmsnorm, a, note(op, "add_rmsnorm", {&x, &weight}));
+  publish_shadow(out, a.out_bf16);
 }
 
 void CudaBackend::matmul_multi(const Tensor& x, std::span<const Tensor* const> ws,

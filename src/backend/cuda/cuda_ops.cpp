@@ -35,7 +35,34 @@ void launch_cublas_gemm(const void* p, cudaStream_t) {
       "cublasGemmEx");
 }
 
+// The ctx_->scratch slot of the bf16 shadows (0-4 are taken). One slot for all of them: the
+// kernels run in stream order, and a producer that may start early (PDL) writes only after
+// pdl_wait(), so a shadow is never overwritten while the GEMM that reads it runs. (Alternating
+// slots would make a step's launch bytes depend on the parity of the shadows before it, and
+// repeated prefill steps would stop replaying as graphs.)
+constexpr int kShadowSlot = 5;
+
 }  // namespace
+
+void* CudaBackend::shadow_buffer(const Tensor& out) {
+  if (!options_.bf16_shadow || options_.exact_f32 || out.rank() < 1 ||
+      out.dim(0) <= options_.gemv_max_rows)
+    return nullptr;
+  return ctx_->scratch(kShadowSlot, static_cast<size_t>(out.numel()) * 2);
+}
+
+void CudaBackend::publish_shadow(const Tensor& out, const void* bf16) {
+  shadow_ =
+      bf16 ? Bf16Shadow{out.data(), out.numel(), bf16, ctx_->records_appended()} : Bf16Shadow{};
+}
+
+const void* CudaBackend::take_shadow(const Tensor& x, int64_t numel) {
+  const bool fresh = shadow_.bf16 && shadow_.f32 == x.data() && shadow_.numel == numel &&
+                     x.numel() == numel && shadow_.record == ctx_->records_appended();
+  if (!fresh) return nullptr;
+  ++shadow_uses_;
+  return shadow_.bf16;
+}
 
 void CudaBackend::embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
   const char* op = "embedding";
@@ -128,7 +155,9 @@ const void* CudaBackend::record_matmul(const Tensor& x, const Tensor& w, Tensor&
   }
   const void* xin = x.data();
   if (w.dtype() == DType::BF16) {
-    // x rounded to bf16 once for every weight that shares it (matmul_multi, matmul_swiglu).
+    // x rounded to bf16 once for every weight that shares it (matmul_multi, matmul_swiglu), or
+    // by the kernel that made x (a bf16 shadow).
+    if (!converted) converted = take_shadow(x, n * k);
     if (!converted) {
       void* xb = ctx_->scratch(0, static_cast<size_t>(n * k) * 2);
       nt.kernel = "convert_bf16";
@@ -290,9 +319,12 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& 
     a.vectors_per_tile = kMmaVectorsPerTile;
     a.tiles = (vectors + kMmaVectorsPerTile - 1) / kMmaVectorsPerTile;
     if (options_.flash_attention && attention_flash_supports(a.type, head_dim) &&
-        a.tiles <= 65535) {
+        a.tiles <= 65535 && reinterpret_cast<uintptr_t>(q.data()) % 16 == 0) {  // float4 q loads
       nt.kernel = "attention_flash";
-      return ctx_->record(launch_attention_flash, a, nt);
+      a.fast_softmax = options_.flash_fast_softmax ? 1 : 0;
+      a.out_bf16 = shadow_buffer(out);
+      ctx_->record(launch_attention_flash, a, nt);
+      return publish_shadow(out, a.out_bf16);
     }
     nt.kernel = "attention_mma";
     return ctx_->record(launch_attention_mma, a, nt);
@@ -344,10 +376,12 @@ void CudaBackend::swiglu(const Tensor& gate, const Tensor& up, Tensor& out) {
   expect_f32(out, op);
   INFERA_CUDA_EXPECT(gate.numel() == up.numel() && out.numel() == gate.numel(), op,
                      shapes(gate, up));
+  void* shadow = shadow_buffer(out);
   ctx_->record(launch_swiglu,
                BinaryArgs{gate.data_as<const float>(), up.data_as<const float>(),
-                          out.data_as<float>(), gate.numel()},
+                          out.data_as<float>(), gate.numel(), shadow},
                note(op, "swiglu", {&gate, &up}));
+  publish_shadow(out, shadow);
 }
 
 void CudaBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {

@@ -164,6 +164,7 @@ void DeviceContext::batch_staging_used() {
 
 void DeviceContext::append(LaunchFn fn, const void* args, size_t bytes, const OpNote& note) {
   if (offsets_.empty()) step_began_ = std::chrono::steady_clock::now();
+  ++appended_;
   const size_t at = pending_.size();
   offsets_.push_back(at);
   notes_.push_back(note);

@@ -95,6 +95,9 @@ class DeviceContext {
                   "launch arguments must be plain 8-byte members (see kernels.h)");
     append(fn, &args, sizeof(Args), note);
   }
+  // Launch records appended since the context was made: an op can tell whether another op was
+  // recorded after it (CudaBackend's bf16 shadows are valid for the very next op only).
+  uint64_t records_appended() const { return appended_; }
   // Issues the pending launches (a graph replay when this exact step ran before).
   void flush();
   // flush(), then waits for the device; errors name `what`.
@@ -147,6 +150,7 @@ class DeviceContext {
   size_t streamed_ = 0;  // pending records already issued
   size_t graph_count_ = 0;
   uint64_t clock_ = 0;
+  uint64_t appended_ = 0;
 
   struct Scratch {
     void* ptr = nullptr;

@@ -32,6 +32,16 @@ __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);
 }
 
+// Four f32 values rounded to bf16 (as from_f32) and stored with one 8-byte store (p 8-byte
+// aligned): the bf16 shadow of an activation (CudaOptions::bf16_shadow).
+__device__ __forceinline__ void store_bf16x4(__nv_bfloat16* p, float4 v) {
+  const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
+  uint2 u;
+  memcpy(&u.x, &lo, 4);
+  memcpy(&u.y, &hi, 4);
+  *reinterpret_cast<uint2*>(p) = u;
+}
+
 // Elements of T in one 16-byte load.
 template <typename T>
 constexpr int kVec16 = 16 / static_cast<int>(sizeof(T));
@@ -116,6 +126,26 @@ inline void launch_pdl(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t s
   const cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...);
   if (err != cudaSuccess) throw std::runtime_error(cudaGetErrorString(err));
 }
+
+// out[i] = Op()(a[i], b[i]) over count4 groups of four (16-byte loads and stores; the caller
+// checks count % 4 == 0 and 16-byte alignment), and out rounded to bf16 into ob when it is set.
+// Op: a functor with __device__ float operator()(float, float) const (b may be null for unary
+// ops: then Op sees 0.0f and must ignore it).
+template <typename Op>
+__global__ void binary_vec4_kernel(const float4* __restrict__ a, const float4* __restrict__ b,
+                                   float4* __restrict__ out, __nv_bfloat16* __restrict__ ob,
+                                   int64_t count4) {
+  const Op op;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count4;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float4 x = a[i], y = b ? b[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    const float4 r = make_float4(op(x.x, y.x), op(x.y, y.y), op(x.z, y.z), op(x.w, y.w));
+    out[i] = r;
+    if (ob) store_bf16x4(ob + 4 * i, r);
+  }
+}
+
+inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 inline unsigned blocks_for(int64_t items, int64_t per_block) {
   return static_cast<unsigned>((items + per_block - 1) / per_block);

@@ -90,12 +90,32 @@ __global__ void rope_kernel(float* x, const int32_t* __restrict__ positions,
   }
 }
 
+// The same rotation with blockDim (half, rows per block): whole warps of (row, j) pairs instead
+// of one block of half threads per row (a ModernBERT layer's 2^19 (token, head) rows as as many
+// 32-thread blocks ran at a quarter of the memory bandwidth). 32-bit indices: the host checks
+// n * heads * d < 2^31.
+__global__ void rope_rows_kernel(float* x, const int32_t* __restrict__ positions,
+                                 const float* __restrict__ cos_table,
+                                 const float* __restrict__ sin_table, int rows, int heads, int d) {
+  const int row = blockIdx.x * blockDim.y + threadIdx.y, j = threadIdx.x, half = d / 2;
+  if (row >= rows) return;
+  const int pos = positions[row / heads];
+  float* v = x + static_cast<int64_t>(row) * d;
+  const float c = cos_table[static_cast<int64_t>(pos) * half + j];
+  const float s = sin_table[static_cast<int64_t>(pos) * half + j];
+  const float a = v[j], b = v[j + half];
+  v[j] = a * c - b * s;
+  v[j + half] = b * c + a * s;
+}
+
+struct SwigluOp {
+  __device__ float operator()(float g, float u) const { return g / (1.0f + expf(-g)) * u; }
+};
+
 __global__ void swiglu_kernel(const float* gate, const float* up, float* out, int64_t count) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const float g = gate[i];
-    out[i] = g / (1.0f + expf(-g)) * up[i];
-  }
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    out[i] = SwigluOp()(gate[i], up[i]);
 }
 
 __global__ void add_kernel(const float* a, const float* b, float* out, int64_t count) {
@@ -205,6 +225,14 @@ void launch_rmsnorm(const void* p, cudaStream_t s) {
 
 void launch_rope(const void* p, cudaStream_t s) {
   const auto& a = *static_cast<const RopeArgs*>(p);
+  const int64_t half = a.head_dim / 2, rows = a.n * a.heads;
+  if (half <= 256 && 256 % half == 0 && rows * a.head_dim < (int64_t{1} << 31)) {
+    const dim3 block(static_cast<unsigned>(half), static_cast<unsigned>(256 / half));
+    rope_rows_kernel<<<blocks_for(rows, 256 / half), block, 0, s>>>(
+        a.x, a.positions, a.cos, a.sin, static_cast<int>(rows), static_cast<int>(a.heads),
+        static_cast<int>(a.head_dim));
+    return;
+  }
   const unsigned threads = threads_for(a.head_dim / 2);
   rope_kernel<<<static_cast<unsigned>(a.n * a.heads), threads, 0, s>>>(a.x, a.positions, a.cos,
                                                                        a.sin, a.heads, a.head_dim);
@@ -212,7 +240,17 @@ void launch_rope(const void* p, cudaStream_t s) {
 
 void launch_swiglu(const void* p, cudaStream_t s) {
   const auto& a = *static_cast<const BinaryArgs*>(p);
+  if (a.count % 4 == 0 && aligned16(a.a) && aligned16(a.b) && aligned16(a.out)) {
+    binary_vec4_kernel<SwigluOp><<<stride_blocks(a.count / 4), 256, 0, s>>>(
+        reinterpret_cast<const float4*>(a.a), reinterpret_cast<const float4*>(a.b),
+        reinterpret_cast<float4*>(a.out), static_cast<__nv_bfloat16*>(a.out_bf16), a.count / 4);
+    return;
+  }
   swiglu_kernel<<<stride_blocks(a.count), 256, 0, s>>>(a.a, a.b, a.out, a.count);
+  if (a.out_bf16) {
+    const ConvertArgs c{a.out, a.out_bf16, ElemType::BF16, a.count};
+    launch_convert(&c, s);
+  }
 }
 
 void launch_add(const void* p, cudaStream_t s) {

@@ -188,7 +188,11 @@ __global__ void __launch_bounds__(kWarps * 32)
     const int rr = i / d, e = i % d, q = q0 + warp * 16 + rr;
     if (q >= len) continue;
     const float l = Lsum[rr];
-    a.out[(start + q) * stride + h * d + e] = l > 0.0f ? O[rr * L.op + e] / l : 0.0f;
+    const float y = l > 0.0f ? O[rr * L.op + e] / l : 0.0f;
+    a.out[(start + q) * stride + h * d + e] = y;
+    if (a.out_bf16)  // the next GEMM's input (CudaOptions::bf16_shadow)
+      static_cast<__nv_bfloat16*>(a.out_bf16)[(start + q) * stride + h * d + e] =
+          from_f32<__nv_bfloat16>(y);
   }
 }
 

@@ -13,7 +13,8 @@ namespace {
 // row kept in registers (up to K float4 per thread) for the RMSNorm into out.
 template <typename W, int K>
 __global__ void add_rmsnorm_rows_kernel(float* x, const float* delta, const W* __restrict__ w,
-                                        float* __restrict__ out, int64_t dim, float eps) {
+                                        float* __restrict__ out, __nv_bfloat16* __restrict__ ob,
+                                        int64_t dim, float eps) {
   __shared__ float part[32];
   pdl_wait();
   pdl_trigger();
@@ -50,8 +51,10 @@ __global__ void add_rmsnorm_rows_kernel(float* x, const float* delta, const W* _
     const int c = threadIdx.x + k * blockDim.x;
     if (c >= chunks) continue;
     const W* wc = w + 4 * static_cast<int64_t>(c);
-    yr[c] = make_float4(to_f32(wc[0]) * (v[k].x * inv), to_f32(wc[1]) * (v[k].y * inv),
-                        to_f32(wc[2]) * (v[k].z * inv), to_f32(wc[3]) * (v[k].w * inv));
+    const float4 y = make_float4(to_f32(wc[0]) * (v[k].x * inv), to_f32(wc[1]) * (v[k].y * inv),
+                                 to_f32(wc[2]) * (v[k].z * inv), to_f32(wc[3]) * (v[k].w * inv));
+    yr[c] = y;
+    if (ob) store_bf16x4(ob + row * dim + 4 * static_cast<int64_t>(c), y);
   }
 }
 
@@ -68,19 +71,25 @@ void add_rmsnorm_typed(const AddRmsNormArgs& a, cudaStream_t s) {
     launch_add(&add, s);
     const RmsNormArgs norm{a.x, a.weight, a.out, a.rows, a.dim, a.weight_type, a.eps};
     launch_rmsnorm(&norm, s);
+    if (a.out_bf16) {
+      const ConvertArgs c{a.out, a.out_bf16, ElemType::BF16, a.rows * a.dim};
+      launch_convert(&c, s);
+    }
     return;
   }
+  auto* ob = static_cast<__nv_bfloat16*>(a.out_bf16);
   const int64_t threads = std::min<int64_t>(1024, (chunks + 31) / 32 * 32);
   const int64_t k = (chunks + threads - 1) / threads;
   const auto grid = static_cast<unsigned>(a.rows), block = static_cast<unsigned>(threads);
   const auto eps = static_cast<float>(a.eps);
   if (k == 1)
-    return launch_pdl(add_rmsnorm_rows_kernel<W, 1>, grid, block, 0, s, a.x, a.delta, w, a.out,
+    return launch_pdl(add_rmsnorm_rows_kernel<W, 1>, grid, block, 0, s, a.x, a.delta, w, a.out, ob,
                       a.dim, eps);
   if (k == 2)
-    return launch_pdl(add_rmsnorm_rows_kernel<W, 2>, grid, block, 0, s, a.x, a.delta, w, a.out,
+    return launch_pdl(add_rmsnorm_rows_kernel<W, 2>, grid, block, 0, s, a.x, a.delta, w, a.out, ob,
                       a.dim, eps);
-  launch_pdl(add_rmsnorm_rows_kernel<W, 4>, grid, block, 0, s, a.x, a.delta, w, a.out, a.dim, eps);
+  launch_pdl(add_rmsnorm_rows_kernel<W, 4>, grid, block, 0, s, a.x, a.delta, w, a.out, ob, a.dim,
+             eps);
 }
 
 // One warp per (token, head slot): slots [0, hq) are q heads, [hq, hq + hkv) k heads, then hkv v

@@ -52,12 +52,15 @@ struct RopeArgs {
 };
 void launch_rope(const void* args, cudaStream_t stream);
 
-// out = silu(gate) * up (elementwise) or out = a + b.
+// out = silu(gate) * up (elementwise) or out = a + b. swiglu (and GeGLU, below) also write
+// out's values rounded to bf16 into out_bf16 when it is set: the next GEMM's tensor-core input
+// (see CudaBackend::Bf16Shadow), instead of a separate conversion pass over out.
 struct BinaryArgs {
   const float* a;
   const float* b;
   float* out;
   int64_t count;
+  void* out_bf16 = nullptr;
 };
 void launch_swiglu(const void* args, cudaStream_t stream);
 void launch_add(const void* args, cudaStream_t stream);
@@ -94,6 +97,7 @@ struct AddRmsNormArgs {
   int64_t rows, dim;
   ElemType weight_type;
   double eps;
+  void* out_bf16 = nullptr;  // when set: out rounded to bf16 as well (BinaryArgs::out_bf16)
 };
 void launch_add_rmsnorm(const void* args, cudaStream_t stream);
 
@@ -137,6 +141,8 @@ struct LayerNormArgs {
   int64_t rows, dim;
   ElemType weight_type;
   double eps;
+  void* out_bf16 = nullptr;  // when set: out rounded to bf16 as well (BinaryArgs::out_bf16)
+  int64_t in_registers = 0;  // the row held in registers where it fits (layernorm_rows_kernel)
 };
 void launch_layernorm(const void* args, cudaStream_t stream);
 // BinaryArgs: out = gelu(a) (b null) or gelu(a) * b (GeGLU), erf form.
@@ -172,6 +178,7 @@ struct PackedAttentionArgs {
   int64_t causal, window;
   int64_t pipelined;  // decode kernel: next round's loads in flight (CudaOptions::decode_pipeline)
   int64_t dense;      // visit every key tile of the sequence (the window still masks per row)
+  void* out_bf16;     // tensor-core kernel, when set: out rounded to bf16 as well
 };
 int64_t packed_attention_smem_bytes(int64_t head_dim);
 void launch_packed_attention(const void* args, cudaStream_t stream);
@@ -254,6 +261,10 @@ struct AttentionArgs {
   double scale;
   int64_t causal, window;
   int64_t pipelined;  // decode kernel: next round's loads in flight (CudaOptions::decode_pipeline)
+  // Flash kernel: key tiles every row of a warp sees whole skip the mask, and the softmax runs
+  // in base 2 with log2(e) folded into the query scale (CudaOptions::flash_fast_softmax).
+  int64_t fast_softmax;
+  void* out_bf16;  // flash kernel, when set: out rounded to bf16 as well (BinaryArgs::out_bf16)
 };
 // CUDA cores, f32 throughout: any cache type and head_dim <= kSimtMaxHeadDim; decode's path.
 constexpr int64_t kSimtMaxHeadDim = 512;
@@ -272,7 +283,7 @@ bool attention_mma_supports(ElemType type, int64_t head_dim);
 void launch_attention_mma(const void* args, cudaStream_t stream);
 // The same tiles (64 query vectors) pipelined: cp.async double-buffered key/value tiles, ldmatrix
 // fragments, longest tiles first. head_dim 64 or 128, f16/bf16; grid (kv heads, sequences,
-// tiles), so tiles <= 65535.
+// tiles), so tiles <= 65535; q 16-byte aligned.
 bool attention_flash_supports(ElemType type, int64_t head_dim);
 void launch_attention_flash(const void* args, cudaStream_t stream);
 

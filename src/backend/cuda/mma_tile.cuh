@@ -29,14 +29,23 @@ __device__ __forceinline__ void mma_16816(float* c, const uint32_t* a, uint32_t 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// Two f32 values as a pair of T in one register, the first in the low half.
+// Two f32 values as a pair of T in one register, the first in the low half, each rounded to
+// nearest even as from_f32 rounds (one packing conversion instruction on sm_80+).
 template <typename T>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
-  const T l = from_f32<T>(lo), h = from_f32<T>(hi);
-  uint16_t lb, hb;
-  memcpy(&lb, &l, 2);
-  memcpy(&hb, &h, 2);
-  return static_cast<uint32_t>(lb) | (static_cast<uint32_t>(hb) << 16);
+__device__ __forceinline__ uint32_t pack2(float lo, float hi);
+template <>
+__device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
+  const __nv_bfloat162 p = __floats2bfloat162_rn(lo, hi);
+  uint32_t r;
+  memcpy(&r, &p, 4);
+  return r;
+}
+template <>
+__device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
+  const __half2 p = __floats2half2_rn(lo, hi);
+  uint32_t r;
+  memcpy(&r, &p, 4);
+  return r;
 }
 
 // One key tile of the online softmax for a warp's rows r0 (s[.][0..1]) and r1 (s[.][2..3]):

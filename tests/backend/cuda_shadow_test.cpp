@@ -1,0 +1,125 @@
+// The bf16 shadows (CudaOptions::bf16_shadow): a prefill-sized GEMM input written as bf16 by the
+// kernel that makes it must give the same bits as converting it before the GEMM, and must really
+// be used. Models of small dummy-weight configs with the real head sizes (Qwen3: head_dim 128,
+// GQA 2, so attention takes the flash kernel; ModernBERT: head_dim 64, local and global layers,
+// so attention_packed takes the flash kernel too), run once with shadows and once without.
+// Skips where no CUDA device is visible.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/cuda_backend.h"
+#include "engine/kv_cache.h"
+#include "engine/step.h"
+#include "model/causal_lm.h"
+#include "model/encoder.h"
+
+namespace infera {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A model folder holding only `config` (dummy weights need no weight file).
+fs::path config_dir(const std::string& name, const std::string& config) {
+  const fs::path dir = fs::temp_directory_path() / ("infera_shadow_" + name);
+  fs::create_directories(dir);
+  std::ofstream(dir / "config.json") << config;
+  return dir;
+}
+
+constexpr int kLayers = 3;
+
+const char* const kQwen3 = R"({
+  "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "head_dim": 128,
+  "hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 2,
+  "num_key_value_heads": 1, "num_hidden_layers": 3, "max_position_embeddings": 4096,
+  "rms_norm_eps": 1e-06, "rope_theta": 1000000, "tie_word_embeddings": true,
+  "torch_dtype": "bfloat16", "vocab_size": 512})";
+
+const char* const kModernBert = R"({
+  "architectures": ["ModernBertForMaskedLM"], "model_type": "modernbert", "hidden_size": 128,
+  "num_hidden_layers": 3, "intermediate_size": 256, "num_attention_heads": 2, "vocab_size": 512,
+  "max_position_embeddings": 8192, "local_attention": 64, "global_attn_every_n_layers": 3,
+  "global_rope_theta": 160000.0, "local_rope_theta": 10000.0, "hidden_activation": "gelu",
+  "classifier_activation": "gelu", "norm_eps": 1e-05, "norm_bias": false,
+  "attention_bias": false, "mlp_bias": false, "classifier_bias": false, "decoder_bias": true,
+  "tie_word_embeddings": true, "pad_token_id": 0, "torch_dtype": "bfloat16"})";
+
+CudaOptions with_shadows(bool on) {
+  CudaOptions o;
+  o.bf16_shadow = on;
+  return o;
+}
+
+// Logits of every row of a 150-token prompt.
+std::vector<float> qwen3_prefill(Backend& backend) {
+  auto model = load_causal_lm(config_dir("qwen3", kQwen3), backend, {.dummy_weights = true});
+  const int64_t n = 150, vocab = model->info().vocab;
+  KvCache cache(backend, model->kv_shape(),
+                {.block_size = 16, .num_blocks = 16, .dtype = DType::BF16});
+  const SeqId seq = cache.add_sequence();
+  EXPECT_TRUE(cache.reserve(seq, n));
+  std::vector<int32_t> ids;
+  for (int64_t i = 0; i < n; ++i) ids.push_back(static_cast<int32_t>((i * 7919 + 13) % vocab));
+  const SeqChunk chunk{seq, ids, OutputRows::All};
+  std::vector<float> logits(static_cast<size_t>(n * vocab));
+  run_step(*model, cache, std::span<const SeqChunk>(&chunk, 1), logits);
+  return logits;
+}
+
+// Final hidden states of two packed sequences (70 and 130 rows: one and three 64-row tiles,
+// windows crossing tile edges).
+std::vector<float> modernbert_hidden(Backend& backend) {
+  auto model = load_encoder(config_dir("modernbert", kModernBert), backend,
+                            {.dummy_weights = true, .dummy_seed = 3});
+  std::vector<std::vector<int32_t>> seqs(2);
+  for (int i = 0; i < 70; ++i) seqs[0].push_back((i * 31 + 5) % 512);
+  for (int i = 0; i < 130; ++i) seqs[1].push_back((i * 17 + 2) % 512);
+  const BatchDesc batch = encoder_batch(seqs);
+  std::vector<float> hidden(static_cast<size_t>(batch.num_tokens() * 128));
+  model->hidden_states(batch, hidden);
+  return hidden;
+}
+
+class CudaShadowTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible: cuda tests not run";
+  }
+};
+
+TEST_F(CudaShadowTest, Qwen3PrefillWithShadowsEqualsConvertingBitForBit) {
+  auto plain = make_cuda_backend(0, with_shadows(false));
+  auto shadowed = make_cuda_backend(0, with_shadows(true));
+  const std::vector<float> want = qwen3_prefill(*plain);
+  const std::vector<float> got = qwen3_prefill(*shadowed);
+  ASSERT_EQ(got.size(), want.size());
+  size_t differ = 0;
+  for (size_t i = 0; i < got.size(); ++i) differ += !(got[i] == want[i]);  // NaN differs
+  EXPECT_EQ(differ, 0u) << "logits that differ, of " << got.size();
+  // Per layer: attention -> o_proj, add_rmsnorm -> gate/up, swiglu -> down, and add_rmsnorm ->
+  // the next layer's q/k/v (all layers but the last).
+  EXPECT_EQ(cuda_stats(*shadowed)->bf16_shadows, 4 * kLayers - 1);
+  EXPECT_EQ(cuda_stats(*plain)->bf16_shadows, 0);
+}
+
+TEST_F(CudaShadowTest, ModernBertWithShadowsEqualsConvertingBitForBit) {
+  auto plain = make_cuda_backend(0, with_shadows(false));
+  auto shadowed = make_cuda_backend(0, with_shadows(true));
+  const std::vector<float> want = modernbert_hidden(*plain);
+  const std::vector<float> got = modernbert_hidden(*shadowed);
+  ASSERT_EQ(got.size(), want.size());
+  size_t differ = 0;
+  for (size_t i = 0; i < got.size(); ++i) differ += !(got[i] == want[i]);
+  EXPECT_EQ(differ, 0u) << "hidden values that differ, of " << got.size();
+  // Per layer: layernorm -> Wqkv (layer 0: the embedding norm), attention -> Wo,
+  // layernorm -> Wi, GeGLU -> Wo2.
+  EXPECT_EQ(cuda_stats(*shadowed)->bf16_shadows, 4 * kLayers);
+  EXPECT_EQ(cuda_stats(*plain)->bf16_shadows, 0);
+}
+
+}  // namespace
+}  // namespace infera
