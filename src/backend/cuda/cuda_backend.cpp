@@ -271,7 +271,8 @@ CudaStats CudaBackend::stats() const {
           s.graph_launches,
           s.streamed_steps,
           s.host_record_seconds,
-          s.recorded_steps};
+          s.recorded_steps,
+          s.host_flush_seconds};
 }
 
 }  // namespace cuda

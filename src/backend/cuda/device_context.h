@@ -48,6 +48,9 @@ struct ContextStats {
   // when the step is replayed from a graph.
   double host_record_seconds = 0;
   int64_t recorded_steps = 0;
+  // Host time inside flush() for those steps: the step key's hash and compare, then the graph
+  // launch (or the eager launches of a step not replayed).
+  double host_flush_seconds = 0;
 };
 
 // What an op's launch error message names: the op and up to three operand shapes.
