@@ -4,7 +4,10 @@
 // prompt of --context tokens per sequence. Decode is timed three ways: with every row's logits
 // copied to the host (the generator when it samples on the host), with one row's only, which
 // isolates the device step from the logits' trip over PCIe, and greedy with the ids chosen on the
-// backend (run_step_argmax: the generator's greedy path). Raw per-step samples go to --json.
+// backend (run_step_argmax: the generator's greedy path). With --sampled, also sampled decoding
+// (T 0.8, top-k 40, top-p 0.9): every row's logits to the host's Sampler, or sampled on the backend
+// (run_step_sample, the generator's path for penalty-free sampling). Each decode line gives the
+// host recording time of its timed steps alone. Raw per-step samples go to --json.
 //
 //   step_bench --model ../shared/models/qwen3-0.6b --dummy-weights --device cuda \
 //       --kv-dtype bf16 --prefill 512,2048 --batch 1,8,64,256 --context 512 --json out.json
@@ -21,6 +24,7 @@
 #include "engine/kv_cache.h"
 #include "engine/step.h"
 #include "model/causal_lm.h"
+#include "sample/sampler.h"
 #ifdef INFERA_WITH_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif
@@ -50,6 +54,20 @@ void report_backend(Backend& backend, const std::string& what) {
   if (!profile.empty()) std::printf("  [%s] kernel time:\n%s", what.c_str(), profile.c_str());
 #endif
 }
+// Host recording of the timed steps alone (the per-case line above also counts the prompts'
+// prefill steps, whose share grows with the batch: 64 of 169 steps at batch 256).
+struct HostRecording {
+  double seconds = 0, flush_seconds = 0;
+  int64_t steps = 0;
+};
+HostRecording host_recording(Backend& backend) {
+#ifdef INFERA_WITH_CUDA
+  if (const auto s = cuda_stats(backend))
+    return {s->host_record_seconds, s->host_flush_seconds, s->recorded_steps};
+#endif
+  return {};
+}
+
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) {
@@ -70,6 +88,7 @@ std::vector<int32_t> prompt_ids(int64_t n, int64_t seed, int64_t vocab) {
 struct Options {
   std::string model, device = "auto", kv_dtype = "bf16", json;
   bool dummy = false;
+  bool sampled = false;  // also time top-k/top-p sampling on the host and on the backend
   std::vector<int64_t> prefill = {512, 2048}, batch = {1, 8, 64};
   int64_t context = 512, steps = 64, repeats = 5, block_size = 32;
 };
@@ -103,7 +122,7 @@ nlohmann::json bench_prefill(CausalLM& model, const Options& o, DType kv, int64_
 
 nlohmann::json bench_decode(CausalLM& model, const Options& o, DType kv, int64_t batch) {
   const int64_t vocab = model.info().vocab, warmup = 3;
-  const int64_t need = o.context + 3 * (o.steps + warmup) + 1;
+  const int64_t need = o.context + 5 * (o.steps + warmup) + 1;  // five modes at most
   const int64_t per_seq = (need + o.block_size - 1) / o.block_size;
   KvCache cache(model.backend(), model.kv_shape(),
                 {.block_size = o.block_size, .num_blocks = batch * per_seq, .dtype = kv});
@@ -124,39 +143,81 @@ nlohmann::json bench_decode(CausalLM& model, const Options& o, DType kv, int64_t
     run_step(model, cache, chunks, none);
   }
   std::vector<int32_t> next(size_t(batch), 1);
-  enum Mode { kAllLogits, kOneRow, kGreedyIds };
+  // Sampled modes: temperature 0.8, top-k 40, top-p 0.9 per row (a common chat setting), chosen
+  // on the host by the Sampler from every row's logits, or on the backend (run_step_sample).
+  SamplingParams sp;
+  sp.temperature = 0.8f;
+  sp.top_k = 40;
+  sp.top_p = 0.9f;
+  std::vector<Sampler> samplers;
+  for (int64_t b = 0; b < batch; ++b) {
+    sp.seed = static_cast<uint64_t>(b + 1);
+    samplers.emplace_back(sp);
+  }
+  const bool backend_samples = model.backend().supports(Op::SampleRows, {DType::F32});
+  enum Mode { kAllLogits, kOneRow, kGreedyIds, kHostSampled, kDeviceSampled };
   auto run = [&](Mode mode, int64_t steps, std::vector<double>* samples) {
-    std::vector<float> logits(size_t((mode == kAllLogits ? batch : 1) * vocab));
+    const bool all_rows = mode == kAllLogits || mode == kHostSampled;
+    std::vector<float> logits(size_t((all_rows ? batch : 1) * vocab));
     std::vector<int32_t> ids(static_cast<size_t>(batch));
+    std::vector<RowSampling> rows(static_cast<size_t>(batch));
+    std::vector<SampledId> sampled(static_cast<size_t>(batch));
     for (int64_t s = 0; s < steps; ++s) {
       std::vector<SeqChunk> chunks;
       for (int64_t b = 0; b < batch; ++b)
         chunks.push_back({seqs[size_t(b)], std::span<const int32_t>(&next[size_t(b)], 1),
                           mode != kOneRow || b == 0 ? OutputRows::Last : OutputRows::None});
       const auto t = Clock::now();
-      if (mode == kGreedyIds)
+      if (mode == kGreedyIds) {
         run_step_argmax(model, cache, chunks, ids);
-      else
+      } else if (mode == kDeviceSampled) {
+        for (size_t b = 0; b < rows.size(); ++b)
+          rows[b] = {sp.temperature, sp.top_k, sp.top_p, sp.min_p, samplers[b].next_uniform()};
+        run_step_sample(model, cache, chunks, rows, sampled);
+        for (size_t b = 0; b < ids.size(); ++b) ids[b] = sampled[b].id;
+      } else {
         run_step(model, cache, chunks, logits);
+        if (mode == kHostSampled)
+          for (size_t b = 0; b < ids.size(); ++b)
+            ids[b] = samplers[b].sample(
+                std::span<float>(logits.data() + b * size_t(vocab), size_t(vocab)), {}, {});
+      }
       if (samples) samples->push_back(seconds_since(t));
-      if (mode == kGreedyIds)  // greedy decoding proper: the chosen ids are the next tokens
-        for (size_t b = 0; b < next.size(); ++b) next[b] = std::max(ids[b], 0);
+      if (mode == kGreedyIds || mode == kHostSampled || mode == kDeviceSampled)
+        for (size_t b = 0; b < next.size(); ++b) next[b] = std::max(ids[b], 0);  // real decoding
       else
         for (auto& id : next) id = int32_t((id * 31 + s + 7) % vocab);  // sampling stand-in
     }
   };
   nlohmann::json j = {{"batch", batch}, {"context", o.context}};
-  const char* const names[] = {"all_logits", "one_row_logits", "greedy_ids"};
-  const char* const labels[] = {"all logits to host", "one row's logits  ", "greedy ids to host"};
-  for (const Mode mode : {kAllLogits, kOneRow, kGreedyIds}) {
+  const char* const names[] = {"all_logits", "one_row_logits", "greedy_ids", "host_sampled",
+                               "device_sampled"};
+  const char* const labels[] = {"all logits to host", "one row's logits  ", "greedy ids to host",
+                                "sampled on host   ", "sampled on device "};
+  std::vector<Mode> modes = {kAllLogits, kOneRow, kGreedyIds};
+  if (o.sampled) {
+    modes.push_back(kHostSampled);
+    if (backend_samples) modes.push_back(kDeviceSampled);
+  }
+  for (const Mode mode : modes) {
     std::vector<double> samples;
     run(mode, warmup, nullptr);
+    const HostRecording before = host_recording(model.backend());
     run(mode, o.steps, &samples);
+    const HostRecording after = host_recording(model.backend());
     const double m = median(samples);
-    std::printf("decode batch %4lld (%s): median step %7.3f ms  %10.0f tok/s\n", (long long)batch,
-                labels[mode], m * 1e3, double(batch) / m);
-    j[names[mode]] = {
-        {"seconds", samples}, {"median_step_seconds", m}, {"tokens_per_second", double(batch) / m}};
+    const double per = after.steps > before.steps ? 1e6 / double(after.steps - before.steps) : 0;
+    const double record_us = (after.seconds - before.seconds) * per;
+    const double flush_us = (after.flush_seconds - before.flush_seconds) * per;
+    std::printf(
+        "decode batch %4lld (%s): median step %7.3f ms  %10.0f tok/s  host record %5.1f + flush "
+        "%5.1f us/step\n",
+        (long long)batch, labels[mode], m * 1e3, double(batch) / m, record_us, flush_us);
+    j[names[mode]] = {{"seconds", samples},
+                      {"median_step_seconds", m},
+                      {"tokens_per_second", double(batch) / m},
+                      {"host_record_us_per_step", record_us},
+                      {"host_flush_us_per_step", flush_us}};
   }
   return j;
 }
@@ -176,6 +237,8 @@ int main(int argc, char** argv) {
   app.add_option("--decode-steps", o.steps, "Timed decode steps per batch size");
   app.add_option("--repeats", o.repeats, "Timed prefills per length");
   app.add_option("--json", o.json, "Write raw samples here");
+  app.add_flag("--sampled", o.sampled,
+               "Also decode with T 0.8 / top-k 40 / top-p 0.9 sampled on the host and the backend");
   CLI11_PARSE(app, argc, argv);
   try {
     const DType kv = o.kv_dtype == "f32"   ? DType::F32

@@ -34,6 +34,11 @@ bool plain_greedy(const SamplingParams& p) {
          p.frequency_penalty == 0.0f;
 }
 
+// Only temperature, top-k, top-p and min-p: what Backend::sample_rows covers.
+bool penalty_free(const SamplingParams& p) {
+  return p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f;
+}
+
 std::string request_name(size_t i, size_t n) {
   return n == 1 ? "the request" : "request " + std::to_string(i);
 }
@@ -107,6 +112,10 @@ std::vector<GenerationResult> Generator::generate(
   std::vector<size_t> chunk_run;  // which request each chunk belongs to
   std::vector<float> logits;
   std::vector<int32_t> ids;
+  std::vector<RowSampling> rows;
+  std::vector<SampledId> sampled;
+  const bool backend_samples =
+      options_.device_sampling && model_.backend().supports(Op::SampleRows, {DType::F32});
   auto finish = [&](Running& r, const std::string& reason) {
     r.result.finish_reason = reason;
     r.phase = Phase::Done;
@@ -171,9 +180,24 @@ std::vector<GenerationResult> Generator::generate(
     for (size_t c = 0; c < chunks.size() && argmax_only; ++c)
       argmax_only = chunks[c].outputs == OutputRows::None ||
                     plain_greedy(runs[chunk_run[c]].request->sampling);
+    bool device_sample = !argmax_only && backend_samples;
+    for (size_t c = 0; c < chunks.size() && device_sample; ++c)
+      device_sample = chunks[c].outputs == OutputRows::None ||
+                      penalty_free(runs[chunk_run[c]].request->sampling);
     if (argmax_only) {
       ids.resize(outputs);
       run_step_argmax(model_, cache, chunks, ids);
+    } else if (device_sample) {
+      rows.clear();
+      for (size_t c = 0; c < chunks.size(); ++c) {
+        if (chunks[c].outputs == OutputRows::None) continue;
+        Running& r = runs[chunk_run[c]];
+        const SamplingParams& p = r.request->sampling;
+        rows.push_back({p.temperature, p.top_k, p.top_p, p.min_p,
+                        p.greedy() ? 0.0 : r.sampler->next_uniform()});
+      }
+      sampled.resize(outputs);
+      run_step_sample(model_, cache, chunks, rows, sampled);
     } else {
       logits.resize(outputs * static_cast<size_t>(info.vocab));
       run_step(model_, cache, chunks, logits);
@@ -185,10 +209,13 @@ std::vector<GenerationResult> Generator::generate(
       if (r.phase == Phase::Prefill) r.prompt_fed += static_cast<int64_t>(chunks[c].tokens.size());
       if (chunks[c].outputs == OutputRows::None) continue;
       int32_t next;
-      if (argmax_only) {
-        next = ids[out_row];
+      if (argmax_only || device_sample) {
+        next = argmax_only ? ids[out_row] : sampled[out_row].id;
         // The sampler's rule for a row it cannot choose from.
         if (next < 0) throw InvalidArgument("sampler: all logits are -inf/NaN");
+        // A draw the device did not need (the tiny-temperature rule) goes back to the stream.
+        if (device_sample && !r.request->sampling.greedy() && sampled[out_row].drew == 0)
+          r.sampler->unuse_uniform();
       } else {
         const std::span<float> row(logits.data() + out_row * static_cast<size_t>(info.vocab),
                                    static_cast<size_t>(info.vocab));

@@ -52,6 +52,12 @@ struct GeneratorOptions {
   // [rows, vocab] logits. Same tokens as the sampler's greedy path; false always samples on the
   // host (tests compare the two).
   bool device_greedy = true;
+  // When every request that samples in a step is free of penalties (repetition, presence,
+  // frequency: they read the token history) and the backend samples (supports(Op::SampleRows)),
+  // sample on the backend with CausalLM::forward_sample: each request's own Sampler supplies the
+  // uniform numbers, so the tokens are the host sampler's for the same seed. False always samples
+  // on the host.
+  bool device_sampling = true;
 };
 
 class Generator {

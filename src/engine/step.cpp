@@ -72,4 +72,11 @@ void run_step_argmax(CausalLM& model, KvCache& cache, std::span<const SeqChunk> 
   for (const SeqChunk& c : chunks) cache.commit(c.seq, static_cast<int64_t>(c.tokens.size()));
 }
 
+void run_step_sample(CausalLM& model, KvCache& cache, std::span<const SeqChunk> chunks,
+                     std::span<const RowSampling> rows, std::span<SampledId> out) {
+  const BatchDesc batch = build_batch(cache, chunks);
+  model.forward_sample(batch, cache.pool(), rows, out);
+  for (const SeqChunk& c : chunks) cache.commit(c.seq, static_cast<int64_t>(c.tokens.size()));
+}
+
 }  // namespace infera

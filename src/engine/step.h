@@ -37,5 +37,9 @@ void run_step(CausalLM& model, KvCache& cache, std::span<const SeqChunk> chunks,
 // `ids` receives [count_outputs(chunks)] ids, -1 for a row with no logit above -inf.
 void run_step_argmax(CausalLM& model, KvCache& cache, std::span<const SeqChunk> chunks,
                      std::span<int32_t> ids);
+// run_step with the backend's sampling per output row (CausalLM::forward_sample): `rows` and
+// `out` have count_outputs(chunks) entries.
+void run_step_sample(CausalLM& model, KvCache& cache, std::span<const SeqChunk> chunks,
+                     std::span<const RowSampling> rows, std::span<SampledId> out);
 
 }  // namespace infera

@@ -53,6 +53,12 @@ class CausalLM {
   // overrides it to keep the logits on the backend (Backend::argmax_rows), so that a device
   // backend sends only the ids to the host; the default reads the logits back and picks there.
   virtual void forward_argmax(const BatchDesc& batch, KvPool& cache, std::span<int32_t> ids);
+  // forward() followed by Backend::sample_rows over the output rows' logits where they are (only
+  // for backends that report supports(Op::SampleRows)): rows[i] filters output row i, out[i]
+  // receives its choice. The default reads the logits back and asks the backend anyway, which
+  // throws for backends that do not sample.
+  virtual void forward_sample(const BatchDesc& batch, KvPool& cache,
+                              std::span<const RowSampling> rows, std::span<SampledId> out);
 
   void set_activation_hook(ActivationHook hook) { hook_ = std::move(hook); }
 

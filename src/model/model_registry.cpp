@@ -41,6 +41,17 @@ std::string format_parameter_count(int64_t parameters) {
   return s;
 }
 
+void CausalLM::forward_sample(const BatchDesc& batch, KvPool& cache,
+                              std::span<const RowSampling> rows, std::span<SampledId> out) {
+  if (rows.size() != batch.output_rows.size() || out.size() != rows.size())
+    throw InvalidArgument("forward_sample: rows or out size does not match output rows");
+  if (!backend().supports(Op::SampleRows, {DType::F32}))
+    throw InvalidArgument("forward_sample: the " + backend().name() +
+                          " backend does not sample; use the host Sampler");
+  throw InvalidArgument("forward_sample: " + info().architecture +
+                        " does not keep its logits on the backend");
+}
+
 void CausalLM::forward_argmax(const BatchDesc& batch, KvPool& cache, std::span<int32_t> ids) {
   if (ids.size() != batch.output_rows.size())
     throw InvalidArgument("forward_argmax: ids buffer size does not match output rows");

@@ -168,6 +168,14 @@ class Qwen3 final : public CausalLM {
     if (!out.empty()) backend_.argmax_rows(out, ids);
   }
 
+  void forward_sample(const BatchDesc& desc, KvPool& cache, std::span<const RowSampling> rows,
+                      std::span<SampledId> sampled) override {
+    if (rows.size() != desc.output_rows.size() || sampled.size() != rows.size())
+      throw InvalidArgument("forward_sample: rows or out size does not match output rows");
+    const Tensor out = run(desc, cache);
+    if (!out.empty()) backend_.sample_rows(out, rows, sampled);
+  }
+
  private:
   // The forward pass up to the logits of the output rows, left on the backend (empty when the
   // batch asks for none).

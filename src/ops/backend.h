@@ -33,6 +33,24 @@ struct OpStats {
   int64_t packed_query_tile = 0, packed_key_tile = 0;
 };
 
+// One row's sampling for sample_rows: the Sampler's pipeline after its penalties (sample/sampler.h
+// has the semantics), with the draw's uniform number supplied by the caller so that the device
+// and the host Sampler draw the same token from the same stream.
+struct RowSampling {
+  float temperature = 1.0f;  // <= 0: greedy (argmax, u unused)
+  int32_t top_k = 0;         // 0 or >= width: off
+  float top_p = 1.0f;        // 1: off
+  float min_p = 0.0f;        // 0: off
+  double uniform = 0.0;      // u in [0, 1) for the inverse-CDF draw
+};
+// What sample_rows chose for one row: id = -1 when the row has no value above -inf; drew = 1
+// when the draw consumed `uniform` (0 for greedy rows and for a temperature so small that the
+// Sampler turns greedy), so the caller can hand an unused number back to its stream.
+struct SampledId {
+  int32_t id = -1;
+  int32_t drew = 0;
+};
+
 // The closed set of ops, for supports() and for the op test harness.
 enum class Op : uint8_t {
   Embedding,
@@ -56,6 +74,7 @@ enum class Op : uint8_t {
   MatmulSwiglu,
   QkNormRopeKvWrite,
   ArgmaxRows,
+  SampleRows,  // sample_rows; a backend that says no leaves sampling to the host's Sampler
 };
 std::string_view op_name(Op op);
 
@@ -188,6 +207,14 @@ class Backend {
   // when the row has no value above -inf. ids.size() == rows. A device backend computes it where
   // x lives, so only the ids cross to the host.
   virtual void argmax_rows(const Tensor& x, std::span<int32_t> ids);
+  // Sampling per row where x [rows, width] F32 lives, delivered to the host: out[i] is what
+  // Sampler::sample (without penalties) picks from row i with rows[i]'s filters and rows[i].uniform
+  // as its draw — temperature, top-k (ties with the k-th value stay), top-p (HF: keep the
+  // smallest top set whose mass reaches top_p, ties ordered by lower index), min-p, then the
+  // inverse CDF over the survivors in the Sampler's order (by logit when top-k is on, else by
+  // index). Only the ids cross to the host. Backends that report supports(SampleRows) false throw.
+  virtual void sample_rows(const Tensor& x, std::span<const RowSampling> rows,
+                           std::span<SampledId> out);
 
   // Counters since the last reset_op_stats() (see OpStats).
   virtual OpStats op_stats() const { return {}; }

@@ -53,6 +53,8 @@ std::string_view op_name(Op op) {
       return "qk_norm_rope_kv_write";
     case Op::ArgmaxRows:
       return "argmax_rows";
+    case Op::SampleRows:
+      return "sample_rows";
   }
   return "?";
 }

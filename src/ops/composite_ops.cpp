@@ -66,4 +66,8 @@ void Backend::argmax_rows(const Tensor& x, std::span<int32_t> ids) {
   }
 }
 
+void Backend::sample_rows(const Tensor&, std::span<const RowSampling>, std::span<SampledId>) {
+  unsupported(Op::SampleRows);  // the host samples with sample/sampler.h
+}
+
 }  // namespace infera

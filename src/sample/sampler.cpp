@@ -34,7 +34,7 @@ std::string format_value(float v) {
 
 // Uniform double in [0, 1) from the top 53 bits of one raw mt19937_64 output. The engine's output
 // is fixed by the standard; std::uniform_real_distribution's is not, so it is not used.
-double uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
+double uniform01(uint64_t raw) { return static_cast<double>(raw >> 11) * 0x1.0p-53; }
 
 // Relative weight exp(l - max), i.e. p_i / p_max. Written so that a +inf maximum gives its ties
 // weight 1 and every finite logit weight 0, instead of the NaN that exp(inf - inf) would give.
@@ -183,10 +183,9 @@ void apply_min_p(const float* l, float min_p, Candidates& c) {
 }
 
 // Inverse-CDF draw over the candidates in their canonical order.
-int32_t draw(const float* l, const Candidates& c, std::vector<float>& weights,
-             std::mt19937_64& rng) {
+int32_t draw(const float* l, const Candidates& c, std::vector<float>& weights, double u) {
   const double total = fill_weights(l, c, weights);
-  const double target = uniform01(rng) * total;
+  const double target = u * total;
   int32_t chosen = c.ids[0];  // the maximum; only a rounding slip past the end could need it
   double cumulative = 0.0;
   for (size_t j = 0; j < c.ids.size(); ++j) {
@@ -216,6 +215,14 @@ void SamplingParams::validate() const {
 Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {
   params_.validate();
 }
+
+double Sampler::next_uniform() {
+  if (!has_returned_) last_raw_ = rng_();
+  has_returned_ = false;
+  return uniform01(last_raw_);
+}
+
+void Sampler::unuse_uniform() { has_returned_ = true; }
 
 int32_t argmax(std::span<const float> values) {
   if (values.empty()) throw InvalidArgument("argmax: empty input");
@@ -285,7 +292,7 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> prompt
   }
   if (params_.top_p < 1.0f) apply_top_p(logits, params_.top_p, c, weights_);
   if (params_.min_p > 0.0f) apply_min_p(l, params_.min_p, c);
-  const int32_t chosen = draw(l, c, weights_, rng_);
+  const int32_t chosen = draw(l, c, weights_, next_uniform());
 
   // Leave the processed scores in `logits`: filtered tokens become -inf (HF's filter_value).
   if (c.ids.size() < live) {

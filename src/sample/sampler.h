@@ -40,9 +40,18 @@ class Sampler {
 
   const SamplingParams& params() const { return params_; }
 
+  // The uniform number in [0, 1) that the next draw of sample() would use, taken from this
+  // sampler's stream: a device that samples (Backend::sample_rows) draws with it, so host and
+  // device pick the same tokens from one seed. A device choice that did not use it (greedy after
+  // all: see SampledId::drew) hands it back with unuse_uniform(), and the next draw takes it again.
+  double next_uniform();
+  void unuse_uniform();
+
  private:
   SamplingParams params_;
   std::mt19937_64 rng_;
+  uint64_t last_raw_ = 0;       // the raw output behind the last next_uniform()
+  bool has_returned_ = false;   // last_raw_ was handed back: the next draw reuses it
   std::vector<int32_t> order_;  // scratch: candidate indices
   std::vector<float> weights_;  // scratch: weights of order_ / the top-k heap / saved survivors
 };

@@ -576,5 +576,30 @@ TEST(Validate, ConstructorRejectsInvalidParams) {
   EXPECT_THROW(Sampler(with([](auto& p) { p.top_p = 2.0f; })), InvalidArgument);
 }
 
+// next_uniform is the number the next draw of sample() uses (a device sampler draws with it), and
+// unuse_uniform hands it back: the stream then continues as if it had never been taken.
+TEST(Uniforms, NextUniformIsTheDrawsNumberAndCanBeHandedBack) {
+  const SamplingParams p = with([](SamplingParams& s) { s.seed = 99; });
+  Sampler a(p), b(p);
+  const double u1 = b.next_uniform();
+  EXPECT_GE(u1, 0.0);
+  EXPECT_LT(u1, 1.0);
+  b.unuse_uniform();
+  EXPECT_EQ(b.next_uniform(), u1);
+  const double u2 = b.next_uniform();
+  EXPECT_NE(u1, u2);
+  EXPECT_EQ(a.next_uniform(), u1);
+  EXPECT_EQ(a.next_uniform(), u2);
+  // The draw of sample() is the inverse CDF at next_uniform(): over four equal weights, token
+  // floor(4u) (candidates in index order). A handed-back number is the one sample() then uses.
+  Sampler c(p), d(p);
+  const double u = d.next_uniform();
+  d.unuse_uniform();
+  std::vector<float> flat(4, 0.5f), copy = flat;
+  const int32_t id = c.sample(flat, {}, {});
+  EXPECT_EQ(id, static_cast<int32_t>(u * 4.0));
+  EXPECT_EQ(d.sample(copy, {}, {}), id);
+}
+
 }  // namespace
 }  // namespace infera

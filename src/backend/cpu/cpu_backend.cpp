@@ -72,6 +72,7 @@ class CpuBackend final : public Backend {
   }
   Device device() const override { return Device::CPU; }
   bool supports(Op op, std::initializer_list<DType> dtypes) const override {
+    if (op == Op::SampleRows) return false;  // the Sampler runs on the host already
     for (DType t : dtypes) {
       const bool ok = (op == Op::Embedding || op == Op::Matmul) ? supports_weight(t)
                       : (op == Op::RmsNorm || op == Op::KvWrite || op == Op::Attention ||

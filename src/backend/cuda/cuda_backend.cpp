@@ -273,7 +273,8 @@ CudaStats CudaBackend::stats() const {
           s.streamed_steps,
           s.host_record_seconds,
           s.recorded_steps,
-          shadow_uses_};
+          shadow_uses_,
+          s.host_flush_seconds};
 }
 
 }  // namespace cuda

@@ -87,7 +87,8 @@ struct CudaStats {
   int64_t streamed_steps = 0;      // eager steps whose launches were issued while recorded
   double host_record_seconds = 0;  // host time from each step's first op to its flush, summed
   int64_t recorded_steps = 0;
-  int64_t bf16_shadows = 0;  // matmuls that read a bf16 shadow (CudaOptions::bf16_shadow)
+  int64_t bf16_shadows = 0;       // matmuls that read a bf16 shadow (CudaOptions::bf16_shadow)
+  double host_flush_seconds = 0;  // host time inside those steps' flushes (key, graph launch)
 };
 std::optional<CudaStats> cuda_stats(const Backend& backend);
 // With CudaOptions::profile: device time per (op, kernel) since the last call, as a table

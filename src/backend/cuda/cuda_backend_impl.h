@@ -71,6 +71,9 @@ class CudaBackend final : public Backend {
                              const Tensor& k_norm, float eps, double theta, KvLayer& cache,
                              const Batch& batch) override;
   void argmax_rows(const Tensor& x, std::span<int32_t> ids) override;
+  // Sampling (cuda_sampling_ops.cpp).
+  void sample_rows(const Tensor& x, std::span<const RowSampling> rows,
+                   std::span<SampledId> out) override;
   // Encoder ops (cuda_encoder_ops.cpp).
   void layernorm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
                  Tensor& out) override;
@@ -132,6 +135,7 @@ class CudaBackend final : public Backend {
   // harness asks), the query tile is that of the last call (it follows the GQA group).
   OpStats stats_{0, 32, kPackedKeys};
   std::vector<unsigned long long> keys_;  // argmax_rows' keys read back
+  std::vector<SampleOut> sampled_;        // sample_rows' choices read back
 };
 
 }  // namespace infera::cuda

@@ -185,8 +185,8 @@ void CudaBackend::attention_packed(const Tensor& q, const Tensor& k, const Tenso
     // bf16 first (what the tensor-core kernel does as it stages them), its 64-row query tiles and
     // 64-key tiles aligned to the sequence's first row: the schedule counted above.
     const size_t kv_bytes = static_cast<size_t>(k.numel()) * 2;
-    void* kb = ctx_->scratch(7, kv_bytes);
-    void* vb = ctx_->scratch(8, kv_bytes);
+    void* kb = ctx_->scratch(DeviceContext::kEncoderKeysBf16, kv_bytes);
+    void* vb = ctx_->scratch(DeviceContext::kEncoderValuesBf16, kv_bytes);
     ctx_->record(launch_convert, ConvertArgs{a.k, kb, ElemType::BF16, k.numel()},
                  note(op, "convert_bf16", {&k}));
     ctx_->record(launch_convert, ConvertArgs{a.v, vb, ElemType::BF16, v.numel()},

@@ -188,7 +188,8 @@ void CudaBackend::argmax_rows(const Tensor& x, std::span<int32_t> ids) {
                      op, "x " + x.shape().str() + " for " + std::to_string(ids.size()) + " ids");
   INFERA_CUDA_EXPECT(x.dim(1) <= (int64_t{1} << 31) - 1 && x.dim(0) <= 65535, op,
                      "at most 65535 rows narrower than 2^31");
-  auto* dev = static_cast<unsigned long long*>(ctx_->scratch(4, ids.size() * 8));
+  auto* dev =
+      static_cast<unsigned long long*>(ctx_->scratch(DeviceContext::kArgmaxKeys, ids.size() * 8));
   ctx_->record(launch_argmax_rows, ArgmaxArgs{x.data_as<const float>(), dev, x.dim(0), x.dim(1)},
                note(op, "argmax_rows", {&x}));
   ctx_->flush();

@@ -40,7 +40,7 @@ void launch_cublas_gemm(const void* p, cudaStream_t) {
 // pdl_wait(), so a shadow is never overwritten while the GEMM that reads it runs. (Alternating
 // slots would make a step's launch bytes depend on the parity of the shadows before it, and
 // repeated prefill steps would stop replaying as graphs.)
-constexpr int kShadowSlot = 5;
+constexpr int kShadowSlot = DeviceContext::kBf16Shadow;
 
 }  // namespace
 
@@ -159,7 +159,7 @@ const void* CudaBackend::record_matmul(const Tensor& x, const Tensor& w, Tensor&
     // by the kernel that made x (a bf16 shadow).
     if (!converted) converted = take_shadow(x, n * k);
     if (!converted) {
-      void* xb = ctx_->scratch(0, static_cast<size_t>(n * k) * 2);
+      void* xb = ctx_->scratch(DeviceContext::kGemmInputBf16, static_cast<size_t>(n * k) * 2);
       nt.kernel = "convert_bf16";
       ctx_->record(launch_convert, ConvertArgs{x.data_as<const float>(), xb, ElemType::BF16, n * k},
                    nt);
@@ -340,10 +340,13 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& 
     a.splits = std::min<int64_t>(a.splits, 65535 / hkv);
     if (a.splits == 1) return;
     const int64_t vecs = a.splits * tokens * hq;
-    a.partial_out = static_cast<float*>(ctx_->scratch(1, static_cast<size_t>(vecs * head_dim) * 4));
-    a.partial_ml = static_cast<float*>(ctx_->scratch(2, static_cast<size_t>(vecs) * 8));
+    a.partial_out = static_cast<float*>(
+        ctx_->scratch(DeviceContext::kAttentionPartials, static_cast<size_t>(vecs * head_dim) * 4));
+    a.partial_ml = static_cast<float*>(
+        ctx_->scratch(DeviceContext::kAttentionMaxSum, static_cast<size_t>(vecs) * 8));
     a.split_counters = static_cast<unsigned*>(
-        ctx_->zeroed_scratch(3, static_cast<size_t>(a.tiles * seqs * hkv) * sizeof(unsigned)));
+        ctx_->zeroed_scratch(DeviceContext::kAttentionSplitCounters,
+                             static_cast<size_t>(a.tiles * seqs * hkv) * sizeof(unsigned)));
   };
   if (options_.decode_attention && vectors <= kDecodeMaxVectors && aligned &&
       attention_decode_supports(a.type, head_dim)) {

@@ -269,7 +269,10 @@ void DeviceContext::flush() {
   }
   struct Clear {  // the pending step is gone whatever happens
     DeviceContext& c;
+    std::chrono::steady_clock::time_point began = std::chrono::steady_clock::now();
     ~Clear() {
+      c.stats_.host_flush_seconds +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
       c.pending_.clear();
       c.offsets_.clear();
       c.notes_.clear();

@@ -48,6 +48,9 @@ struct ContextStats {
   // when the step is replayed from a graph.
   double host_record_seconds = 0;
   int64_t recorded_steps = 0;
+  // Host time inside flush() for those steps: the step key's hash and compare, then the graph
+  // launch (or the eager launches of a step not replayed).
+  double host_flush_seconds = 0;
 };
 
 // What an op's launch error message names: the op and up to three operand shapes.
@@ -75,6 +78,21 @@ class DeviceContext {
   // asked for and the bytes free. Released memory waits until pending launches have been issued.
   void* allocate(size_t bytes, const std::string& what);
   void release(void* p);
+  // Owners of the scratch slots: one slot per use, so that no op's buffer is another's (a slot
+  // grown by one user would move under the other, and a shared one would need both to agree on
+  // when its contents are dead).
+  enum Slot : int {
+    kGemmInputBf16 = 0,      // matmul's converted activations
+    kAttentionPartials = 1,  // split-key attention: partial outputs
+    kAttentionMaxSum = 2,    //   and their running max / sum
+    kAttentionSplitCounters = 3,
+    kArgmaxKeys = 4,
+    kBf16Shadow = 5,       // bf16 copy of the next GEMM's input, written by its producer
+    kEncoderKeysBf16 = 7,  // packed encoder attention's bf16 k and v
+    kEncoderValuesBf16 = 8,
+    kSampleParams = 9,  // sample_rows
+    kSampleOut = 10,
+  };
   // A device buffer of at least `bytes` kept by the context under `slot` (GEMM activations,
   // attention partials); growing it moves it, which only changes later launches' keys.
   void* scratch(int slot, size_t bytes);

@@ -132,6 +132,27 @@ struct ArgmaxArgs {
 };
 void launch_argmax_rows(const void* args, cudaStream_t stream);
 
+// Sampling per row (sampling.cu): one block per row of x [rows, width]; params [rows] and out
+// [rows] live on the device (the params are re-uploaded before every launch, so a captured step
+// replays with the new rows' filters and uniform numbers).
+struct SampleParams {  // as RowSampling (ops/backend.h), 24 bytes
+  float temperature;
+  int32_t top_k;
+  float top_p;
+  float min_p;
+  double uniform;
+};
+struct SampleOut {  // as SampledId
+  int32_t id, drew;
+};
+struct SampleRowsArgs {
+  const float* x;
+  const SampleParams* params;
+  SampleOut* out;
+  int64_t rows, width;
+};
+void launch_sample_rows(const void* args, cudaStream_t stream);
+
 // Encoder kernels (encoder.cu). LayerNorm per row; bias may be null (no bias).
 struct LayerNormArgs {
   const float* x;
