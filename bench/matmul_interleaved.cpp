@@ -4,7 +4,10 @@
 // to bench/results/matmul_interleaved-<time>.json.
 //   build/release/bench/matmul_interleaved [--repeats 15] [--threads 2]
 // Decode shapes (1 row) are memory bound: weight GB/s is the number that matters. Prefill
-// (128 rows) is compute bound: GFLOP/s (2 * n * m * k per call).
+// (128 rows) is compute bound: GFLOP/s (2 * n * m * k per call). "q4_0_rg" is the Q4_0 weight
+// after the backend's prepare_weight (row groups where the CPU has the 512-bit kernel), "q4_0"
+// the file's layout. A case with copies > 1 cycles through that many distinct weights per sample
+// (more than the last-level cache holds: each matrix comes from DRAM, as in a decode step).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -30,6 +33,7 @@ using infera::Tensor;
 struct Case {
   const char* name;
   int64_t n, m, k;
+  int copies = 1;
 };
 
 // Random blocks with finite scales (|d| < 1): timing does not depend on the values, and random
@@ -70,8 +74,14 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--threads")) threads = std::max(1, std::atoi(argv[i + 1]));
   }
   auto backend = infera::make_cpu_backend(threads);
-  const DType types[] = {DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K};
+  const DType types[] = {DType::BF16, DType::Q8_0, DType::Q4_0,
+                         DType::Q4_0, DType::Q4_K, DType::Q6_K};
+  const char* labels[] = {"bf16", "q8_0", "q4_0", "q4_0_rg", "q4_k", "q6_k"};
+  const size_t prepared = 3;  // labels[prepared] goes through prepare_weight
   const Case cases[] = {{"lm_head_decode", 1, 151936, 1024},
+                        {"mlp_up_decode_x48_dram", 1, 3072, 1024, 48},
+                        {"mlp_down_decode_x48_dram", 1, 1024, 3072, 48},
+                        {"attn_q_decode_x64_dram", 1, 2048, 1024, 64},
                         {"mlp_up_decode", 1, 3072, 1024},
                         {"mlp_up_batch8", 8, 3072, 1024},
                         {"mlp_up_prefill128", 128, 3072, 1024}};
@@ -84,11 +94,14 @@ int main(int argc, char** argv) {
   for (size_t ci = 0; ci < std::size(cases); ++ci) {
     const Case& c = cases[ci];
     std::vector<std::vector<uint8_t>> weights;
-    std::vector<Tensor> w;
-    for (DType t : types) {
-      weights.push_back(random_weight(t, c.m, c.k, 7));
-      w.emplace_back("w", t, infera::Shape{c.m, c.k}, infera::Device::CPU, weights.back().data(),
-                     nullptr);
+    std::vector<std::vector<Tensor>> w(std::size(types));  // [type][copy]
+    for (size_t ti = 0; ti < std::size(types); ++ti) {
+      for (int cp = 0; cp < c.copies; ++cp) {
+        weights.push_back(random_weight(types[ti], c.m, c.k, 7 + uint32_t(cp)));
+        Tensor t("w", types[ti], infera::Shape{c.m, c.k}, infera::Device::CPU,
+                 weights.back().data(), nullptr);
+        w[ti].push_back(ti == prepared ? backend->prepare_weight(t) : t);
+      }
     }
     Tensor x = backend->alloc("x", DType::F32, {c.n, c.k});
     std::mt19937 rng(3);
@@ -99,7 +112,7 @@ int main(int argc, char** argv) {
     for (int r = -1; r < repeats; ++r) {  // r = -1: warm-up, not recorded
       for (size_t ti = 0; ti < std::size(types); ++ti) {
         const auto t0 = std::chrono::steady_clock::now();
-        backend->matmul(x, w[ti], out);
+        for (const Tensor& wc : w[ti]) backend->matmul(x, wc, out);
         const double s =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         if (r >= 0) seconds[ti].push_back(s);
@@ -111,19 +124,18 @@ int main(int argc, char** argv) {
                 "weight GB/s", "GFLOP/s", "vs bf16 (x)");
     const double bf16_median = percentile(seconds[0], 0.5);
     json += std::string(ci ? ", " : "") + "{\"name\": \"" + c.name +
-            "\", \"n\": " + std::to_string(c.n) + ", \"m\": " + std::to_string(c.m) +
-            ", \"k\": " + std::to_string(c.k) + ", \"types\": [";
+            "\", \"copies\": " + std::to_string(c.copies) + ", \"n\": " + std::to_string(c.n) +
+            ", \"m\": " + std::to_string(c.m) + ", \"k\": " + std::to_string(c.k) +
+            ", \"types\": [";
     for (size_t ti = 0; ti < std::size(types); ++ti) {
       const double med = percentile(seconds[ti], 0.5);
-      const double bytes = double(weights[ti].size());
-      const double flops = 2.0 * double(c.n) * double(c.m) * double(c.k);
-      std::printf("  %-5s %10.3f %10.3f %10.3f %12.2f %10.1f %12.2f\n",
-                  std::string(infera::dtype_name(types[ti])).c_str(),
+      const double bytes = double(weights[ti * size_t(c.copies)].size()) * c.copies;
+      const double flops = 2.0 * double(c.n) * double(c.m) * double(c.k) * c.copies;
+      std::printf("  %-5s %10.3f %10.3f %10.3f %12.2f %10.1f %12.2f\n", labels[ti],
                   1e3 * percentile(seconds[ti], 0), 1e3 * med, 1e3 * percentile(seconds[ti], 0.95),
                   bytes / med / 1e9, flops / med / 1e9, bf16_median / med);
-      json += std::string(ti ? ", " : "") + "{\"dtype\": \"" +
-              std::string(infera::dtype_name(types[ti])) +
-              "\", \"weight_bytes\": " + std::to_string(weights[ti].size()) + ", \"seconds\": [";
+      json += std::string(ti ? ", " : "") + "{\"dtype\": \"" + labels[ti] +
+              "\", \"weight_bytes\": " + std::to_string(size_t(bytes)) + ", \"seconds\": [";
       for (size_t i = 0; i < seconds[ti].size(); ++i)
         json += (i ? ", " : "") + std::to_string(seconds[ti][i]);
       json += "]}";

@@ -233,9 +233,10 @@ INFERA_VNNI_TARGET inline void transpose_16x8(const uint8_t* rows, int64_t strid
   }
 }
 
-// Unpacks weight rows [j0, j0 + rows) into the panel; missing rows (rows < 16) are zero.
+// Unpacks `rows` weight rows stored as in the file from w into the panel; missing rows (rows < 16)
+// are zero.
 INFERA_VNNI_TARGET void build_panel(const uint8_t* w, size_t row_bytes, DType t, Format f,
-                                    int64_t k, int64_t j0, int64_t rows, Panel& p) {
+                                    int64_t k, int64_t rows, Panel& p) {
   const int64_t nsb = k / f.sub;
   p.q.resize(static_cast<size_t>(16 * k));
   p.scale.assign(static_cast<size_t>(nsb * 16), 0.0f);
@@ -245,7 +246,7 @@ INFERA_VNNI_TARGET void build_panel(const uint8_t* w, size_t row_bytes, DType t,
   p.row_scale.resize(static_cast<size_t>(nsb));
   p.row_min.resize(static_cast<size_t>(nsb));
   for (int64_t r = 0; r < rows; ++r) {
-    unpack_row(w + row_bytes * static_cast<size_t>(j0 + r), t, k, p.row_values.data() + r * k,
+    unpack_row(w + row_bytes * static_cast<size_t>(r), t, k, p.row_values.data() + r * k,
                p.row_scale.data(), p.row_min.data());
     for (int64_t sb = 0; sb < nsb; ++sb) {
       p.scale[static_cast<size_t>(16 * sb + r)] = p.row_scale[static_cast<size_t>(sb)];
@@ -337,7 +338,8 @@ bool has_int8_gemm() {
 int int8_gemm_sub_block(DType wtype) { return format_of(wtype).sub; }
 
 void matmul_quantized_int8_gemm(ThreadPool& pool, const float* x, int64_t n, int64_t k,
-                                const void* w, DType wtype, int64_t m, float* out) {
+                                const void* w, DType wtype, int64_t m, float* out,
+                                WeightLayout layout) {
   const Format f = format_of(wtype);
   // Reused across calls by the calling thread (read by every worker): a forward pass allocates
   // nothing here once the largest activation has been seen.
@@ -345,13 +347,14 @@ void matmul_quantized_int8_gemm(ThreadPool& pool, const float* x, int64_t n, int
   const Activations& acts = caller_acts;  // a name the workers capture (not their own instance)
   quantize_activations(pool, x, n, k, f, caller_acts);
   const size_t row_bytes = dtype_bytes(wtype, static_cast<size_t>(k));
-  const auto* wb = static_cast<const uint8_t*>(w);
   const int64_t panels = (m + kPanelRows - 1) / kPanelRows;
   pool.parallel_for(panels, 1, [&](int64_t begin, int64_t end) {
-    thread_local Panel panel;  // one per thread, reused across calls
+    thread_local Panel panel;                    // one per thread, reused across calls
+    thread_local std::vector<uint8_t> restored;  // rows of a row-group layout, as in the file
     for (int64_t pi = begin; pi < end; ++pi) {
       const int64_t j = pi * kPanelRows, rows = std::min(kPanelRows, m - j);
-      build_panel(wb, row_bytes, wtype, f, k, j, rows, panel);
+      build_panel(plain_weight_rows(w, wtype, layout, k, j, rows, restored), row_bytes, wtype, f, k,
+                  rows, panel);
       const auto cols = static_cast<__mmask16>((1u << rows) - 1);
       if (f.has_min) {
         panel_times_rows<32, true>(panel, acts, n, k, out + j, m, cols);

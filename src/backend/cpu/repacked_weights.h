@@ -1,0 +1,38 @@
+// Weights the CPU backend repacks at prepare time (today: Q4_0 into the row groups of
+// q4_0_rowgroups.h) and the record of which tensors hold a repacked layout. A repacked tensor
+// keeps its dtype, shape and byte count, so the layout is known only here: matmul and embedding
+// ask layout_of() before reading one. A view into a repacked tensor (Tensor::rows) would misread
+// its bytes, so layout_of() refuses any pointer inside a repacked buffer other than its start.
+//
+// Setting INFERA_CPU_REPACK=0 in the environment turns repacking off (the A/B switch of the
+// benchmarks; results agree to the kernels' rounding either way).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "backend/cpu/quant_matmul.h"
+#include "infera/tensor.h"
+
+namespace infera::cpu {
+
+class RepackedWeights {
+ public:
+  RepackedWeights();
+  // host_weight itself, or a repacked copy (freed with the returned tensor's last reference).
+  Tensor prepare(const Tensor& host_weight);
+  // The layout of t's bytes; throws InvalidArgument for a view inside a repacked tensor.
+  WeightLayout layout_of(const Tensor& t) const;
+
+ private:
+  struct Registry {
+    std::mutex mutex;
+    std::map<uintptr_t, uintptr_t> spans;  // begin -> end of every live repacked buffer
+  };
+  std::shared_ptr<Registry> registry_;  // shared with the buffers' deleters
+  bool enabled_;
+};
+
+}  // namespace infera::cpu
