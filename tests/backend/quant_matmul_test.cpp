@@ -18,8 +18,8 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/matmul_int8_gemm.h"
-#include "backend/cpu/q4_0_rowgroups.h"
 #include "backend/cpu/thread_pool.h"
+#include "backend/cpu/weight_rowgroups.h"
 #include "infera/error.h"
 #include "ops/backend.h"
 #include "quant/block_formats.h"
@@ -374,146 +374,171 @@ TEST(QuantMatmul, F32PanelPrefillMatchesReferenceOnEverySimdTarget) {
   }
 }
 
-// The Q4_0 row-group layout (q4_0_rowgroups.h): bytes where the header comment says, and every
-// row restored bit for bit (raw random blocks: every nibble and scale pattern).
-TEST(QuantMatmul, Q4_0RowGroupsLayoutAndRoundTrip) {
-  const int64_t m = 12, k = 768, blocks = k / 32;
-  const auto w = make_weight(DType::Q4_0, m, k, true, 21);
-  ASSERT_TRUE(cpu::q4_0_rowgroups_fit(m, k));
-  EXPECT_FALSE(cpu::q4_0_rowgroups_fit(m + 2, k));
-  EXPECT_FALSE(cpu::q4_0_rowgroups_fit(m, k + 32));
-  std::vector<uint8_t> packed(w.size());
-  cpu::q4_0_to_rowgroups(w.data(), m, k, packed.data());
-  const auto* src = reinterpret_cast<const quant::BlockQ4_0*>(w.data());
-  for (int64_t j = 0; j < m; ++j) {
-    for (int64_t b = 0; b < blocks; ++b) {
-      const quant::BlockQ4_0& blk = src[j * blocks + b];
-      const uint8_t* unit = packed.data() + (j / 4) * 4 * blocks * 18 + (b / 8) * 576;
-      ASSERT_EQ(0, std::memcmp(unit + 2 * (4 * (b % 8) + j % 4), &blk.d, 2)) << j << " " << b;
-      ASSERT_EQ(0, std::memcmp(unit + 64 + 64 * (b % 8) + 16 * (j % 4), blk.qs, 16));
+const DType kRowGroupTypes[] = {DType::Q4_0, DType::Q4_K};
+
+// Where byte i of row j's file bytes lives in a row-group matrix, written out from the layout
+// comment of weight_rowgroups.h (independently of weight_rowgroups.cpp).
+size_t rowgroup_offset(DType dtype, int64_t k, int64_t j, int64_t i) {
+  const int64_t row_bytes = int64_t(dtype_bytes(dtype, size_t(k))), r = j % 4;
+  const int64_t group = (j / 4) * 4 * row_bytes;
+  if (dtype == DType::Q4_0) {
+    const int64_t blk = i / 18, byte = i % 18, unit = group + (blk / 8) * 576, b = blk % 8;
+    return size_t(byte < 2 ? unit + 2 * (4 * b + r) + byte
+                           : unit + 64 + 64 * b + 16 * r + byte - 2);
+  }
+  const int64_t unit = group + (i / 144) * 576, byte = i % 144;
+  if (byte < 2) return size_t(unit + 2 * r + byte);
+  if (byte < 4) return size_t(unit + 8 + 2 * r + byte - 2);
+  if (byte < 16) return size_t(unit + 16 + 16 * ((byte - 4) / 4) + 4 * r + (byte - 4) % 4);
+  const int64_t q = byte - 16, c = q / 32, t = (q % 32) / 16;
+  return size_t(unit + 64 + 128 * c + 64 * t + 16 * r + q % 16);
+}
+
+// The row-group layouts (weight_rowgroups.h): bytes where the header comment says, and every row
+// restored bit for bit (raw random blocks: every nibble, scale and min pattern).
+TEST(QuantMatmul, RowGroupsLayoutAndRoundTrip) {
+  for (const DType dtype : kRowGroupTypes) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const int64_t m = 12, k = 768;
+    const size_t row_bytes = dtype_bytes(dtype, size_t(k));
+    const auto w = make_weight(dtype, m, k, true, 21);
+    ASSERT_TRUE(cpu::rowgroups_fit(dtype, m, k));
+    EXPECT_FALSE(cpu::rowgroups_fit(dtype, m + 2, k));
+    EXPECT_FALSE(cpu::rowgroups_fit(DType::Q8_0, m, k));
+    if (dtype == DType::Q4_0) EXPECT_FALSE(cpu::rowgroups_fit(dtype, m, k + 32));
+    std::vector<uint8_t> packed(w.size());
+    cpu::to_rowgroups(dtype, w.data(), m, k, packed.data());
+    for (int64_t j = 0; j < m; ++j) {
+      for (size_t i = 0; i < row_bytes; ++i)
+        ASSERT_EQ(packed[rowgroup_offset(dtype, k, j, int64_t(i))], w[size_t(j) * row_bytes + i])
+            << "row " << j << " byte " << i;
+      std::vector<uint8_t> row(row_bytes);
+      cpu::rowgroups_row(dtype, packed.data(), k, j, row.data());
+      ASSERT_EQ(0, std::memcmp(row.data(), w.data() + size_t(j) * row_bytes, row_bytes)) << j;
     }
-    std::vector<quant::BlockQ4_0> row(static_cast<size_t>(blocks));
-    cpu::q4_0_rowgroups_row(packed.data(), k, j, row.data());
-    ASSERT_EQ(0, std::memcmp(row.data(), src + j * blocks, size_t(blocks) * 18)) << "row " << j;
   }
 }
 
-// The row-group GEMV on every SIMD target (512-bit VNNI on AVX3_DL; restored rows through the
+// The row-group GEMVs on every SIMD target (512-bit VNNI on AVX3_DL; restored rows through the
 // plain kernel elsewhere) against the reference on the original rows, as the kernels above.
-TEST(QuantMatmul, Q4_0RowGroupKernelMatchesReferenceOnEverySimdTarget) {
-  const DType dtype = DType::Q4_0;
+TEST(QuantMatmul, RowGroupKernelsMatchReferenceOnEverySimdTarget) {
   const Shape3 cases[] = {{1, 256, 4},  {1, 1024, 36}, {2, 512, 8}, {3, 768, 20},
                           {4, 256, 12}, {5, 512, 16},  {9, 256, 8}, {15, 1024, 4}};
-  for (const bool raw : {false, true}) {
-    for (const Shape3 c : cases) {
-      SCOPED_TRACE(testing::Message()
-                   << "raw=" << raw << " n=" << c.n << " k=" << c.k << " m=" << c.m);
-      const auto w = make_weight(dtype, c.m, c.k, raw, uint32_t(c.n * 3 + c.m));
-      std::vector<uint8_t> packed(w.size());
-      cpu::q4_0_to_rowgroups(w.data(), c.m, c.k, packed.data());
-      const auto x = random_values(size_t(c.n * c.k), uint32_t(c.k + c.m + 1));
-      const int64_t act_bytes = cpu::activation_row_bytes(dtype, c.k);
-      std::vector<uint8_t> acts(size_t(c.n * act_bytes));
-      for (int64_t i = 0; i < c.n; ++i)
-        cpu::quantize_activation_row(dtype, x.data() + i * c.k, c.k, acts.data() + i * act_bytes);
-      std::vector<double> want, bound;
-      reference(dtype, acts, c.n, c.k, w, c.m, want, bound);
-      for_each_simd_target([&] {
-        const int64_t ldo = c.m + 3, j_begin = c.m > 4 ? 4 : 0;
-        std::vector<float> out(size_t(c.n * ldo), NAN);
-        cpu::matmul_rows_q4_0_rowgroups(acts.data(), c.n, c.k, packed.data(), j_begin, c.m,
-                                        out.data(), ldo);
-        for (int64_t i = 0; i < c.n; ++i) {
-          for (int64_t j = 0; j < ldo; ++j) {
-            const float got = out[size_t(i * ldo + j)];
-            if (j < j_begin || j >= c.m) {
-              ASSERT_TRUE(std::isnan(got)) << "row " << j << " written outside its range";
-              continue;
+  for (const DType dtype : kRowGroupTypes) {
+    for (const bool raw : {false, true}) {
+      for (const Shape3 c : cases) {
+        SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " raw=" << raw << " n=" << c.n
+                                        << " k=" << c.k << " m=" << c.m);
+        const auto w = make_weight(dtype, c.m, c.k, raw, uint32_t(c.n * 3 + c.m));
+        std::vector<uint8_t> packed(w.size());
+        cpu::to_rowgroups(dtype, w.data(), c.m, c.k, packed.data());
+        const auto x = random_values(size_t(c.n * c.k), uint32_t(c.k + c.m + 1));
+        const int64_t act_bytes = cpu::activation_row_bytes(dtype, c.k);
+        std::vector<uint8_t> acts(size_t(c.n * act_bytes));
+        for (int64_t i = 0; i < c.n; ++i)
+          cpu::quantize_activation_row(dtype, x.data() + i * c.k, c.k, acts.data() + i * act_bytes);
+        std::vector<double> want, bound;
+        reference(dtype, acts, c.n, c.k, w, c.m, want, bound);
+        for_each_simd_target([&] {
+          const int64_t ldo = c.m + 3, j_begin = c.m > 4 ? 4 : 0;
+          std::vector<float> out(size_t(c.n * ldo), NAN);
+          cpu::matmul_rows_rowgroups(dtype, acts.data(), c.n, c.k, packed.data(), j_begin, c.m,
+                                     out.data(), ldo);
+          for (int64_t i = 0; i < c.n; ++i) {
+            for (int64_t j = 0; j < ldo; ++j) {
+              const float got = out[size_t(i * ldo + j)];
+              if (j < j_begin || j >= c.m) {
+                ASSERT_TRUE(std::isnan(got)) << "row " << j << " written outside its range";
+                continue;
+              }
+              const double e = want[size_t(i * c.m + j)];
+              ASSERT_TRUE(std::fabs(got - e) <= bound[size_t(i * c.m + j)])
+                  << "out[" << i << ", " << j << "] = " << got << ", want " << e;
             }
-            const double e = want[size_t(i * c.m + j)];
-            ASSERT_TRUE(std::fabs(got - e) <= bound[size_t(i * c.m + j)])
-                << "out[" << i << ", " << j << "] = " << got << ", want " << e;
           }
-        }
-        // A group's result does not depend on the groups sharing its call, bit for bit.
-        for (int64_t j = j_begin; j < c.m; j += 4) {
-          std::vector<float> one(size_t(c.n * ldo), NAN);
-          cpu::matmul_rows_q4_0_rowgroups(acts.data(), c.n, c.k, packed.data(), j, j + 4,
-                                          one.data(), ldo);
-          for (int64_t i = 0; i < c.n; ++i)
-            ASSERT_EQ(0, std::memcmp(&one[size_t(i * ldo + j)], &out[size_t(i * ldo + j)], 16))
-                << "group at row " << j << " alone differs";
-        }
-      });
+          // A group's result does not depend on the groups sharing its call, bit for bit.
+          for (int64_t j = j_begin; j < c.m; j += 4) {
+            std::vector<float> one(size_t(c.n * ldo), NAN);
+            cpu::matmul_rows_rowgroups(dtype, acts.data(), c.n, c.k, packed.data(), j, j + 4,
+                                       one.data(), ldo);
+            for (int64_t i = 0; i < c.n; ++i)
+              ASSERT_EQ(0, std::memcmp(&one[size_t(i * ldo + j)], &out[size_t(i * ldo + j)], 16))
+                  << "group at row " << j << " alone differs";
+          }
+        });
+      }
     }
   }
 }
 
-// Through the backend: prepare_weight repacks a Q4_0 weight where the 512-bit kernel exists;
-// matmul (decode kernel, int8 GEMM or f32 panels) and embedding read the repacked bytes right; a
-// view into a repacked weight is refused instead of misread.
-TEST(QuantMatmul, PreparedQ4_0WeightsGiveTheSameResults) {
+// Through the backend: prepare_weight repacks Q4_0 / Q4_K weights where the 512-bit kernels
+// exist; matmul (decode kernels, int8 GEMM or f32 panels) and embedding read the repacked bytes
+// right; a view into a repacked weight is refused instead of misread.
+TEST(QuantMatmul, PreparedRowGroupWeightsGiveTheSameResults) {
   const int64_t k = 512, m = 72;
-  auto wbytes = make_weight(DType::Q4_0, m, k, false, 17);
-  Tensor host("w", DType::Q4_0, {m, k}, Device::CPU, wbytes.data(), nullptr);
-  for (const int threads : {1, 2}) {
-    auto backend = make_cpu_backend(threads);
-    const Tensor w = backend->prepare_weight(host);
-    ASSERT_EQ(w.shape(), host.shape());
-    ASSERT_EQ(w.dtype(), DType::Q4_0);
-    // Repacked exactly where the kernel runs natively (else nothing would test the layout here).
-    EXPECT_EQ(w.data() != host.data(), cpu::q4_0_rowgroups_native());
-    for (const int64_t n : {int64_t{1}, int64_t{3}, int64_t{15}, int64_t{16}, int64_t{37}}) {
-      SCOPED_TRACE(testing::Message() << "threads=" << threads << " n=" << n);
-      const auto xv = random_values(size_t(n * k), 9);
-      Tensor x = backend->alloc("x", DType::F32, {n, k});
-      std::memcpy(x.data(), xv.data(), xv.size() * 4);
-      Tensor out = backend->alloc("out", DType::F32, {n, m});
-      backend->matmul(x, w, out);
-      std::vector<double> want, bound;
-      if (n < cpu::kQuantPrefillRows) {
-        const int64_t act_bytes = cpu::activation_row_bytes(DType::Q4_0, k);
-        std::vector<uint8_t> acts(size_t(n * act_bytes));
-        for (int64_t i = 0; i < n; ++i)
-          cpu::quantize_activation_row(DType::Q4_0, xv.data() + i * k, k,
-                                       acts.data() + i * act_bytes);
-        reference(DType::Q4_0, acts, n, k, wbytes, m, want, bound);
-      } else if (cpu::has_int8_gemm()) {
-        gemm_reference(DType::Q4_0, xv, n, k, wbytes, m, want, bound);
-      } else {
-        reference_values(DType::Q4_0, std::vector<double>(xv.begin(), xv.end()), n, k, wbytes, m,
-                         want, bound);
-      }
-      for (size_t i = 0; i < want.size(); ++i)
-        ASSERT_TRUE(std::fabs(out.data_as<float>()[i] - want[i]) <= bound[i])
-            << i << ": " << out.data_as<float>()[i] << " vs " << want[i];
-      if (n >= cpu::kQuantPrefillRows) {  // the non-VNNI prefill path on the same layout
-        cpu::ThreadPool pool(threads);
-        std::vector<float> panel_out(size_t(n * m), NAN);
-        cpu::matmul_quantized_f32_panels(
-            pool, xv.data(), n, k, w.data(), DType::Q4_0, m, panel_out.data(),
-            w.data() != host.data() ? cpu::WeightLayout::Q4_0RowGroups : cpu::WeightLayout::Rows);
-        reference_values(DType::Q4_0, std::vector<double>(xv.begin(), xv.end()), n, k, wbytes, m,
-                         want, bound);
+  for (const DType dtype : kRowGroupTypes) {
+    auto wbytes = make_weight(dtype, m, k, false, 17);
+    Tensor host("w", dtype, {m, k}, Device::CPU, wbytes.data(), nullptr);
+    for (const int threads : {1, 2}) {
+      auto backend = make_cpu_backend(threads);
+      const Tensor w = backend->prepare_weight(host);
+      ASSERT_EQ(w.shape(), host.shape());
+      ASSERT_EQ(w.dtype(), dtype);
+      // Repacked exactly where the kernel runs natively (else nothing would test the layout here).
+      const bool repacked = w.data() != host.data();
+      EXPECT_EQ(repacked, cpu::rowgroups_native(dtype));
+      for (const int64_t n : {int64_t{1}, int64_t{3}, int64_t{15}, int64_t{16}, int64_t{37}}) {
+        SCOPED_TRACE(testing::Message()
+                     << dtype_name(dtype) << " threads=" << threads << " n=" << n);
+        const auto xv = random_values(size_t(n * k), 9);
+        Tensor x = backend->alloc("x", DType::F32, {n, k});
+        std::memcpy(x.data(), xv.data(), xv.size() * 4);
+        Tensor out = backend->alloc("out", DType::F32, {n, m});
+        backend->matmul(x, w, out);
+        std::vector<double> want, bound;
+        if (n < cpu::kQuantPrefillRows) {
+          const int64_t act_bytes = cpu::activation_row_bytes(dtype, k);
+          std::vector<uint8_t> acts(size_t(n * act_bytes));
+          for (int64_t i = 0; i < n; ++i)
+            cpu::quantize_activation_row(dtype, xv.data() + i * k, k, acts.data() + i * act_bytes);
+          reference(dtype, acts, n, k, wbytes, m, want, bound);
+        } else if (cpu::has_int8_gemm()) {
+          gemm_reference(dtype, xv, n, k, wbytes, m, want, bound);
+        } else {
+          reference_values(dtype, std::vector<double>(xv.begin(), xv.end()), n, k, wbytes, m, want,
+                           bound);
+        }
         for (size_t i = 0; i < want.size(); ++i)
-          ASSERT_TRUE(std::fabs(panel_out[i] - want[i]) <= bound[i]) << "f32 panels " << i;
+          ASSERT_TRUE(std::fabs(out.data_as<float>()[i] - want[i]) <= bound[i])
+              << i << ": " << out.data_as<float>()[i] << " vs " << want[i];
+        if (n >= cpu::kQuantPrefillRows) {  // the non-VNNI prefill path on the same layout
+          cpu::ThreadPool pool(threads);
+          std::vector<float> panel_out(size_t(n * m), NAN);
+          cpu::matmul_quantized_f32_panels(
+              pool, xv.data(), n, k, w.data(), dtype, m, panel_out.data(),
+              repacked ? cpu::WeightLayout::RowGroups : cpu::WeightLayout::Rows);
+          reference_values(dtype, std::vector<double>(xv.begin(), xv.end()), n, k, wbytes, m, want,
+                           bound);
+          for (size_t i = 0; i < want.size(); ++i)
+            ASSERT_TRUE(std::fabs(panel_out[i] - want[i]) <= bound[i]) << "f32 panels " << i;
+        }
       }
-    }
-    std::vector<int32_t> ids = {71, 0, 5, 71};
-    Tensor id_tensor("ids", DType::I32, {4}, Device::CPU, ids.data(), nullptr);
-    Tensor rows = backend->alloc("rows", DType::F32, {4, k});
-    backend->embedding(w, id_tensor, rows);
-    std::vector<float> want(static_cast<size_t>(k));
-    for (size_t i = 0; i < ids.size(); ++i) {
-      quant::dequantize_row(DType::Q4_0,
-                            wbytes.data() + dtype_bytes(DType::Q4_0, size_t(k)) * size_t(ids[i]), k,
-                            want.data());
-      ASSERT_EQ(0, std::memcmp(want.data(), rows.data_as<float>() + i * size_t(k), size_t(k) * 4));
-    }
-    if (w.data() != host.data()) {
-      Tensor x = backend->alloc("x", DType::F32, {1, k});
-      Tensor out = backend->alloc("out", DType::F32, {1, 8});
-      EXPECT_THROW(backend->matmul(x, w.rows(4, 8), out), InvalidArgument);
+      std::vector<int32_t> ids = {71, 0, 5, 71};
+      Tensor id_tensor("ids", DType::I32, {4}, Device::CPU, ids.data(), nullptr);
+      Tensor rows = backend->alloc("rows", DType::F32, {4, k});
+      backend->embedding(w, id_tensor, rows);
+      std::vector<float> want(static_cast<size_t>(k));
+      for (size_t i = 0; i < ids.size(); ++i) {
+        quant::dequantize_row(dtype, wbytes.data() + dtype_bytes(dtype, size_t(k)) * size_t(ids[i]),
+                              k, want.data());
+        ASSERT_EQ(0,
+                  std::memcmp(want.data(), rows.data_as<float>() + i * size_t(k), size_t(k) * 4));
+      }
+      if (repacked) {
+        Tensor x = backend->alloc("x", DType::F32, {1, k});
+        Tensor out = backend->alloc("out", DType::F32, {1, 8});
+        EXPECT_THROW(backend->matmul(x, w.rows(4, 8), out), InvalidArgument);
+      }
     }
   }
 }

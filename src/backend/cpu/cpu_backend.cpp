@@ -12,11 +12,11 @@
 #include "backend/cpu/cpu_attention.h"
 #include "backend/cpu/encoder_ops.h"
 #include "backend/cpu/matmul_bf16_dot.h"
-#include "backend/cpu/q4_0_rowgroups.h"
 #include "backend/cpu/quant_matmul.h"
 #include "backend/cpu/repacked_weights.h"
 #include "backend/cpu/simd_kernels.h"
 #include "backend/cpu/thread_pool.h"
+#include "backend/cpu/weight_rowgroups.h"
 #include "infera/error.h"
 #include "ops/backend.h"
 
@@ -101,7 +101,7 @@ class CpuBackend final : public Backend {
     expect(supports_weight(host_weight.dtype()), "prepare_weight",
            "tensor " + host_weight.name() + ": dtype " +
                std::string(dtype_name(host_weight.dtype())) + " is not supported on the cpu");
-    return repacked_.prepare(host_weight);  // Q4_0 into row groups where that pays
+    return repacked_.prepare(host_weight);  // Q4_0 / Q4_K into row groups where that pays
   }
 
   void to_host(const Tensor& src, std::span<float> dst) override {
@@ -132,16 +132,16 @@ class CpuBackend final : public Backend {
     const int64_t dim = table.dim(1);
     const int32_t* id = ids.data_as<const int32_t>();
     const cpu::WeightLayout layout = repacked_.layout_of(table);
-    std::vector<quant::BlockQ4_0> row_blocks;
+    std::vector<uint8_t> row_bytes;  // a row-group table's row as in the file
     for (int64_t i = 0; i < out.dim(0); ++i) {
       expect(id[i] >= 0 && id[i] < table.dim(0), "embedding",
              "token id " + std::to_string(id[i]) + " outside the vocabulary [0, " +
                  std::to_string(table.dim(0)) + ")");
       float* dst = out.data_as<float>() + i * dim;
-      if (layout == cpu::WeightLayout::Q4_0RowGroups) {
-        row_blocks.resize(static_cast<size_t>(dim / quant::kQk0));
-        cpu::q4_0_rowgroups_row(table.data(), dim, id[i], row_blocks.data());
-        cpu::weight_row_to_f32(row_blocks.data(), table.dtype(), dim, dst);
+      if (layout == cpu::WeightLayout::RowGroups) {
+        row_bytes.resize(dtype_bytes(table.dtype(), static_cast<size_t>(dim)));
+        cpu::rowgroups_row(table.dtype(), table.data(), dim, id[i], row_bytes.data());
+        cpu::weight_row_to_f32(row_bytes.data(), table.dtype(), dim, dst);
         continue;
       }
       const char* row = static_cast<const char*>(table.data()) +

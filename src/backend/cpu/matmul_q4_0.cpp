@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "backend/cpu/int8_dot-inl.h"
-#include "backend/cpu/q4_0_rowgroups.h"
 #include "backend/cpu/quant_matmul.h"
+#include "backend/cpu/weight_rowgroups.h"
 #include "quant/block_formats.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -156,7 +156,7 @@ void MatmulRowsQ4_0(const void* acts, int64_t n, int64_t k, const void* w, int64
 }
 
 #if INFERA_VNNI512
-// One unit (8 blocks of 4 rows, q4_0_rowgroups.h) against NX activation rows into acc[x] (lane
+// One unit (8 blocks of 4 rows, weight_rowgroups.h) against NX activation rows into acc[x] (lane
 // 4r + l: row r's partial sums). Per block: one 64-byte load, AND / shift into low and high
 // nibbles of the 4 rows, and per activation row two vpdpbusd against 128-bit broadcasts of the
 // activation block (ActGroupQ4_0 keeps a block's 16 low / 16 high bytes and its offset lane
@@ -169,7 +169,8 @@ HWY_INLINE void RowGroupUnit(const uint8_t* p, const ActGroupQ4_0* const* a, int
   const __m512 s[2] = {_mm512_cvtph_ps(_mm512_castsi512_si256(sc)),
                        _mm512_cvtph_ps(_mm512_extracti64x4_epi64(sc, 1))};
   for (int b = 0; b < 8; ++b) {
-    _mm_prefetch(reinterpret_cast<const char*>(p) + 64 * b + kPrefetchBytes, _MM_HINT_T0);
+    // The unit's 9 cache lines, 1 KiB ahead (lines 0..7 here, line 8 after the loop).
+    _mm_prefetch(reinterpret_cast<const char*>(p) + 64 * b + kRowGroupPrefetchBytes, _MM_HINT_T0);
     // Lane 4r + l takes row r's scale of block b (index 4 * (b % 4) + r of s[b / 4]).
     const __m512i idx =
         _mm512_add_epi32(_mm512_set1_epi32(4 * (b % 4)),
@@ -194,6 +195,7 @@ HWY_INLINE void RowGroupUnit(const uint8_t* p, const ActGroupQ4_0* const* a, int
                                _mm512_mul_ps(dw, _mm512_set1_ps(ag.d[4 * i])), acc[x]);
     }
   }
+  _mm_prefetch(reinterpret_cast<const char*>(p) + 512 + kRowGroupPrefetchBytes, _MM_HINT_T0);
 }
 
 template <int NX>
@@ -205,7 +207,7 @@ HWY_INLINE void RowGroup(const uint8_t* group, const uint8_t* acts, int64_t act_
   __m512 acc0[NX], acc1[NX];
   for (int x = 0; x < NX; ++x) acc0[x] = acc1[x] = _mm512_setzero_ps();
   for (int64_t u = 0; u < units; ++u)
-    RowGroupUnit<NX>(group + u * kQ4_0UnitBytes, a, 2 * u, acc0, acc1);
+    RowGroupUnit<NX>(group + u * kUnitBytes, a, 2 * u, acc0, acc1);
   for (int x = 0; x < NX; ++x) {
     alignas(64) float lanes[16];
     _mm512_store_ps(lanes, _mm512_add_ps(acc0[x], acc1[x]));
@@ -222,8 +224,8 @@ void MatmulRowsQ4_0RowGroups(const void* acts, int64_t n, int64_t k, const void*
   const int64_t row_bytes = k / quant::kQk0 * static_cast<int64_t>(sizeof(quant::BlockQ4_0));
   const auto* wb = static_cast<const uint8_t*>(w);
 #if INFERA_VNNI512
-  const int64_t units = k / kQ4_0UnitElements;
-  for (int64_t j = j_begin; j < j_end; j += kQ4_0GroupRows) {
+  const int64_t units = k / kUnitElements;
+  for (int64_t j = j_begin; j < j_end; j += kGroupRows) {
     const uint8_t* group = wb + j * row_bytes;  // group j / 4 starts where row j started
     for (int64_t i = 0; i < n; i += 4) {
       const uint8_t* a = ab + i * act_bytes;
@@ -246,13 +248,13 @@ void MatmulRowsQ4_0RowGroups(const void* acts, int64_t n, int64_t k, const void*
   }
 #else
   // Restore each group's rows and run the plain kernel over them.
-  std::vector<quant::BlockQ4_0> rows(static_cast<size_t>(kQ4_0GroupRows * k / quant::kQk0));
-  for (int64_t j = j_begin; j < j_end; j += kQ4_0GroupRows) {
-    for (int64_t r = 0; r < kQ4_0GroupRows; ++r)
-      q4_0_rowgroups_row(w, k, j + r, rows.data() + r * (k / quant::kQk0));
+  std::vector<quant::BlockQ4_0> rows(static_cast<size_t>(kGroupRows * k / quant::kQk0));
+  for (int64_t j = j_begin; j < j_end; j += kGroupRows) {
+    for (int64_t r = 0; r < kGroupRows; ++r)
+      rowgroups_row(DType::Q4_0, w, k, j + r, rows.data() + r * (k / quant::kQk0));
     MatmulRowsQ<KernelQ4_0>(ab, act_bytes, n, k / quant::kQk0,
-                            reinterpret_cast<const uint8_t*>(rows.data()), row_bytes, 0,
-                            kQ4_0GroupRows, out + j, ldo);
+                            reinterpret_cast<const uint8_t*>(rows.data()), row_bytes, 0, kGroupRows,
+                            out + j, ldo);
   }
   (void)wb;
 #endif

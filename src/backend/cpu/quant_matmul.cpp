@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "backend/cpu/matmul_int8_gemm.h"
-#include "backend/cpu/q4_0_rowgroups.h"
 #include "backend/cpu/simd_kernels.h"
+#include "backend/cpu/weight_rowgroups.h"
 #include "infera/error.h"
 #include "quant/block_formats.h"
 #include "quant/quantize.h"
@@ -142,17 +142,16 @@ const uint8_t* plain_weight_rows(const void* w, DType wtype, WeightLayout layout
   if (layout == WeightLayout::Rows) return static_cast<const uint8_t*>(w) + row_bytes * j;
   scratch.resize(row_bytes * static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r)
-    q4_0_rowgroups_row(w, k, j + r,
-                       reinterpret_cast<quant::BlockQ4_0*>(scratch.data() + row_bytes * r));
+    rowgroups_row(wtype, w, k, j + r, scratch.data() + row_bytes * r);
   return scratch.data();
 }
 
 void matmul_quantized(ThreadPool& pool, const float* x, int64_t n, int64_t k, const void* w,
                       DType wtype, int64_t m, float* out, WeightLayout layout) {
-  if (layout == WeightLayout::Q4_0RowGroups && (wtype != DType::Q4_0 || !q4_0_rowgroups_fit(m, k)))
+  if (layout == WeightLayout::RowGroups && !rowgroups_fit(wtype, m, k))
     throw InvalidArgument("[matmul] a " + std::string(dtype_name(wtype)) + " [" +
                           std::to_string(m) + ", " + std::to_string(k) +
-                          "] weight cannot be in Q4_0 row groups");
+                          "] weight cannot be in row groups");
   const int64_t block = dtype_block_size(wtype);
   if (k % block != 0)
     throw InvalidArgument("[matmul] " + std::string(dtype_name(wtype)) + " weight rows of " +
@@ -170,9 +169,9 @@ void matmul_quantized(ThreadPool& pool, const float* x, int64_t n, int64_t k, co
     acts.resize(static_cast<size_t>(n * act_bytes));
   uint8_t* a = acts.data();
   for (int64_t i = 0; i < n; ++i) quantize_activation_row(wtype, x + i * k, k, a + i * act_bytes);
-  if (layout == WeightLayout::Q4_0RowGroups) {  // whole row groups per thread, 16 rows at least
-    pool.parallel_for(m / kQ4_0GroupRows, 16 / kQ4_0GroupRows, [&](int64_t begin, int64_t end) {
-      matmul_rows_q4_0_rowgroups(a, n, k, w, begin * kQ4_0GroupRows, end * kQ4_0GroupRows, out, m);
+  if (layout == WeightLayout::RowGroups) {  // whole row groups per thread, 16 rows at least
+    pool.parallel_for(m / kGroupRows, 16 / kGroupRows, [&](int64_t begin, int64_t end) {
+      matmul_rows_rowgroups(wtype, a, n, k, w, begin * kGroupRows, end * kGroupRows, out, m);
     });
     return;
   }

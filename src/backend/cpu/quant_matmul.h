@@ -67,10 +67,10 @@ void matmul_rows_quantized(const void* acts, int64_t n, int64_t k, const void* w
 // weight row streams through the integer kernels above. From kQuantPrefillRows on (prefill):
 // the int8 GEMM of matmul_int8_gemm.h where the CPU has AVX512-VNNI, else
 // matmul_quantized_f32_panels. Throws InvalidArgument when k is not whole blocks.
-// `layout` says how w's rows are stored: as in the file, or (Q4_0 only) in the row groups of
-// q4_0_rowgroups.h that prepare_weight makes where the CPU has the 512-bit kernel.
+// `layout` says how w's rows are stored: as in the file, or (Q4_0, Q4_K) in the row groups of
+// weight_rowgroups.h that prepare_weight makes where the CPU has the 512-bit kernels.
 constexpr int64_t kQuantPrefillRows = 16;
-enum class WeightLayout { Rows, Q4_0RowGroups };
+enum class WeightLayout { Rows, RowGroups };
 void matmul_quantized(ThreadPool& pool, const float* x, int64_t n, int64_t k, const void* w,
                       DType wtype, int64_t m, float* out, WeightLayout layout = WeightLayout::Rows);
 

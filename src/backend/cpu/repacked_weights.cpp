@@ -4,25 +4,32 @@
 #include <cstring>
 #include <string>
 
-#include "backend/cpu/q4_0_rowgroups.h"
+#include "backend/cpu/weight_rowgroups.h"
 #include "infera/error.h"
 
 namespace infera::cpu {
 
+namespace {
+bool repack_allowed() {
+  const char* v = std::getenv("INFERA_CPU_REPACK");
+  return !(v && std::strcmp(v, "0") == 0);
+}
+}  // namespace
+
 RepackedWeights::RepackedWeights()
-    : registry_(std::make_shared<Registry>()), enabled_(q4_0_rowgroups_native() && [] {
-        const char* v = std::getenv("INFERA_CPU_REPACK");
-        return !(v && std::strcmp(v, "0") == 0);
-      }()) {}
+    : registry_(std::make_shared<Registry>()),
+      enabled_q4_0_(repack_allowed() && rowgroups_native(DType::Q4_0)),
+      enabled_q4_k_(repack_allowed() && rowgroups_native(DType::Q4_K)) {}
 
 Tensor RepackedWeights::prepare(const Tensor& w) {
-  if (!enabled_ || w.dtype() != DType::Q4_0 || w.rank() != 2 || w.device() != Device::CPU ||
-      !q4_0_rowgroups_fit(w.dim(0), w.dim(1)))
+  const bool enabled = w.dtype() == DType::Q4_0 ? enabled_q4_0_ : enabled_q4_k_;
+  if (!enabled || w.rank() != 2 || w.device() != Device::CPU ||
+      !rowgroups_fit(w.dtype(), w.dim(0), w.dim(1)))
     return w;
   const size_t bytes = w.nbytes();
   void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
   if (!p) throw Error("out of memory repacking " + w.name() + " " + w.shape().str());
-  q4_0_to_rowgroups(w.data(), w.dim(0), w.dim(1), p);
+  to_rowgroups(w.dtype(), w.data(), w.dim(0), w.dim(1), p);
   const auto begin = reinterpret_cast<uintptr_t>(p);
   {
     std::lock_guard<std::mutex> lock(registry_->mutex);
@@ -39,7 +46,7 @@ Tensor RepackedWeights::prepare(const Tensor& w) {
 }
 
 WeightLayout RepackedWeights::layout_of(const Tensor& t) const {
-  if (t.dtype() != DType::Q4_0) return WeightLayout::Rows;
+  if (t.dtype() != DType::Q4_0 && t.dtype() != DType::Q4_K) return WeightLayout::Rows;
   const auto at = reinterpret_cast<uintptr_t>(t.data());
   std::lock_guard<std::mutex> lock(registry_->mutex);
   auto it = registry_->spans.upper_bound(at);
@@ -48,9 +55,9 @@ WeightLayout RepackedWeights::layout_of(const Tensor& t) const {
   if (at >= it->second) return WeightLayout::Rows;
   if (at != it->first)
     throw InvalidArgument("tensor " + t.name() +
-                          " is a view inside a repacked Q4_0 weight; views of prepared weights "
+                          " is a view inside a repacked weight; views of prepared weights "
                           "are not supported on the cpu");
-  return WeightLayout::Q4_0RowGroups;
+  return WeightLayout::RowGroups;
 }
 
 }  // namespace infera::cpu

@@ -1,8 +1,9 @@
-// Weights the CPU backend repacks at prepare time (today: Q4_0 into the row groups of
-// q4_0_rowgroups.h) and the record of which tensors hold a repacked layout. A repacked tensor
+// Weights the CPU backend repacks at prepare time (Q4_0 and Q4_K into the row groups of
+// weight_rowgroups.h) and the record of which tensors hold a repacked layout. A repacked tensor
 // keeps its dtype, shape and byte count, so the layout is known only here: matmul and embedding
 // ask layout_of() before reading one. A view into a repacked tensor (Tensor::rows) would misread
 // its bytes, so layout_of() refuses any pointer inside a repacked buffer other than its start.
+// Costs memory: the repacked copy is new anonymous memory while the file's mapping stays.
 //
 // Setting INFERA_CPU_REPACK=0 in the environment turns repacking off (the A/B switch of the
 // benchmarks; results agree to the kernels' rounding either way).
@@ -32,7 +33,7 @@ class RepackedWeights {
     std::map<uintptr_t, uintptr_t> spans;  // begin -> end of every live repacked buffer
   };
   std::shared_ptr<Registry> registry_;  // shared with the buffers' deleters
-  bool enabled_;
+  bool enabled_q4_0_, enabled_q4_k_;
 };
 
 }  // namespace infera::cpu

@@ -1,0 +1,94 @@
+// The row-group layouts of weight_rowgroups.h: repacking and row extraction in plain scalar code
+// (prepare time, the embedding gather and the prefill panels' restore), and the dispatch to the
+// per-type kernels (matmul_q4_0.cpp, matmul_q4_k.cpp).
+#include "backend/cpu/weight_rowgroups.h"
+
+#include <cstring>
+#include <string>
+
+#include "infera/error.h"
+#include "quant/block_formats.h"
+
+namespace infera::cpu {
+
+// Defined in matmul_q4_0.cpp and matmul_q4_k.cpp.
+void matmul_rows_q4_0_rowgroups(const void* acts, int64_t n, int64_t k, const void* w,
+                                int64_t j_begin, int64_t j_end, float* out, int64_t ldo);
+void matmul_rows_q4_k_rowgroups(const void* acts, int64_t n, int64_t k, const void* w,
+                                int64_t j_begin, int64_t j_end, float* out, int64_t ldo);
+bool q4_0_rowgroups_native();
+bool q4_k_rowgroups_native();
+
+namespace {
+
+static_assert(kUnitBytes == kGroupRows * 8 * static_cast<int64_t>(sizeof(quant::BlockQ4_0)));
+static_assert(kUnitBytes == kGroupRows * static_cast<int64_t>(sizeof(quant::BlockQ4_K)));
+
+// For every byte of row r's unit u (in file order): its offset inside the group. Q4_0: unit u is
+// blocks 8u..8u+7; Q4_K: unit u is super-block u.
+template <class Visit>
+void for_each_byte(DType dtype, int64_t k, int64_t r, Visit visit) {
+  const int64_t units = k / kUnitElements;
+  for (int64_t u = 0; u < units; ++u) {
+    const int64_t unit = u * kUnitBytes;
+    if (dtype == DType::Q4_0) {
+      for (int64_t b = 0; b < 8; ++b) {
+        const int64_t src = (8 * u + b) * 18;
+        for (int i = 0; i < 2; ++i) visit(src + i, unit + 2 * (4 * b + r) + i);
+        for (int i = 0; i < 16; ++i) visit(src + 2 + i, unit + 64 + 64 * b + 16 * r + i);
+      }
+    } else {  // Q4_K: d, dmin, scales[12], qs[128]
+      const int64_t src = u * 144;
+      for (int i = 0; i < 2; ++i) visit(src + i, unit + 2 * r + i);
+      for (int i = 0; i < 2; ++i) visit(src + 2 + i, unit + 8 + 2 * r + i);
+      for (int i = 0; i < 12; ++i) visit(src + 4 + i, unit + 16 + 16 * (i / 4) + 4 * r + i % 4);
+      for (int i = 0; i < 128; ++i) {
+        const int64_t c = i / 32, t = (i % 32) / 16;
+        visit(src + 16 + i, unit + 64 + 128 * c + 64 * t + 16 * r + i % 16);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool rowgroups_fit(DType dtype, int64_t m, int64_t k) {
+  return (dtype == DType::Q4_0 || dtype == DType::Q4_K) && m > 0 && k > 0 && m % kGroupRows == 0 &&
+         k % kUnitElements == 0;
+}
+
+void to_rowgroups(DType dtype, const void* w, int64_t m, int64_t k, void* out) {
+  const auto* src = static_cast<const uint8_t*>(w);
+  auto* dst = static_cast<uint8_t*>(out);
+  const auto row_bytes = static_cast<int64_t>(dtype_bytes(dtype, static_cast<size_t>(k)));
+  for (int64_t j = 0; j < m; ++j) {
+    const uint8_t* row = src + j * row_bytes;
+    uint8_t* group = dst + (j / kGroupRows) * kGroupRows * row_bytes;
+    for_each_byte(dtype, k, j % kGroupRows,
+                  [&](int64_t from, int64_t to) { group[to] = row[from]; });
+  }
+}
+
+void rowgroups_row(DType dtype, const void* w, int64_t k, int64_t j, void* out) {
+  const auto row_bytes = static_cast<int64_t>(dtype_bytes(dtype, static_cast<size_t>(k)));
+  const uint8_t* group = static_cast<const uint8_t*>(w) + (j / kGroupRows) * kGroupRows * row_bytes;
+  auto* row = static_cast<uint8_t*>(out);
+  for_each_byte(dtype, k, j % kGroupRows, [&](int64_t from, int64_t to) { row[from] = group[to]; });
+}
+
+void matmul_rows_rowgroups(DType dtype, const void* acts, int64_t n, int64_t k, const void* w,
+                           int64_t j_begin, int64_t j_end, float* out, int64_t ldo) {
+  if (dtype == DType::Q4_0)
+    return matmul_rows_q4_0_rowgroups(acts, n, k, w, j_begin, j_end, out, ldo);
+  if (dtype == DType::Q4_K)
+    return matmul_rows_q4_k_rowgroups(acts, n, k, w, j_begin, j_end, out, ldo);
+  throw InvalidArgument("[matmul] " + std::string(dtype_name(dtype)) + " has no row-group kernel");
+}
+
+bool rowgroups_native(DType dtype) {
+  if (dtype == DType::Q4_0) return q4_0_rowgroups_native();
+  if (dtype == DType::Q4_K) return q4_k_rowgroups_native();
+  return false;
+}
+
+}  // namespace infera::cpu
