@@ -2,12 +2,18 @@
 // repetition times bf16, q8_0, q4_0, q4_k, q6_k back to back, so machine noise hits all alike),
 // reported as min / median / p95 with the median ratio to bf16, and written with the raw samples
 // to bench/results/matmul_interleaved-<time>.json.
-//   build/release/bench/matmul_interleaved [--repeats 15] [--threads 2]
+//   build/release/bench/matmul_interleaved [--repeats 15] [--threads 2] [--cpu-time 1]
+// --cpu-time 1 times each call in process CPU time instead of wall time: with --threads 1 that
+// leaves out the time the thread is descheduled on a machine that others load (memory bandwidth
+// contention still counts).
 // Decode shapes (1 row) are memory bound: weight GB/s is the number that matters. Prefill
-// (128 rows) is compute bound: GFLOP/s (2 * n * m * k per call). "q4_0_rg" is the Q4_0 weight
-// after the backend's prepare_weight (row groups where the CPU has the 512-bit kernel), "q4_0"
-// the file's layout. A case with copies > 1 cycles through that many distinct weights per sample
-// (more than the last-level cache holds: each matrix comes from DRAM, as in a decode step).
+// (128 rows) is compute bound: GFLOP/s (2 * n * m * k per call). "q4_0_rg" / "q4_k_rg" are
+// the weights after the backend's prepare_weight (row groups where the CPU has the 512-bit
+// kernels), "q4_0" / "q4_k" the file's layout. A case with copies > 1 cycles through that many
+// distinct weights per sample (more than the last-level cache holds: each matrix comes from DRAM,
+// as in a decode step).
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -65,19 +71,31 @@ double percentile(std::vector<double> v, double p) {
   return v[i];
 }
 
+// Seconds on the wall clock, or of this process's CPU time.
+double now(bool cpu_time) {
+  if (!cpu_time)
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int repeats = 15, threads = 2;
+  bool cpu_time = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--repeats")) repeats = std::max(1, std::atoi(argv[i + 1]));
     if (!std::strcmp(argv[i], "--threads")) threads = std::max(1, std::atoi(argv[i + 1]));
+    if (!std::strcmp(argv[i], "--cpu-time")) cpu_time = std::atoi(argv[i + 1]) != 0;
   }
   auto backend = infera::make_cpu_backend(threads);
-  const DType types[] = {DType::BF16, DType::Q8_0, DType::Q4_0,
-                         DType::Q4_0, DType::Q4_K, DType::Q6_K};
-  const char* labels[] = {"bf16", "q8_0", "q4_0", "q4_0_rg", "q4_k", "q6_k"};
-  const size_t prepared = 3;  // labels[prepared] goes through prepare_weight
+  const DType types[] = {DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_0,
+                         DType::Q4_K, DType::Q4_K, DType::Q6_K};
+  const char* labels[] = {"bf16", "q8_0", "q4_0", "q4_0_rg", "q4_k", "q4_k_rg", "q6_k"};
+  const auto prepared = [](size_t ti) { return ti == 3 || ti == 5; };  // through prepare_weight
   const Case cases[] = {{"lm_head_decode", 1, 151936, 1024},
                         {"mlp_up_decode_x48_dram", 1, 3072, 1024, 48},
                         {"mlp_down_decode_x48_dram", 1, 1024, 3072, 48},
@@ -85,7 +103,8 @@ int main(int argc, char** argv) {
                         {"mlp_up_decode", 1, 3072, 1024},
                         {"mlp_up_batch8", 8, 3072, 1024},
                         {"mlp_up_prefill128", 128, 3072, 1024}};
-  std::string json = "{\"threads\": " + std::to_string(threads) + ", \"isa\": \"" +
+  std::string json = "{\"threads\": " + std::to_string(threads) +
+                     ", \"cpu_time\": " + (cpu_time ? "true" : "false") + ", \"isa\": \"" +
                      infera::cpu::quant_kernel_target_name() + "\", \"backend\": \"" +
                      backend->name() + "\", \"repeats\": " + std::to_string(repeats) +
                      ", \"cases\": [";
@@ -100,7 +119,7 @@ int main(int argc, char** argv) {
         weights.push_back(random_weight(types[ti], c.m, c.k, 7 + uint32_t(cp)));
         Tensor t("w", types[ti], infera::Shape{c.m, c.k}, infera::Device::CPU,
                  weights.back().data(), nullptr);
-        w[ti].push_back(ti == prepared ? backend->prepare_weight(t) : t);
+        w[ti].push_back(prepared(ti) ? backend->prepare_weight(t) : t);
       }
     }
     Tensor x = backend->alloc("x", DType::F32, {c.n, c.k});
@@ -111,10 +130,9 @@ int main(int argc, char** argv) {
     std::vector<std::vector<double>> seconds(std::size(types));
     for (int r = -1; r < repeats; ++r) {  // r = -1: warm-up, not recorded
       for (size_t ti = 0; ti < std::size(types); ++ti) {
-        const auto t0 = std::chrono::steady_clock::now();
+        const double t0 = now(cpu_time);
         for (const Tensor& wc : w[ti]) backend->matmul(x, wc, out);
-        const double s =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const double s = now(cpu_time) - t0;
         if (r >= 0) seconds[ti].push_back(s);
       }
     }

@@ -24,28 +24,27 @@ namespace {
 static_assert(kUnitBytes == kGroupRows * 8 * static_cast<int64_t>(sizeof(quant::BlockQ4_0)));
 static_assert(kUnitBytes == kGroupRows * static_cast<int64_t>(sizeof(quant::BlockQ4_K)));
 
-// For every byte of row r's unit u (in file order): its offset inside the group. Q4_0: unit u is
-// blocks 8u..8u+7; Q4_K: unit u is super-block u.
+// For every run of bytes of row r (in file order): visit(offset in the row, offset inside the
+// group, length). Q4_0: unit u is blocks 8u..8u+7; Q4_K: unit u is super-block u.
 template <class Visit>
-void for_each_byte(DType dtype, int64_t k, int64_t r, Visit visit) {
+void for_each_run(DType dtype, int64_t k, int64_t r, Visit visit) {
   const int64_t units = k / kUnitElements;
   for (int64_t u = 0; u < units; ++u) {
     const int64_t unit = u * kUnitBytes;
     if (dtype == DType::Q4_0) {
       for (int64_t b = 0; b < 8; ++b) {
         const int64_t src = (8 * u + b) * 18;
-        for (int i = 0; i < 2; ++i) visit(src + i, unit + 2 * (4 * b + r) + i);
-        for (int i = 0; i < 16; ++i) visit(src + 2 + i, unit + 64 + 64 * b + 16 * r + i);
+        visit(src, unit + 2 * (4 * b + r), 2);            // d
+        visit(src + 2, unit + 64 + 64 * b + 16 * r, 16);  // qs
       }
     } else {  // Q4_K: d, dmin, scales[12], qs[128]
       const int64_t src = u * 144;
-      for (int i = 0; i < 2; ++i) visit(src + i, unit + 2 * r + i);
-      for (int i = 0; i < 2; ++i) visit(src + 2 + i, unit + 8 + 2 * r + i);
-      for (int i = 0; i < 12; ++i) visit(src + 4 + i, unit + 16 + 16 * (i / 4) + 4 * r + i % 4);
-      for (int i = 0; i < 128; ++i) {
-        const int64_t c = i / 32, t = (i % 32) / 16;
-        visit(src + 16 + i, unit + 64 + 128 * c + 64 * t + 16 * r + i % 16);
-      }
+      visit(src, unit + 2 * r, 2);
+      visit(src + 2, unit + 8 + 2 * r, 2);
+      for (int64_t w = 0; w < 3; ++w) visit(src + 4 + 4 * w, unit + 16 + 16 * w + 4 * r, 4);
+      for (int64_t c = 0; c < 4; ++c)
+        for (int64_t t = 0; t < 2; ++t)
+          visit(src + 16 + 32 * c + 16 * t, unit + 64 + 128 * c + 64 * t + 16 * r, 16);
     }
   }
 }
@@ -64,8 +63,9 @@ void to_rowgroups(DType dtype, const void* w, int64_t m, int64_t k, void* out) {
   for (int64_t j = 0; j < m; ++j) {
     const uint8_t* row = src + j * row_bytes;
     uint8_t* group = dst + (j / kGroupRows) * kGroupRows * row_bytes;
-    for_each_byte(dtype, k, j % kGroupRows,
-                  [&](int64_t from, int64_t to) { group[to] = row[from]; });
+    for_each_run(dtype, k, j % kGroupRows, [&](int64_t from, int64_t to, int64_t len) {
+      std::memcpy(group + to, row + from, static_cast<size_t>(len));
+    });
   }
 }
 
@@ -73,7 +73,9 @@ void rowgroups_row(DType dtype, const void* w, int64_t k, int64_t j, void* out) 
   const auto row_bytes = static_cast<int64_t>(dtype_bytes(dtype, static_cast<size_t>(k)));
   const uint8_t* group = static_cast<const uint8_t*>(w) + (j / kGroupRows) * kGroupRows * row_bytes;
   auto* row = static_cast<uint8_t*>(out);
-  for_each_byte(dtype, k, j % kGroupRows, [&](int64_t from, int64_t to) { row[from] = group[to]; });
+  for_each_run(dtype, k, j % kGroupRows, [&](int64_t from, int64_t to, int64_t len) {
+    std::memcpy(row + from, group + to, static_cast<size_t>(len));
+  });
 }
 
 void matmul_rows_rowgroups(DType dtype, const void* acts, int64_t n, int64_t k, const void* w,
