@@ -92,10 +92,16 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--cpu-time")) cpu_time = std::atoi(argv[i + 1]) != 0;
   }
   auto backend = infera::make_cpu_backend(threads);
-  const DType types[] = {DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_0,
-                         DType::Q4_K, DType::Q4_K, DType::Q6_K};
-  const char* labels[] = {"bf16", "q8_0", "q4_0", "q4_0_rg", "q4_k", "q4_k_rg", "q6_k"};
-  const auto prepared = [](size_t ti) { return ti == 3 || ti == 5; };  // through prepare_weight
+  // "bf16_dot": the same bf16 weights through --matmul-precision bf16 (AVX512-BF16 dot products).
+  auto bf16_backend = infera::make_cpu_backend(threads, infera::PackedAttentionSchedule::Windowed,
+                                               infera::MatmulPrecision::BF16);
+  const DType types[] = {DType::BF16, DType::BF16, DType::Q8_0, DType::Q4_0,
+                         DType::Q4_0, DType::Q4_K, DType::Q4_K, DType::Q6_K};
+  const char* labels[] = {"bf16", "bf16_dot", "q8_0", "q4_0", "q4_0_rg", "q4_k", "q4_k_rg", "q6_k"};
+  const auto prepared = [](size_t ti) { return ti == 4 || ti == 6; };  // through prepare_weight
+  const auto backend_for = [&](size_t ti) -> infera::Backend& {
+    return ti == 1 ? *bf16_backend : *backend;
+  };
   const Case cases[] = {{"lm_head_decode", 1, 151936, 1024},
                         {"mlp_up_decode_x48_dram", 1, 3072, 1024, 48},
                         {"mlp_down_decode_x48_dram", 1, 1024, 3072, 48},
@@ -131,7 +137,7 @@ int main(int argc, char** argv) {
     for (int r = -1; r < repeats; ++r) {  // r = -1: warm-up, not recorded
       for (size_t ti = 0; ti < std::size(types); ++ti) {
         const double t0 = now(cpu_time);
-        for (const Tensor& wc : w[ti]) backend->matmul(x, wc, out);
+        for (const Tensor& wc : w[ti]) backend_for(ti).matmul(x, wc, out);
         const double s = now(cpu_time) - t0;
         if (r >= 0) seconds[ti].push_back(s);
       }
