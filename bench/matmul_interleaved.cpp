@@ -3,6 +3,7 @@
 // reported as min / median / p95 with the median ratio to bf16, and written with the raw samples
 // to bench/results/matmul_interleaved-<time>.json.
 //   build/release/bench/matmul_interleaved [--repeats 15] [--threads 2] [--cpu-time 1]
+//       [--case mlp_up_prefill128] [--types bf16,bf16_dot]
 // --cpu-time 1 times each call in process CPU time instead of wall time: with --threads 1 that
 // leaves out the time the thread is descheduled on a machine that others load (memory bandwidth
 // contention still counts).
@@ -86,10 +87,13 @@ double now(bool cpu_time) {
 int main(int argc, char** argv) {
   int repeats = 15, threads = 2;
   bool cpu_time = false;
+  std::string only_case, only_types;  // comma-separated filters (empty: all)
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--repeats")) repeats = std::max(1, std::atoi(argv[i + 1]));
     if (!std::strcmp(argv[i], "--threads")) threads = std::max(1, std::atoi(argv[i + 1]));
     if (!std::strcmp(argv[i], "--cpu-time")) cpu_time = std::atoi(argv[i + 1]) != 0;
+    if (!std::strcmp(argv[i], "--case")) only_case = argv[i + 1];
+    if (!std::strcmp(argv[i], "--types")) only_types = argv[i + 1];
   }
   auto backend = infera::make_cpu_backend(threads);
   // "bf16_dot": the same bf16 weights through --matmul-precision bf16 (AVX512-BF16 dot products).
@@ -116,15 +120,23 @@ int main(int argc, char** argv) {
                      ", \"cases\": [";
   std::printf("%s, quantized kernels on %s, %d repeats interleaved\n", backend->name().c_str(),
               infera::cpu::quant_kernel_target_name(), repeats);
+  const auto listed = [](const std::string& list, const std::string& name) {
+    return list.empty() || ("," + list + ",").find("," + name + ",") != std::string::npos;
+  };
+  std::vector<size_t> kept;  // the types measured
+  for (size_t ti = 0; ti < std::size(types); ++ti)
+    if (listed(only_types, labels[ti])) kept.push_back(ti);
+  bool first_case = true;
   for (size_t ci = 0; ci < std::size(cases); ++ci) {
     const Case& c = cases[ci];
-    std::vector<std::vector<uint8_t>> weights;
+    if (!listed(only_case, c.name)) continue;
+    std::vector<std::vector<std::vector<uint8_t>>> storage(std::size(types));
     std::vector<std::vector<Tensor>> w(std::size(types));  // [type][copy]
-    for (size_t ti = 0; ti < std::size(types); ++ti) {
+    for (size_t ti : kept) {
       for (int cp = 0; cp < c.copies; ++cp) {
-        weights.push_back(random_weight(types[ti], c.m, c.k, 7 + uint32_t(cp)));
+        storage[ti].push_back(random_weight(types[ti], c.m, c.k, 7 + uint32_t(cp)));
         Tensor t("w", types[ti], infera::Shape{c.m, c.k}, infera::Device::CPU,
-                 weights.back().data(), nullptr);
+                 storage[ti].back().data(), nullptr);
         w[ti].push_back(prepared(ti) ? backend->prepare_weight(t) : t);
       }
     }
@@ -135,7 +147,7 @@ int main(int argc, char** argv) {
     Tensor out = backend->alloc("out", DType::F32, {c.n, c.m});
     std::vector<std::vector<double>> seconds(std::size(types));
     for (int r = -1; r < repeats; ++r) {  // r = -1: warm-up, not recorded
-      for (size_t ti = 0; ti < std::size(types); ++ti) {
+      for (size_t ti : kept) {
         const double t0 = now(cpu_time);
         for (const Tensor& wc : w[ti]) backend_for(ti).matmul(x, wc, out);
         const double s = now(cpu_time) - t0;
@@ -145,20 +157,21 @@ int main(int argc, char** argv) {
     std::printf("\n%s: x [%ld, %ld] . w [%ld, %ld]^T\n", c.name, long(c.n), long(c.k), long(c.m),
                 long(c.k));
     std::printf("  %-5s %10s %10s %10s %12s %10s %12s\n", "type", "min ms", "median ms", "p95 ms",
-                "weight GB/s", "GFLOP/s", "vs bf16 (x)");
-    const double bf16_median = percentile(seconds[0], 0.5);
-    json += std::string(ci ? ", " : "") + "{\"name\": \"" + c.name +
+                "weight GB/s", "GFLOP/s", "vs first (x)");
+    const double bf16_median = percentile(seconds[kept.front()], 0.5);
+    json += std::string(first_case ? "" : ", ") + "{\"name\": \"" + c.name +
             "\", \"copies\": " + std::to_string(c.copies) + ", \"n\": " + std::to_string(c.n) +
             ", \"m\": " + std::to_string(c.m) + ", \"k\": " + std::to_string(c.k) +
             ", \"types\": [";
-    for (size_t ti = 0; ti < std::size(types); ++ti) {
+    first_case = false;
+    for (size_t ti : kept) {
       const double med = percentile(seconds[ti], 0.5);
-      const double bytes = double(weights[ti * size_t(c.copies)].size()) * c.copies;
+      const double bytes = double(storage[ti].front().size()) * c.copies;
       const double flops = 2.0 * double(c.n) * double(c.m) * double(c.k) * c.copies;
       std::printf("  %-5s %10.3f %10.3f %10.3f %12.2f %10.1f %12.2f\n", labels[ti],
                   1e3 * percentile(seconds[ti], 0), 1e3 * med, 1e3 * percentile(seconds[ti], 0.95),
                   bytes / med / 1e9, flops / med / 1e9, bf16_median / med);
-      json += std::string(ti ? ", " : "") + "{\"dtype\": \"" + labels[ti] +
+      json += std::string(ti == kept.front() ? "" : ", ") + "{\"dtype\": \"" + labels[ti] +
               "\", \"weight_bytes\": " + std::to_string(size_t(bytes)) + ", \"seconds\": [";
       for (size_t i = 0; i < seconds[ti].size(); ++i)
         json += (i ? ", " : "") + std::to_string(seconds[ti][i]);
