@@ -12,8 +12,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
@@ -474,70 +476,90 @@ TEST(QuantMatmul, RowGroupKernelsMatchReferenceOnEverySimdTarget) {
 // Through the backend: prepare_weight repacks Q4_0 / Q4_K weights where the 512-bit kernels
 // exist; matmul (decode kernels, int8 GEMM or f32 panels) and embedding read the repacked bytes
 // right; a view into a repacked weight is refused instead of misread.
+// INFERA_CPU_REPACK for the backends made in a scope (read by the backend's constructor).
+struct RepackEnv {
+  explicit RepackEnv(const char* value) {
+    if (value) {
+      setenv("INFERA_CPU_REPACK", value, 1);
+    } else {
+      unsetenv("INFERA_CPU_REPACK");
+    }
+  }
+  ~RepackEnv() { unsetenv("INFERA_CPU_REPACK"); }
+};
+
 TEST(QuantMatmul, PreparedRowGroupWeightsGiveTheSameResults) {
   const int64_t k = 512, m = 72;
   for (const DType dtype : kRowGroupTypes) {
     auto wbytes = make_weight(dtype, m, k, false, 17);
     Tensor host("w", dtype, {m, k}, Device::CPU, wbytes.data(), nullptr);
     for (const int threads : {1, 2}) {
-      auto backend = make_cpu_backend(threads);
-      const Tensor w = backend->prepare_weight(host);
-      ASSERT_EQ(w.shape(), host.shape());
-      ASSERT_EQ(w.dtype(), dtype);
-      // Repacked exactly where the kernel runs natively (else nothing would test the layout here).
-      const bool repacked = w.data() != host.data();
-      EXPECT_EQ(repacked, cpu::rowgroups_native(dtype));
-      for (const int64_t n : {int64_t{1}, int64_t{3}, int64_t{15}, int64_t{16}, int64_t{37}}) {
-        SCOPED_TRACE(testing::Message()
-                     << dtype_name(dtype) << " threads=" << threads << " n=" << n);
-        const auto xv = random_values(size_t(n * k), 9);
-        Tensor x = backend->alloc("x", DType::F32, {n, k});
-        std::memcpy(x.data(), xv.data(), xv.size() * 4);
-        Tensor out = backend->alloc("out", DType::F32, {n, m});
-        backend->matmul(x, w, out);
-        std::vector<double> want, bound;
-        if (n < cpu::kQuantPrefillRows) {
-          const int64_t act_bytes = cpu::activation_row_bytes(dtype, k);
-          std::vector<uint8_t> acts(size_t(n * act_bytes));
-          for (int64_t i = 0; i < n; ++i)
-            cpu::quantize_activation_row(dtype, xv.data() + i * k, k, acts.data() + i * act_bytes);
-          reference(dtype, acts, n, k, wbytes, m, want, bound);
-        } else if (cpu::has_int8_gemm()) {
-          gemm_reference(dtype, xv, n, k, wbytes, m, want, bound);
-        } else {
-          reference_values(dtype, std::vector<double>(xv.begin(), xv.end()), n, k, wbytes, m, want,
-                           bound);
-        }
-        for (size_t i = 0; i < want.size(); ++i)
-          ASSERT_TRUE(std::fabs(out.data_as<float>()[i] - want[i]) <= bound[i])
-              << i << ": " << out.data_as<float>()[i] << " vs " << want[i];
-        if (n >= cpu::kQuantPrefillRows) {  // the non-VNNI prefill path on the same layout
-          cpu::ThreadPool pool(threads);
-          std::vector<float> panel_out(size_t(n * m), NAN);
-          cpu::matmul_quantized_f32_panels(
-              pool, xv.data(), n, k, w.data(), dtype, m, panel_out.data(),
-              repacked ? cpu::WeightLayout::RowGroups : cpu::WeightLayout::Rows);
-          reference_values(dtype, std::vector<double>(xv.begin(), xv.end()), n, k, wbytes, m, want,
-                           bound);
+      for (const char* env : {static_cast<const char*>(nullptr), "all", "0"}) {
+        RepackEnv scoped(env);
+        auto backend = make_cpu_backend(threads);
+        const Tensor w = backend->prepare_weight(host);
+        ASSERT_EQ(w.shape(), host.shape());
+        ASSERT_EQ(w.dtype(), dtype);
+        // Repacked exactly where the kernel runs natively and the setting asks for it (by default
+        // Q4_0 only): with "all" on a native CPU both layouts meet the checks below.
+        const bool repacked = w.data() != host.data();
+        const bool asked = env ? std::string(env) == "all" : dtype == DType::Q4_0;
+        EXPECT_EQ(repacked, cpu::rowgroups_native(dtype) && asked)
+            << dtype_name(dtype) << " INFERA_CPU_REPACK=" << (env ? env : "(unset)");
+        for (const int64_t n : {int64_t{1}, int64_t{3}, int64_t{15}, int64_t{16}, int64_t{37}}) {
+          SCOPED_TRACE(testing::Message()
+                       << dtype_name(dtype) << " threads=" << threads << " n=" << n);
+          const auto xv = random_values(size_t(n * k), 9);
+          Tensor x = backend->alloc("x", DType::F32, {n, k});
+          std::memcpy(x.data(), xv.data(), xv.size() * 4);
+          Tensor out = backend->alloc("out", DType::F32, {n, m});
+          backend->matmul(x, w, out);
+          std::vector<double> want, bound;
+          if (n < cpu::kQuantPrefillRows) {
+            const int64_t act_bytes = cpu::activation_row_bytes(dtype, k);
+            std::vector<uint8_t> acts(size_t(n * act_bytes));
+            for (int64_t i = 0; i < n; ++i)
+              cpu::quantize_activation_row(dtype, xv.data() + i * k, k,
+                                           acts.data() + i * act_bytes);
+            reference(dtype, acts, n, k, wbytes, m, want, bound);
+          } else if (cpu::has_int8_gemm()) {
+            gemm_reference(dtype, xv, n, k, wbytes, m, want, bound);
+          } else {
+            reference_values(dtype, std::vector<double>(xv.begin(), xv.end()), n, k, wbytes, m,
+                             want, bound);
+          }
           for (size_t i = 0; i < want.size(); ++i)
-            ASSERT_TRUE(std::fabs(panel_out[i] - want[i]) <= bound[i]) << "f32 panels " << i;
+            ASSERT_TRUE(std::fabs(out.data_as<float>()[i] - want[i]) <= bound[i])
+                << i << ": " << out.data_as<float>()[i] << " vs " << want[i];
+          if (n >= cpu::kQuantPrefillRows) {  // the non-VNNI prefill path on the same layout
+            cpu::ThreadPool pool(threads);
+            std::vector<float> panel_out(size_t(n * m), NAN);
+            cpu::matmul_quantized_f32_panels(
+                pool, xv.data(), n, k, w.data(), dtype, m, panel_out.data(),
+                repacked ? cpu::WeightLayout::RowGroups : cpu::WeightLayout::Rows);
+            reference_values(dtype, std::vector<double>(xv.begin(), xv.end()), n, k, wbytes, m,
+                             want, bound);
+            for (size_t i = 0; i < want.size(); ++i)
+              ASSERT_TRUE(std::fabs(panel_out[i] - want[i]) <= bound[i]) << "f32 panels " << i;
+          }
         }
-      }
-      std::vector<int32_t> ids = {71, 0, 5, 71};
-      Tensor id_tensor("ids", DType::I32, {4}, Device::CPU, ids.data(), nullptr);
-      Tensor rows = backend->alloc("rows", DType::F32, {4, k});
-      backend->embedding(w, id_tensor, rows);
-      std::vector<float> want(static_cast<size_t>(k));
-      for (size_t i = 0; i < ids.size(); ++i) {
-        quant::dequantize_row(dtype, wbytes.data() + dtype_bytes(dtype, size_t(k)) * size_t(ids[i]),
-                              k, want.data());
-        ASSERT_EQ(0,
-                  std::memcmp(want.data(), rows.data_as<float>() + i * size_t(k), size_t(k) * 4));
-      }
-      if (repacked) {
-        Tensor x = backend->alloc("x", DType::F32, {1, k});
-        Tensor out = backend->alloc("out", DType::F32, {1, 8});
-        EXPECT_THROW(backend->matmul(x, w.rows(4, 8), out), InvalidArgument);
+        std::vector<int32_t> ids = {71, 0, 5, 71};
+        Tensor id_tensor("ids", DType::I32, {4}, Device::CPU, ids.data(), nullptr);
+        Tensor rows = backend->alloc("rows", DType::F32, {4, k});
+        backend->embedding(w, id_tensor, rows);
+        std::vector<float> want(static_cast<size_t>(k));
+        for (size_t i = 0; i < ids.size(); ++i) {
+          quant::dequantize_row(dtype,
+                                wbytes.data() + dtype_bytes(dtype, size_t(k)) * size_t(ids[i]), k,
+                                want.data());
+          ASSERT_EQ(0,
+                    std::memcmp(want.data(), rows.data_as<float>() + i * size_t(k), size_t(k) * 4));
+        }
+        if (repacked) {
+          Tensor x = backend->alloc("x", DType::F32, {1, k});
+          Tensor out = backend->alloc("out", DType::F32, {1, 8});
+          EXPECT_THROW(backend->matmul(x, w.rows(4, 8), out), InvalidArgument);
+        }
       }
     }
   }

@@ -10,16 +10,19 @@
 namespace infera::cpu {
 
 namespace {
-bool repack_allowed() {
+// INFERA_CPU_REPACK: unset = Q4_0 only, "0" = none, "all" = Q4_0 and Q4_K (see the header).
+bool repack_enabled(DType dtype) {
   const char* v = std::getenv("INFERA_CPU_REPACK");
-  return !(v && std::strcmp(v, "0") == 0);
+  if (v && std::strcmp(v, "0") == 0) return false;
+  if (dtype == DType::Q4_K && !(v && std::strcmp(v, "all") == 0)) return false;
+  return rowgroups_native(dtype);
 }
 }  // namespace
 
 RepackedWeights::RepackedWeights()
     : registry_(std::make_shared<Registry>()),
-      enabled_q4_0_(repack_allowed() && rowgroups_native(DType::Q4_0)),
-      enabled_q4_k_(repack_allowed() && rowgroups_native(DType::Q4_K)) {}
+      enabled_q4_0_(repack_enabled(DType::Q4_0)),
+      enabled_q4_k_(repack_enabled(DType::Q4_K)) {}
 
 Tensor RepackedWeights::prepare(const Tensor& w) {
   const bool enabled = w.dtype() == DType::Q4_0 ? enabled_q4_0_ : enabled_q4_k_;
