@@ -182,7 +182,13 @@ int main(int argc, char** argv) {
   json += "]}\n";
   const std::filesystem::path dir = std::filesystem::path(INFERA_SOURCE_DIR) / "bench" / "results";
   std::filesystem::create_directories(dir);
-  const auto path = dir / ("matmul_interleaved-" + std::to_string(std::time(nullptr)) + ".json");
+  // Seconds and milliseconds: runs started within one second (an A/B script) keep apart.
+  const auto path = dir / ("matmul_interleaved-" + std::to_string(std::time(nullptr)) + "-" +
+                           std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                              std::chrono::system_clock::now().time_since_epoch())
+                                              .count() %
+                                          1000) +
+                           ".json");
   std::ofstream(path) << json;
   std::printf("\nraw samples: %s\n", path.c_str());
   return 0;
