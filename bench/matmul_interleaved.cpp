@@ -112,7 +112,8 @@ int main(int argc, char** argv) {
                         {"attn_q_decode_x64_dram", 1, 2048, 1024, 64},
                         {"mlp_up_decode", 1, 3072, 1024},
                         {"mlp_up_batch8", 8, 3072, 1024},
-                        {"mlp_up_prefill128", 128, 3072, 1024}};
+                        {"mlp_up_prefill128", 128, 3072, 1024},
+                        {"mlp_down_prefill512", 512, 1024, 3072}};
   std::string json = "{\"threads\": " + std::to_string(threads) +
                      ", \"cpu_time\": " + (cpu_time ? "true" : "false") + ", \"isa\": \"" +
                      infera::cpu::quant_kernel_target_name() + "\", \"backend\": \"" +
