@@ -219,7 +219,11 @@ TEST(QuantMatmul, KernelsMatchReferenceOnEverySimdTarget) {
 
 // Activation quantization: |x - d * q| <= d / 2, |q| <= 127, sums consistent.
 TEST(QuantMatmul, ActivationBlocksRepresentTheirRow) {
-  const auto x = random_values(512, 3, 2.0f);
+  auto x = random_values(512, 3, 2.0f);
+  // Ties: block 1 (elements 32..63) holds 127 (so 127 / max|x| = 1 in its 32-block and in the
+  // 256-block around it) and halves, which round to even (2.5 -> 2, -3.5 -> -4).
+  x[32] = 127.0f;
+  for (int i = 1; i < 32; ++i) x[size_t(32 + i)] = float(i % 8) - 3.5f;
   for (const DType dtype : {DType::Q8_0, DType::Q4_0, DType::Q4_K}) {
     std::vector<uint8_t> acts(size_t(cpu::activation_row_bytes(dtype, 512)));
     cpu::quantize_activation_row(dtype, x.data(), 512, acts.data());
@@ -251,6 +255,14 @@ TEST(QuantMatmul, ActivationBlocksRepresentTheirRow) {
       }
       ASSERT_GT(d, 0.0f);
       ASSERT_LE(std::abs(q), 127);
+      // Exactly the documented rounding: round-half-even(x * 127 / max|x|) of the element's block.
+      {
+        const int64_t block = cpu::uses_q8k_activations(dtype) ? 256 : 32;
+        float amax = 0;
+        for (int64_t i = p / block * block; i < (p / block + 1) * block; ++i)
+          amax = std::max(amax, std::fabs(x[size_t(i)]));
+        ASSERT_EQ(q, int(std::nearbyint(x[size_t(p)] * (127.0f / amax)))) << p;
+      }
       ASSERT_LE(std::fabs(x[size_t(p)] - d * float(q)), d * 0.5f * 1.0001f) << p;
     }
   }

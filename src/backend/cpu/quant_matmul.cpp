@@ -29,6 +29,15 @@ void matmul_rows_q6_k(const void* acts, int64_t n, int64_t k, const void* w, int
 
 namespace {
 
+// Round half to even of |v| < 2^22 in the default rounding mode, exactly std::nearbyint's result:
+// adding 1.5 * 2^23 leaves no fraction bits, so the addition itself rounds to nearest even. Plain
+// adds, so the loops below vectorize (std::nearbyintf is a library call per element on the
+// baseline x86-64 target: 2 % of a decode profile, on the calling thread while the others wait).
+inline float round_half_even(float v) {
+  constexpr float kShift = 12582912.0f;  // 1.5 * 2^23
+  return (v + kShift) - kShift;
+}
+
 // d = max|x| / 127 and q = round-half-even(x * 127 / max|x|), so |q| <= 127 (the kernels rely on
 // -128 never occurring) and |x - d * q| <= d / 2.
 template <int N>
@@ -36,7 +45,7 @@ float quantize_group(const float* x, int8_t* q) {
   float amax = 0.0f;
   for (int i = 0; i < N; ++i) amax = std::max(amax, std::fabs(x[i]));
   const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-  for (int i = 0; i < N; ++i) q[i] = static_cast<int8_t>(std::nearbyint(x[i] * inv));
+  for (int i = 0; i < N; ++i) q[i] = static_cast<int8_t>(round_half_even(x[i] * inv));
   return amax / 127.0f;
 }
 
