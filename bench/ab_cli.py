@@ -13,9 +13,12 @@ second (the difference between the last two), which other processes' load barely
 
   bench/ab_cli.py --out bench/results/ab.json --rounds 8 --prompt 128 --new 64 \
       new=build/release/infera old=/path/to/previous/infera ['kv_bf16=build/release/infera --kv-dtype bf16']
+
+Leading NAME=VALUE words of a variant set its environment: 'plain=INFERA_CPU_REPACK=0 build/release/infera'.
 """
 import argparse
 import json
+import os
 import resource
 import shlex
 import statistics
@@ -27,13 +30,18 @@ SHORT_PROMPT = 8  # --cpu-time: the run whose cost is subtracted from the prompt
 
 
 def run_once(cmd, model, prompt, new, threads):
+    env = dict(os.environ)
+    while cmd and "=" in cmd[0] and not cmd[0].startswith(("/", ".")):
+        name, _, value = cmd[0].partition("=")
+        env[name] = value
+        cmd = cmd[1:]
     binary, *extra = cmd
     dummy = [] if model.endswith(".gguf") else ["--dummy-weights"]  # a GGUF file has its weights
     full = [binary, "run", "--model", model, *dummy, "--synthetic-prompt", str(prompt),
             "--max-tokens", str(new), "--ignore-eos", "--greedy", "--json",
             "--threads", str(threads), *extra]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    out = subprocess.run(full, check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(full, check=True, capture_output=True, text=True, env=env).stdout
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     result = json.loads(out.strip().splitlines()[-1])
     result["cpu_seconds"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)

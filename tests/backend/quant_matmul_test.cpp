@@ -12,13 +12,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/matmul_int8_gemm.h"
 #include "backend/cpu/thread_pool.h"
+#include "backend/cpu/weight_rowgroups.h"
 #include "infera/error.h"
 #include "ops/backend.h"
 #include "quant/block_formats.h"
@@ -216,7 +219,11 @@ TEST(QuantMatmul, KernelsMatchReferenceOnEverySimdTarget) {
 
 // Activation quantization: |x - d * q| <= d / 2, |q| <= 127, sums consistent.
 TEST(QuantMatmul, ActivationBlocksRepresentTheirRow) {
-  const auto x = random_values(512, 3, 2.0f);
+  auto x = random_values(512, 3, 2.0f);
+  // Ties: block 1 (elements 32..63) holds 127 (so 127 / max|x| = 1 in its 32-block and in the
+  // 256-block around it) and halves, which round to even (2.5 -> 2, -3.5 -> -4).
+  x[32] = 127.0f;
+  for (int i = 1; i < 32; ++i) x[size_t(32 + i)] = float(i % 8) - 3.5f;
   for (const DType dtype : {DType::Q8_0, DType::Q4_0, DType::Q4_K}) {
     std::vector<uint8_t> acts(size_t(cpu::activation_row_bytes(dtype, 512)));
     cpu::quantize_activation_row(dtype, x.data(), 512, acts.data());
@@ -248,6 +255,14 @@ TEST(QuantMatmul, ActivationBlocksRepresentTheirRow) {
       }
       ASSERT_GT(d, 0.0f);
       ASSERT_LE(std::abs(q), 127);
+      // Exactly the documented rounding: round-half-even(x * 127 / max|x|) of the element's block.
+      {
+        const int64_t block = cpu::uses_q8k_activations(dtype) ? 256 : 32;
+        float amax = 0;
+        for (int64_t i = p / block * block; i < (p / block + 1) * block; ++i)
+          amax = std::max(amax, std::fabs(x[size_t(i)]));
+        ASSERT_EQ(q, int(std::nearbyint(x[size_t(p)] * (127.0f / amax)))) << p;
+      }
       ASSERT_LE(std::fabs(x[size_t(p)] - d * float(q)), d * 0.5f * 1.0001f) << p;
     }
   }
@@ -369,6 +384,195 @@ TEST(QuantMatmul, F32PanelPrefillMatchesReferenceOnEverySimdTarget) {
               << "out[" << i / size_t(c.m) << ", " << i % size_t(c.m) << "] = " << out[i]
               << ", want " << want[i];
       });
+    }
+  }
+}
+
+const DType kRowGroupTypes[] = {DType::Q4_0, DType::Q4_K};
+
+// Where byte i of row j's file bytes lives in a row-group matrix, written out from the layout
+// comment of weight_rowgroups.h (independently of weight_rowgroups.cpp).
+size_t rowgroup_offset(DType dtype, int64_t k, int64_t j, int64_t i) {
+  const int64_t row_bytes = int64_t(dtype_bytes(dtype, size_t(k))), r = j % 4;
+  const int64_t group = (j / 4) * 4 * row_bytes;
+  if (dtype == DType::Q4_0) {
+    const int64_t blk = i / 18, byte = i % 18, unit = group + (blk / 8) * 576, b = blk % 8;
+    return size_t(byte < 2 ? unit + 2 * (4 * b + r) + byte
+                           : unit + 64 + 64 * b + 16 * r + byte - 2);
+  }
+  const int64_t unit = group + (i / 144) * 576, byte = i % 144;
+  if (byte < 2) return size_t(unit + 2 * r + byte);
+  if (byte < 4) return size_t(unit + 8 + 2 * r + byte - 2);
+  if (byte < 16) return size_t(unit + 16 + 16 * ((byte - 4) / 4) + 4 * r + (byte - 4) % 4);
+  const int64_t q = byte - 16, c = q / 32, t = (q % 32) / 16;
+  return size_t(unit + 64 + 128 * c + 64 * t + 16 * r + q % 16);
+}
+
+// The row-group layouts (weight_rowgroups.h): bytes where the header comment says, and every row
+// restored bit for bit (raw random blocks: every nibble, scale and min pattern).
+TEST(QuantMatmul, RowGroupsLayoutAndRoundTrip) {
+  for (const DType dtype : kRowGroupTypes) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const int64_t m = 12, k = 768;
+    const size_t row_bytes = dtype_bytes(dtype, size_t(k));
+    const auto w = make_weight(dtype, m, k, true, 21);
+    ASSERT_TRUE(cpu::rowgroups_fit(dtype, m, k));
+    EXPECT_FALSE(cpu::rowgroups_fit(dtype, m + 2, k));
+    EXPECT_FALSE(cpu::rowgroups_fit(DType::Q8_0, m, k));
+    if (dtype == DType::Q4_0) EXPECT_FALSE(cpu::rowgroups_fit(dtype, m, k + 32));
+    std::vector<uint8_t> packed(w.size());
+    cpu::to_rowgroups(dtype, w.data(), m, k, packed.data());
+    for (int64_t j = 0; j < m; ++j) {
+      for (size_t i = 0; i < row_bytes; ++i)
+        ASSERT_EQ(packed[rowgroup_offset(dtype, k, j, int64_t(i))], w[size_t(j) * row_bytes + i])
+            << "row " << j << " byte " << i;
+      std::vector<uint8_t> row(row_bytes);
+      cpu::rowgroups_row(dtype, packed.data(), k, j, row.data());
+      ASSERT_EQ(0, std::memcmp(row.data(), w.data() + size_t(j) * row_bytes, row_bytes)) << j;
+    }
+  }
+}
+
+// The row-group GEMVs on every SIMD target (512-bit VNNI on AVX3_DL; restored rows through the
+// plain kernel elsewhere) against the reference on the original rows, as the kernels above.
+TEST(QuantMatmul, RowGroupKernelsMatchReferenceOnEverySimdTarget) {
+  const Shape3 cases[] = {{1, 256, 4},  {1, 1024, 36}, {2, 512, 8}, {3, 768, 20},
+                          {4, 256, 12}, {5, 512, 16},  {9, 256, 8}, {15, 1024, 4}};
+  for (const DType dtype : kRowGroupTypes) {
+    for (const bool raw : {false, true}) {
+      for (const Shape3 c : cases) {
+        SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " raw=" << raw << " n=" << c.n
+                                        << " k=" << c.k << " m=" << c.m);
+        const auto w = make_weight(dtype, c.m, c.k, raw, uint32_t(c.n * 3 + c.m));
+        std::vector<uint8_t> packed(w.size());
+        cpu::to_rowgroups(dtype, w.data(), c.m, c.k, packed.data());
+        const auto x = random_values(size_t(c.n * c.k), uint32_t(c.k + c.m + 1));
+        const int64_t act_bytes = cpu::activation_row_bytes(dtype, c.k);
+        std::vector<uint8_t> acts(size_t(c.n * act_bytes));
+        for (int64_t i = 0; i < c.n; ++i)
+          cpu::quantize_activation_row(dtype, x.data() + i * c.k, c.k, acts.data() + i * act_bytes);
+        std::vector<double> want, bound;
+        reference(dtype, acts, c.n, c.k, w, c.m, want, bound);
+        for_each_simd_target([&] {
+          const int64_t ldo = c.m + 3, j_begin = c.m > 4 ? 4 : 0;
+          std::vector<float> out(size_t(c.n * ldo), NAN);
+          cpu::matmul_rows_rowgroups(dtype, acts.data(), c.n, c.k, packed.data(), j_begin, c.m,
+                                     out.data(), ldo);
+          for (int64_t i = 0; i < c.n; ++i) {
+            for (int64_t j = 0; j < ldo; ++j) {
+              const float got = out[size_t(i * ldo + j)];
+              if (j < j_begin || j >= c.m) {
+                ASSERT_TRUE(std::isnan(got)) << "row " << j << " written outside its range";
+                continue;
+              }
+              const double e = want[size_t(i * c.m + j)];
+              ASSERT_TRUE(std::fabs(got - e) <= bound[size_t(i * c.m + j)])
+                  << "out[" << i << ", " << j << "] = " << got << ", want " << e;
+            }
+          }
+          // A group's result does not depend on the groups sharing its call, bit for bit.
+          for (int64_t j = j_begin; j < c.m; j += 4) {
+            std::vector<float> one(size_t(c.n * ldo), NAN);
+            cpu::matmul_rows_rowgroups(dtype, acts.data(), c.n, c.k, packed.data(), j, j + 4,
+                                       one.data(), ldo);
+            for (int64_t i = 0; i < c.n; ++i)
+              ASSERT_EQ(0, std::memcmp(&one[size_t(i * ldo + j)], &out[size_t(i * ldo + j)], 16))
+                  << "group at row " << j << " alone differs";
+          }
+        });
+      }
+    }
+  }
+}
+
+// Through the backend: prepare_weight repacks Q4_0 / Q4_K weights where the 512-bit kernels
+// exist; matmul (decode kernels, int8 GEMM or f32 panels) and embedding read the repacked bytes
+// right; a view into a repacked weight is refused instead of misread.
+// INFERA_CPU_REPACK for the backends made in a scope (read by the backend's constructor).
+struct RepackEnv {
+  explicit RepackEnv(const char* value) {
+    if (value) {
+      setenv("INFERA_CPU_REPACK", value, 1);
+    } else {
+      unsetenv("INFERA_CPU_REPACK");
+    }
+  }
+  ~RepackEnv() { unsetenv("INFERA_CPU_REPACK"); }
+};
+
+TEST(QuantMatmul, PreparedRowGroupWeightsGiveTheSameResults) {
+  const int64_t k = 512, m = 72;
+  for (const DType dtype : kRowGroupTypes) {
+    auto wbytes = make_weight(dtype, m, k, false, 17);
+    Tensor host("w", dtype, {m, k}, Device::CPU, wbytes.data(), nullptr);
+    for (const int threads : {1, 2}) {
+      for (const char* env : {static_cast<const char*>(nullptr), "all", "0"}) {
+        RepackEnv scoped(env);
+        auto backend = make_cpu_backend(threads);
+        const Tensor w = backend->prepare_weight(host);
+        ASSERT_EQ(w.shape(), host.shape());
+        ASSERT_EQ(w.dtype(), dtype);
+        // Repacked exactly where the kernel runs natively and the setting asks for it (by default
+        // Q4_0 only): with "all" on a native CPU both layouts meet the checks below.
+        const bool repacked = w.data() != host.data();
+        const bool asked = env ? std::string(env) == "all" : dtype == DType::Q4_0;
+        EXPECT_EQ(repacked, cpu::rowgroups_native(dtype) && asked)
+            << dtype_name(dtype) << " INFERA_CPU_REPACK=" << (env ? env : "(unset)");
+        for (const int64_t n : {int64_t{1}, int64_t{3}, int64_t{15}, int64_t{16}, int64_t{37}}) {
+          SCOPED_TRACE(testing::Message()
+                       << dtype_name(dtype) << " threads=" << threads << " n=" << n);
+          const auto xv = random_values(size_t(n * k), 9);
+          Tensor x = backend->alloc("x", DType::F32, {n, k});
+          std::memcpy(x.data(), xv.data(), xv.size() * 4);
+          Tensor out = backend->alloc("out", DType::F32, {n, m});
+          backend->matmul(x, w, out);
+          std::vector<double> want, bound;
+          if (n < cpu::kQuantPrefillRows) {
+            const int64_t act_bytes = cpu::activation_row_bytes(dtype, k);
+            std::vector<uint8_t> acts(size_t(n * act_bytes));
+            for (int64_t i = 0; i < n; ++i)
+              cpu::quantize_activation_row(dtype, xv.data() + i * k, k,
+                                           acts.data() + i * act_bytes);
+            reference(dtype, acts, n, k, wbytes, m, want, bound);
+          } else if (cpu::has_int8_gemm()) {
+            gemm_reference(dtype, xv, n, k, wbytes, m, want, bound);
+          } else {
+            reference_values(dtype, std::vector<double>(xv.begin(), xv.end()), n, k, wbytes, m,
+                             want, bound);
+          }
+          for (size_t i = 0; i < want.size(); ++i)
+            ASSERT_TRUE(std::fabs(out.data_as<float>()[i] - want[i]) <= bound[i])
+                << i << ": " << out.data_as<float>()[i] << " vs " << want[i];
+          if (n >= cpu::kQuantPrefillRows) {  // the non-VNNI prefill path on the same layout
+            cpu::ThreadPool pool(threads);
+            std::vector<float> panel_out(size_t(n * m), NAN);
+            cpu::matmul_quantized_f32_panels(
+                pool, xv.data(), n, k, w.data(), dtype, m, panel_out.data(),
+                repacked ? cpu::WeightLayout::RowGroups : cpu::WeightLayout::Rows);
+            reference_values(dtype, std::vector<double>(xv.begin(), xv.end()), n, k, wbytes, m,
+                             want, bound);
+            for (size_t i = 0; i < want.size(); ++i)
+              ASSERT_TRUE(std::fabs(panel_out[i] - want[i]) <= bound[i]) << "f32 panels " << i;
+          }
+        }
+        std::vector<int32_t> ids = {71, 0, 5, 71};
+        Tensor id_tensor("ids", DType::I32, {4}, Device::CPU, ids.data(), nullptr);
+        Tensor rows = backend->alloc("rows", DType::F32, {4, k});
+        backend->embedding(w, id_tensor, rows);
+        std::vector<float> want(static_cast<size_t>(k));
+        for (size_t i = 0; i < ids.size(); ++i) {
+          quant::dequantize_row(dtype,
+                                wbytes.data() + dtype_bytes(dtype, size_t(k)) * size_t(ids[i]), k,
+                                want.data());
+          ASSERT_EQ(0,
+                    std::memcmp(want.data(), rows.data_as<float>() + i * size_t(k), size_t(k) * 4));
+        }
+        if (repacked) {
+          Tensor x = backend->alloc("x", DType::F32, {1, k});
+          Tensor out = backend->alloc("out", DType::F32, {1, 8});
+          EXPECT_THROW(backend->matmul(x, w.rows(4, 8), out), InvalidArgument);
+        }
+      }
     }
   }
 }

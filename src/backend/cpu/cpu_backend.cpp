@@ -13,8 +13,10 @@
 #include "backend/cpu/encoder_ops.h"
 #include "backend/cpu/matmul_bf16_dot.h"
 #include "backend/cpu/quant_matmul.h"
+#include "backend/cpu/repacked_weights.h"
 #include "backend/cpu/simd_kernels.h"
 #include "backend/cpu/thread_pool.h"
+#include "backend/cpu/weight_rowgroups.h"
 #include "infera/error.h"
 #include "ops/backend.h"
 
@@ -100,7 +102,7 @@ class CpuBackend final : public Backend {
     expect(supports_weight(host_weight.dtype()), "prepare_weight",
            "tensor " + host_weight.name() + ": dtype " +
                std::string(dtype_name(host_weight.dtype())) + " is not supported on the cpu");
-    return host_weight;
+    return repacked_.prepare(host_weight);  // Q4_0 / Q4_K into row groups where that pays
   }
 
   void to_host(const Tensor& src, std::span<float> dst) override {
@@ -130,13 +132,22 @@ class CpuBackend final : public Backend {
     expect_i32_rows(ids, out.dim(0), "embedding", "ids");
     const int64_t dim = table.dim(1);
     const int32_t* id = ids.data_as<const int32_t>();
+    const cpu::WeightLayout layout = repacked_.layout_of(table);
+    std::vector<uint8_t> row_bytes;  // a row-group table's row as in the file
     for (int64_t i = 0; i < out.dim(0); ++i) {
       expect(id[i] >= 0 && id[i] < table.dim(0), "embedding",
              "token id " + std::to_string(id[i]) + " outside the vocabulary [0, " +
                  std::to_string(table.dim(0)) + ")");
+      float* dst = out.data_as<float>() + i * dim;
+      if (layout == cpu::WeightLayout::RowGroups) {
+        row_bytes.resize(dtype_bytes(table.dtype(), static_cast<size_t>(dim)));
+        cpu::rowgroups_row(table.dtype(), table.data(), dim, id[i], row_bytes.data());
+        cpu::weight_row_to_f32(row_bytes.data(), table.dtype(), dim, dst);
+        continue;
+      }
       const char* row = static_cast<const char*>(table.data()) +
                         dtype_bytes(table.dtype(), static_cast<size_t>(id[i] * dim));
-      cpu::weight_row_to_f32(row, table.dtype(), dim, out.data_as<float>() + i * dim);
+      cpu::weight_row_to_f32(row, table.dtype(), dim, dst);
     }
   }
 
@@ -172,7 +183,7 @@ class CpuBackend final : public Backend {
     expect(row_width(out) == m && row_count(out) == n, "matmul", shapes(out, w));
     if (dtype_is_quantized(w.dtype()))  // integer kernels on the blocks (quant_matmul.h)
       return cpu::matmul_quantized(pool_, x.data_as<float>(), n, k, w.data(), w.dtype(), m,
-                                   out.data_as<float>());
+                                   out.data_as<float>(), repacked_.layout_of(w));
     const float* xs = x.data_as<float>();
     float* os = out.data_as<float>();
     // bf16 dot products: the activations rounded to bf16 once for every thread's panels.
@@ -378,6 +389,7 @@ class CpuBackend final : public Backend {
   }
 
   cpu::ThreadPool pool_;
+  cpu::RepackedWeights repacked_;
   std::vector<std::vector<float>> panels_;  // per-thread matmul scratch
   PackedAttentionSchedule schedule_;
   bool bf16_dot_;

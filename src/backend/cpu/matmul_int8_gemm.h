@@ -17,6 +17,7 @@
 
 #include <cstdint>
 
+#include "backend/cpu/quant_matmul.h"  // WeightLayout
 #include "backend/cpu/thread_pool.h"
 #include "infera/tensor.h"
 
@@ -31,6 +32,7 @@ int int8_gemm_sub_block(DType wtype);
 // out[n, m] = x[n, k] . w[m, k]^T for a quantized w (k whole blocks), weight panels split over the
 // pool. Requires has_int8_gemm().
 void matmul_quantized_int8_gemm(ThreadPool& pool, const float* x, int64_t n, int64_t k,
-                                const void* w, DType wtype, int64_t m, float* out);
+                                const void* w, DType wtype, int64_t m, float* out,
+                                WeightLayout layout = WeightLayout::Rows);
 
 }  // namespace infera::cpu

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "backend/cpu/thread_pool.h"
 #include "infera/tensor.h"
@@ -66,16 +67,25 @@ void matmul_rows_quantized(const void* acts, int64_t n, int64_t k, const void* w
 // weight row streams through the integer kernels above. From kQuantPrefillRows on (prefill):
 // the int8 GEMM of matmul_int8_gemm.h where the CPU has AVX512-VNNI, else
 // matmul_quantized_f32_panels. Throws InvalidArgument when k is not whole blocks.
+// `layout` says how w's rows are stored: as in the file, or (Q4_0, Q4_K) in the row groups of
+// weight_rowgroups.h that prepare_weight makes where the CPU has the 512-bit kernels.
 constexpr int64_t kQuantPrefillRows = 16;
+enum class WeightLayout { Rows, RowGroups };
 void matmul_quantized(ThreadPool& pool, const float* x, int64_t n, int64_t k, const void* w,
-                      DType wtype, int64_t m, float* out);
+                      DType wtype, int64_t m, float* out, WeightLayout layout = WeightLayout::Rows);
 
 // Prefill without VNNI: each thread dequantizes a panel of kPanelRows weight rows at a time into a
 // cache-sized f32 scratch and runs the f32 register-tile kernel of simd_kernels.cpp over all x
 // rows, as the bf16 path widens its panels (exact dequantized weights, f32 activations; no more
 // than one panel per thread ever exists in f32).
 void matmul_quantized_f32_panels(ThreadPool& pool, const float* x, int64_t n, int64_t k,
-                                 const void* w, DType wtype, int64_t m, float* out);
+                                 const void* w, DType wtype, int64_t m, float* out,
+                                 WeightLayout layout = WeightLayout::Rows);
+
+// Weight rows [j, j + rows) as stored in the file: a pointer into w for WeightLayout::Rows,
+// else the rows restored into `scratch` (resized as needed).
+const uint8_t* plain_weight_rows(const void* w, DType wtype, WeightLayout layout, int64_t k,
+                                 int64_t j, int64_t rows, std::vector<uint8_t>& scratch);
 
 // `rows` consecutive quantized weight rows of k elements at `w` to f32 (prefill panels; SIMD,
 // within one rounding of quant::dequantize_row).

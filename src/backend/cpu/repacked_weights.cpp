@@ -1,0 +1,66 @@
+#include "backend/cpu/repacked_weights.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "backend/cpu/weight_rowgroups.h"
+#include "infera/error.h"
+
+namespace infera::cpu {
+
+namespace {
+// INFERA_CPU_REPACK: unset = Q4_0 only, "0" = none, "all" = Q4_0 and Q4_K (see the header).
+bool repack_enabled(DType dtype) {
+  const char* v = std::getenv("INFERA_CPU_REPACK");
+  if (v && std::strcmp(v, "0") == 0) return false;
+  if (dtype == DType::Q4_K && !(v && std::strcmp(v, "all") == 0)) return false;
+  return rowgroups_native(dtype);
+}
+}  // namespace
+
+RepackedWeights::RepackedWeights()
+    : registry_(std::make_shared<Registry>()),
+      enabled_q4_0_(repack_enabled(DType::Q4_0)),
+      enabled_q4_k_(repack_enabled(DType::Q4_K)) {}
+
+Tensor RepackedWeights::prepare(const Tensor& w) {
+  const bool enabled = w.dtype() == DType::Q4_0 ? enabled_q4_0_ : enabled_q4_k_;
+  if (!enabled || w.rank() != 2 || w.device() != Device::CPU ||
+      !rowgroups_fit(w.dtype(), w.dim(0), w.dim(1)))
+    return w;
+  const size_t bytes = w.nbytes();
+  void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  if (!p) throw Error("out of memory repacking " + w.name() + " " + w.shape().str());
+  to_rowgroups(w.dtype(), w.data(), w.dim(0), w.dim(1), p);
+  const auto begin = reinterpret_cast<uintptr_t>(p);
+  {
+    std::lock_guard<std::mutex> lock(registry_->mutex);
+    registry_->spans[begin] = begin + bytes;
+  }
+  std::shared_ptr<void> owner(p, [registry = registry_, begin](void* q) {
+    {
+      std::lock_guard<std::mutex> lock(registry->mutex);
+      registry->spans.erase(begin);
+    }
+    std::free(q);
+  });
+  return Tensor(w.name(), w.dtype(), w.shape(), Device::CPU, p, std::move(owner));
+}
+
+WeightLayout RepackedWeights::layout_of(const Tensor& t) const {
+  if (t.dtype() != DType::Q4_0 && t.dtype() != DType::Q4_K) return WeightLayout::Rows;
+  const auto at = reinterpret_cast<uintptr_t>(t.data());
+  std::lock_guard<std::mutex> lock(registry_->mutex);
+  auto it = registry_->spans.upper_bound(at);
+  if (it == registry_->spans.begin()) return WeightLayout::Rows;
+  --it;  // the last buffer starting at or before `at`
+  if (at >= it->second) return WeightLayout::Rows;
+  if (at != it->first)
+    throw InvalidArgument("tensor " + t.name() +
+                          " is a view inside a repacked weight; views of prepared weights "
+                          "are not supported on the cpu");
+  return WeightLayout::RowGroups;
+}
+
+}  // namespace infera::cpu

@@ -1,0 +1,43 @@
+// Weights the CPU backend repacks at prepare time (Q4_0 and Q4_K into the row groups of
+// weight_rowgroups.h) and the record of which tensors hold a repacked layout. A repacked tensor
+// keeps its dtype, shape and byte count, so the layout is known only here: matmul and embedding
+// ask layout_of() before reading one. A view into a repacked tensor (Tensor::rows) would misread
+// its bytes, so layout_of() refuses any pointer inside a repacked buffer other than its start.
+// Costs memory: the repacked copy is new anonymous memory while the file's mapping stays.
+//
+// What is repacked by default: Q4_0 (whole-model decode x1.47 per CPU second at one thread,
+// issue 8, the quant4 note). Q4_K row groups are built and tested but off by default: their kernel
+// is x1.5 on cache-resident matrices, level on DRAM-streamed ones (the plain Q4_K kernel already
+// streams near the core's bandwidth), and the copy costs memory (below). The environment
+// variable INFERA_CPU_REPACK=0 turns repacking off, =all turns Q4_K on too (the A/B switches of
+// the benchmarks; results agree to the kernels' rounding either way).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "backend/cpu/quant_matmul.h"
+#include "infera/tensor.h"
+
+namespace infera::cpu {
+
+class RepackedWeights {
+ public:
+  RepackedWeights();
+  // host_weight itself, or a repacked copy (freed with the returned tensor's last reference).
+  Tensor prepare(const Tensor& host_weight);
+  // The layout of t's bytes; throws InvalidArgument for a view inside a repacked tensor.
+  WeightLayout layout_of(const Tensor& t) const;
+
+ private:
+  struct Registry {
+    std::mutex mutex;
+    std::map<uintptr_t, uintptr_t> spans;  // begin -> end of every live repacked buffer
+  };
+  std::shared_ptr<Registry> registry_;  // shared with the buffers' deleters
+  bool enabled_q4_0_, enabled_q4_k_;
+};
+
+}  // namespace infera::cpu

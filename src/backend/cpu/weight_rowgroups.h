@@ -1,0 +1,58 @@
+// Q4_0 and Q4_K weights repacked at prepare time into row groups, so that the decode GEMV reads
+// one contiguous stream that feeds four output rows at once (the GGUF layout feeds one row per
+// stream, and the kernel then repeats per row what could be shared: activation loads, scale
+// unpacking, lane reductions). At k = 1024 a Q4_0 row is only 576 bytes.
+//
+// Rows come in groups of kGroupRows = 4; a group is k / 256 units of 576 bytes (256 elements of
+// each of the 4 rows: the same bytes as the blocks it holds), row group g starting where row 4g
+// started, so the repacked tensor has the original's size. One 64-byte load always holds 16
+// bytes of nibbles of each of the 4 rows, which one AND / shift splits into low and high nibbles
+// that vpdpbusd multiplies with a 128-bit broadcast of the matching 16 activation bytes; the
+// int32 lanes 4r..4r+3 then belong to row r.
+//
+// Q4_0 unit (8 blocks of each row):
+//   [0, 64)    the 32 f16 scales, row r's block b at index 4 * b + r
+//   [64, 576)  block b's nibbles at 64 + 64 * b, row r's 16 bytes at + 16 * r (as BlockQ4_0::qs)
+// Q4_K unit (one super-block of each row):
+//   [0, 8)     d of rows 0..3 (f16);  [8, 16) dmin of rows 0..3
+//   [16, 64)   the packed 6-bit scales / mins by 32-bit word: word w of row r at 16 + 16w + 4r
+//              (so one 128-bit load holds word w of all 4 rows and unpacks them at once)
+//   [64, 576)  qs bytes [32c + 16t, 32c + 16t + 16) of row r at 64 + 128c + 64t + 16r
+#pragma once
+
+#include <cstdint>
+
+#include "infera/tensor.h"
+
+namespace infera::cpu {
+
+constexpr int64_t kGroupRows = 4;
+constexpr int64_t kUnitElements = 256;  // elements of each row per unit
+constexpr int64_t kUnitBytes = 576;     // 4 rows x 256 elements x 4.5 bits
+// How far ahead of the unit in use the row-group kernels prefetch (as the plain Q4_0 kernel).
+constexpr int64_t kRowGroupPrefetchBytes = 1024;
+
+// Whether an m x k matrix of `dtype` can take the row-group layout (Q4_0 or Q4_K, whole groups
+// and whole units).
+bool rowgroups_fit(DType dtype, int64_t m, int64_t k);
+
+// Plain GGUF rows (m x k) to the row-group layout; `out` holds the same number of bytes and must
+// not overlap `w`. Requires rowgroups_fit(dtype, m, k).
+void to_rowgroups(DType dtype, const void* w, int64_t m, int64_t k, void* out);
+
+// Row j of a row-group matrix back as it was in the file (dtype_bytes(dtype, k) bytes, bit for
+// bit).
+void rowgroups_row(DType dtype, const void* w, int64_t k, int64_t j, void* out);
+
+// out[i * ldo + j] = dot(activation row i, weight row j) for i < n and j in [j_begin, j_end),
+// both multiples of kGroupRows, on a row-group matrix; activations as for the plain kernel of the
+// type (quant_matmul.h). 512-bit VNNI where built and supported; other targets restore each
+// group's 4 rows and run the plain kernel over them.
+void matmul_rows_rowgroups(DType dtype, const void* acts, int64_t n, int64_t k, const void* w,
+                           int64_t j_begin, int64_t j_end, float* out, int64_t ldo);
+
+// True when matmul_rows_rowgroups runs its 512-bit path for `dtype` on this CPU (the only case in
+// which the CPU backend repacks: elsewhere the layout gains nothing).
+bool rowgroups_native(DType dtype);
+
+}  // namespace infera::cpu
