@@ -1,5 +1,8 @@
 #include "backend/cpu/repacked_weights.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -24,6 +27,25 @@ RepackedWeights::RepackedWeights()
       enabled_q4_0_(repack_enabled(DType::Q4_0)),
       enabled_q4_k_(repack_enabled(DType::Q4_K)) {}
 
+namespace {
+// The source of a repacked weight is usually the model file's mapping, whose pages the repack has
+// just read in: without this they stay resident beside the copy (+204-236 MiB peak RSS on the
+// 0.6B 4-bit files). MADV_PAGEOUT only asks the kernel to reclaim the pages — clean file pages
+// are dropped and read again if touched, anonymous ones stay (no swap) — so contents never change.
+void release_source_pages(const void* data, size_t bytes) {
+#ifdef MADV_PAGEOUT
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto begin = (reinterpret_cast<uintptr_t>(data) + page - 1) / page * page;
+  const auto end = (reinterpret_cast<uintptr_t>(data) + bytes) / page * page;
+  if (page > 0 && end > begin)
+    madvise(reinterpret_cast<void*>(begin), end - begin, MADV_PAGEOUT);  // a hint: errors ignored
+#else
+  (void)data;
+  (void)bytes;
+#endif
+}
+}  // namespace
+
 Tensor RepackedWeights::prepare(const Tensor& w) {
   const bool enabled = w.dtype() == DType::Q4_0 ? enabled_q4_0_ : enabled_q4_k_;
   if (!enabled || w.rank() != 2 || w.device() != Device::CPU ||
@@ -33,6 +55,7 @@ Tensor RepackedWeights::prepare(const Tensor& w) {
   void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
   if (!p) throw Error("out of memory repacking " + w.name() + " " + w.shape().str());
   to_rowgroups(w.dtype(), w.data(), w.dim(0), w.dim(1), p);
+  release_source_pages(w.data(), bytes);
   const auto begin = reinterpret_cast<uintptr_t>(p);
   {
     std::lock_guard<std::mutex> lock(registry_->mutex);
