@@ -3,12 +3,13 @@
 // keeps its dtype, shape and byte count, so the layout is known only here: matmul and embedding
 // ask layout_of() before reading one. A view into a repacked tensor (Tensor::rows) would misread
 // its bytes, so layout_of() refuses any pointer inside a repacked buffer other than its start.
-// Costs memory: the repacked copy is new anonymous memory while the file's mapping stays.
+// The repacked copy is new anonymous memory; the source's pages (the file mapping's) are handed
+// back to the kernel once copied, so resident memory stays that of one copy.
 //
 // What is repacked by default: Q4_0 (whole-model decode x1.47 per CPU second at one thread,
 // issue 8, the quant4 note). Q4_K row groups are built and tested but off by default: their kernel
 // is x1.5 on cache-resident matrices, level on DRAM-streamed ones (the plain Q4_K kernel already
-// streams near the core's bandwidth), and the copy costs memory (below). The environment
+// streams near the core's bandwidth). The environment
 // variable INFERA_CPU_REPACK=0 turns repacking off, =all turns Q4_K on too (the A/B switches of
 // the benchmarks; results agree to the kernels' rounding either way).
 #pragma once
