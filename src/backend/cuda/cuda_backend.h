@@ -74,7 +74,7 @@ struct CudaOptions {
   // instead of cublasGemmEx, which rebuilds both on every call (INFERA_CUDA_CUBLASLT=1: on).
   // Off by default: on the H200 it cut a GEMM launch's host time from ~39 to ~13 us, but no
   // prefill step got faster (replayed steps are GPU-bound) and the first prefill paid ~50 ms
-  // more host time (docs/notes: cudah). See gemm_plans.h.
+  // more host time (bench/reference/cudah_h200). See gemm_plans.h.
   bool cublaslt_plans = false;
 };
 
