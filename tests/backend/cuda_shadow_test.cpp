@@ -106,6 +106,27 @@ TEST_F(CudaShadowTest, Qwen3PrefillWithShadowsEqualsConvertingBitForBit) {
   EXPECT_EQ(cuda_stats(*plain)->bf16_shadows, 0);
 }
 
+// The cuBLASLt plans (gemm_plans.h) may choose another algorithm than cublasGemmEx (another f32
+// summation order), so the logits agree to f32 rounding, not bit for bit.
+TEST_F(CudaShadowTest, Qwen3PrefillWithLtPlansFollowsGemmEx) {
+  CudaOptions gemmex;
+  gemmex.cublaslt_plans = false;
+  auto plain = make_cuda_backend(0, gemmex);
+  CudaOptions plans;
+  plans.cublaslt_plans = true;
+  auto lt = make_cuda_backend(0, plans);
+  const std::vector<float> want = qwen3_prefill(*plain);
+  const std::vector<float> got = qwen3_prefill(*lt);
+  ASSERT_EQ(got.size(), want.size());
+  double err = 0, ref = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double d = double(got[i]) - double(want[i]);
+    err += d * d;
+    ref += double(want[i]) * double(want[i]);
+  }
+  EXPECT_TRUE(ref > 0 && err / ref <= 1e-6) << "NMSE " << err / ref;  // NaN fails
+}
+
 TEST_F(CudaShadowTest, ModernBertWithShadowsEqualsConvertingBitForBit) {
   auto plain = make_cuda_backend(0, with_shadows(false));
   auto shadowed = make_cuda_backend(0, with_shadows(true));

@@ -290,6 +290,7 @@ CudaOptions cuda_options_from_env() {
   o.bf16_shadow = cuda::env_flag("INFERA_CUDA_BF16_SHADOW", o.bf16_shadow);
   o.decode_pipeline = cuda::env_flag("INFERA_CUDA_DECODE_PIPELINE", o.decode_pipeline);
   o.stream_new_steps = cuda::env_flag("INFERA_CUDA_STREAM", o.stream_new_steps);
+  o.cublaslt_plans = cuda::env_flag("INFERA_CUDA_CUBLASLT", o.cublaslt_plans);
   o.decode_attention = cuda::env_flag("INFERA_CUDA_DECODE_ATTENTION", o.decode_attention);
   o.fused = cuda::env_flag("INFERA_CUDA_FUSED", o.fused);
   o.packed_dense = cuda::env_flag("INFERA_CUDA_PACKED_DENSE", o.packed_dense);

@@ -70,6 +70,12 @@ struct CudaOptions {
   // launched as the host records them instead of all at the end (INFERA_CUDA_STREAM=0: at the
   // end). Prefill steps, whose shapes rarely repeat, stop waiting for the host's whole pass.
   bool stream_new_steps = true;
+  // Prefill GEMMs through cuBLASLt plans made once per shape (descriptors and algorithm kept)
+  // instead of cublasGemmEx, which rebuilds both on every call (INFERA_CUDA_CUBLASLT=1: on).
+  // Off by default: on the H200 it cut a GEMM launch's host time from ~39 to ~13 us, but no
+  // prefill step got faster (replayed steps are GPU-bound) and the first prefill paid ~50 ms
+  // more host time (bench/reference/cudah_h200). See gemm_plans.h.
+  bool cublaslt_plans = false;
 };
 
 // CudaOptions{} with the INFERA_CUDA_* environment overrides applied.

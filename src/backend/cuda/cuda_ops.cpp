@@ -35,6 +35,25 @@ void launch_cublas_gemm(const void* p, cudaStream_t) {
       "cublasGemmEx");
 }
 
+// The same GEMM through a cuBLASLt plan (gemm_plans.h); n, k, m and the type are kept in the
+// record so that the step's key names the shape whatever the plan's address.
+struct CublasLtGemmArgs {
+  cublasLtHandle_t handle;
+  const GemmPlan* plan;
+  const void* w;
+  const void* x;
+  float* out;
+  void* workspace;
+  ElemType type;
+  int64_t n, k, m;
+};
+
+void launch_cublaslt_gemm(const void* p, cudaStream_t stream) {
+  const auto& a = *static_cast<const CublasLtGemmArgs*>(p);
+  check_cublas(run_gemm_plan(a.handle, *a.plan, a.w, a.x, a.out, a.workspace, stream),
+               "cublasLtMatmul");
+}
+
 // The ctx_->scratch slot of the bf16 shadows (0-4 are taken). One slot for all of them: the
 // kernels run in stream order, and a producer that may start early (PDL) writes only after
 // pdl_wait(), so a shadow is never overwritten while the GEMM that reads it runs. (Alternating
@@ -166,6 +185,18 @@ const void* CudaBackend::record_matmul(const Tensor& x, const Tensor& w, Tensor&
       converted = xb;
     }
     xin = converted;
+  }
+  if (options_.cublaslt_plans) {
+    const cudaDataType_t t = w.dtype() == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F;
+    GemmPlans& plans = ctx_->gemm_plans();
+    if (const GemmPlan* plan = plans.get(t, n, k, m, w.data(), xin, out.data())) {
+      nt.kernel = "cublaslt_gemm";
+      ctx_->record(launch_cublaslt_gemm,
+                   CublasLtGemmArgs{plans.handle(), plan, w.data(), xin, out.data_as<float>(),
+                                    plans.workspace(), elem_type(w.dtype()), n, k, m},
+                   nt);
+      return w.dtype() == DType::BF16 ? xin : nullptr;
+    }
   }
   nt.kernel = "cublas_gemm";
   ctx_->record(launch_cublas_gemm,

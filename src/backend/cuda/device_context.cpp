@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <string_view>
 
 #include "backend/cuda/cuda_check.h"
@@ -48,6 +49,9 @@ DeviceContext::DeviceContext(int device, const ContextOptions& options)
   cublas_workspace_ = allocate(kCublasWorkspaceBytes, "the cuBLAS workspace");
   check_cublas(cublasSetWorkspace(cublas_, cublas_workspace_, kCublasWorkspaceBytes),
                "give cuBLAS its workspace");
+  gemm_plans_ = std::make_unique<GemmPlans>(cublas_workspace_, kCublasWorkspaceBytes);
+  const char* timers = std::getenv("INFERA_CUDA_HOST_TIMERS");
+  host_timers_ = timers && std::string_view(timers) == "1";
   for (int i = 0; i < 2; ++i) {
     check_cuda(cudaMallocHost(&staging_[i], kStagingBytes), "allocate pinned staging memory");
     check_cuda(cudaEventCreateWithFlags(&staging_done_[i], cudaEventDisableTiming),
@@ -67,8 +71,10 @@ DeviceContext::~DeviceContext() {
   for (cudaEvent_t e : profile_events_) cudaEventDestroy(e);
   for (auto& [hash, list] : graphs_)
     for (Graph& g : list) cudaGraphExecDestroy(g.exec);
+  if (host_timers_) print_host_timers();
   for (Scratch& s : scratch_) cudaFree(s.ptr);
   free_deferred();
+  gemm_plans_.reset();
   cudaFree(cublas_workspace_);
   if (cublas_) cublasDestroy(cublas_);
   for (int i = 0; i < 2; ++i) {
@@ -164,6 +170,18 @@ void DeviceContext::batch_staging_used() {
 
 void DeviceContext::append(LaunchFn fn, const void* args, size_t bytes, const OpNote& note) {
   if (offsets_.empty()) step_began_ = std::chrono::steady_clock::now();
+  if (host_timers_ && !offsets_.empty()) {  // the op pass since the previous record
+    HostTimer& t = host_timer_[std::string("op pass before ") + note.op];
+    t.seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - last_append_end_).count();
+    ++t.calls;
+  }
+  struct StampEnd {
+    DeviceContext& c;
+    ~StampEnd() {
+      if (c.host_timers_) c.last_append_end_ = std::chrono::steady_clock::now();
+    }
+  } stamp{*this};
   ++appended_;
   const size_t at = pending_.size();
   offsets_.push_back(at);
@@ -193,10 +211,18 @@ void DeviceContext::append(LaunchFn fn, const void* args, size_t bytes, const Op
 void DeviceContext::launch_record(size_t offset, size_t note_index) {
   LaunchFn fn;
   std::memcpy(&fn, pending_.data() + offset, sizeof(fn));
+  const auto began =
+      host_timers_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   try {
     fn(pending_.data() + offset + 16, stream_);
   } catch (const std::exception& e) {
     throw Error(note_text(notes_[note_index]) + ": " + e.what());
+  }
+  if (host_timers_) {
+    HostTimer& t = host_timer_[std::string("launch ") + notes_[note_index].kernel +
+                               (streaming_ ? " (streamed)" : " (at flush)")];
+    t.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+    ++t.calls;
   }
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess)
@@ -330,13 +356,32 @@ void DeviceContext::flush() {
   Graph graph;
   graph.key = pending_;
   graph.last_used = ++clock_;
+  const auto capture_began = std::chrono::steady_clock::now();
   const bool captured = capture(graph);
+  if (host_timers_) {
+    HostTimer& t = host_timer_["graph capture + instantiate"];
+    t.seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - capture_began).count();
+    ++t.calls;
+  }
   list.push_back(std::move(graph));
   ++graph_count_;
   if (!captured) return run_eagerly();
   ++stats_.graph_captures;
   check_cuda(cudaGraphLaunch(list.back().exec, stream_), "launch a CUDA graph");
   ++stats_.graph_launches;
+}
+
+void DeviceContext::print_host_timers() const {
+  std::vector<std::pair<std::string, HostTimer>> rows(host_timer_.begin(), host_timer_.end());
+  std::sort(rows.begin(), rows.end(),
+            [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
+  std::fprintf(stderr,
+               "infera host timers (INFERA_CUDA_HOST_TIMERS=1): total ms, calls, us each\n");
+  for (const auto& [name, t] : rows)
+    std::fprintf(stderr, "  %-52s %10.3f %8lld %9.2f\n", name.c_str(), 1e3 * t.seconds,
+                 static_cast<long long>(t.calls),
+                 1e6 * t.seconds / double(std::max<int64_t>(t.calls, 1)));
 }
 
 std::string DeviceContext::profile_report() const {

@@ -24,6 +24,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "backend/cuda/gemm_plans.h"
 #include "backend/cuda/kernels.h"
 #include "infera/tensor.h"
 
@@ -72,6 +73,7 @@ class DeviceContext {
   const cudaDeviceProp& properties() const { return props_; }
   cudaStream_t stream() const { return stream_; }
   cublasHandle_t cublas() const { return cublas_; }
+  GemmPlans& gemm_plans() { return *gemm_plans_; }
   const ContextStats& stats() const { return stats_; }
 
   // Device memory; an allocation the GPU cannot satisfy throws Error naming `what`, the bytes
@@ -135,6 +137,7 @@ class DeviceContext {
   bool capture(Graph& graph);  // false: this step cannot be captured; run it eagerly
   void launch_record(size_t offset, size_t note_index);
   void free_deferred();
+  void print_host_timers() const;
 
   int device_;
   ContextOptions options_;
@@ -142,7 +145,19 @@ class DeviceContext {
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   void* cublas_workspace_ = nullptr;
+  std::unique_ptr<GemmPlans> gemm_plans_;  // shares cublas_workspace_ (same stream, in order)
   ContextStats stats_;
+
+  // INFERA_CUDA_HOST_TIMERS=1: host time of each launch call (kernel launch, cuBLAS call) by
+  // kernel name, and of the op pass between records, printed to stderr when the context ends.
+  // Locates the host work of steps launched as they are recorded; off by default (no clock reads).
+  struct HostTimer {
+    double seconds = 0;
+    int64_t calls = 0;
+  };
+  bool host_timers_ = false;
+  std::unordered_map<std::string, HostTimer> host_timer_;
+  std::chrono::steady_clock::time_point last_append_end_;
 
   std::chrono::steady_clock::time_point step_began_;  // first record of the pending step
   std::vector<uint8_t> pending_;                      // records: [fn][bytes][args...]
