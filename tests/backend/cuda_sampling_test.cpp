@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -68,19 +69,10 @@ struct Case {
   float min_p;
 };
 
-// Rows of every kind at `width`, sampled on the device and by host Samplers seeded alike for each
-// case; returns the number of rows compared (mismatches are test failures).
-int compare_with_host(Backend& backend, int64_t width, int rows_per_kind,
-                      const std::vector<Case>& cases) {
-  constexpr int kKinds = 5;
-  const int n = rows_per_kind * kKinds;
-  std::mt19937_64 rng(20261130 + static_cast<uint64_t>(width));
-  std::vector<float> logits;
-  for (int kind = 0; kind < kKinds; ++kind)
-    for (int i = 0; i < rows_per_kind; ++i) {
-      const std::vector<float> row = make_row(kind, rng, width);
-      logits.insert(logits.end(), row.begin(), row.end());
-    }
+// The n rows of `logits` (width each) sampled on the device and by host Samplers seeded alike
+// for each case; returns the number of rows compared (mismatches are test failures).
+int compare_rows(Backend& backend, std::vector<float>& logits, int n, int64_t width,
+                 const std::vector<Case>& cases, int rows_per_kind) {
   const Tensor host_x("logits", DType::F32, Shape{n, width}, Device::CPU, logits.data(), nullptr);
   const Tensor x = backend.prepare_weight(host_x);
   int compared = 0;
@@ -112,6 +104,21 @@ int compare_with_host(Backend& backend, int64_t width, int rows_per_kind,
   return compared;
 }
 
+// Rows of every kind at `width`, compared as compare_rows.
+int compare_with_host(Backend& backend, int64_t width, int rows_per_kind,
+                      const std::vector<Case>& cases) {
+  constexpr int kKinds = 5;
+  const int n = rows_per_kind * kKinds;
+  std::mt19937_64 rng(20261130 + static_cast<uint64_t>(width));
+  std::vector<float> logits;
+  for (int kind = 0; kind < kKinds; ++kind)
+    for (int i = 0; i < rows_per_kind; ++i) {
+      const std::vector<float> row = make_row(kind, rng, width);
+      logits.insert(logits.end(), row.begin(), row.end());
+    }
+  return compare_rows(backend, logits, n, width, cases, rows_per_kind);
+}
+
 TEST_F(CudaSamplingTest, SampleRowsEqualsTheHostSamplerGivenTheSameUniforms) {
   std::vector<Case> cases;
   for (const float t : {1.0f, 0.7f})
@@ -135,6 +142,33 @@ TEST_F(CudaSamplingTest, NarrowRowsEqualTheHostSampler) {
   int compared = 0;
   for (const int64_t width : {300, 5003}) compared += compare_with_host(*backend_, width, 2, cases);
   std::printf("  %d narrow rows compared\n", compared);
+}
+
+// The kernel finds top-k's cut on the unscaled row and maps it through the division: rows whose
+// logits are neighbouring floats (so that dividing by a temperature > 1 merges some of them into
+// ties, also at the cut), and rows where a small temperature sends large negative logits to -inf
+// (fewer than k live values remain, all of them stay).
+TEST_F(CudaSamplingTest, TopKCutSurvivesTiesMadeByTheTemperature) {
+  constexpr int kRows = 6;
+  std::mt19937_64 rng(1130);
+  std::vector<float> logits;
+  for (int r = 0; r < kRows; ++r) {
+    std::vector<float> row(static_cast<size_t>(kVocab));
+    if (r < 4) {
+      std::uniform_int_distribution<int> ulps(0, 3000);
+      const auto base = std::bit_cast<uint32_t>(1.0f + static_cast<float>(r));
+      for (float& v : row) v = std::bit_cast<float>(base + static_cast<uint32_t>(ulps(rng)));
+    } else {
+      std::normal_distribution<float> normal(0.0f, 1e-10f);
+      for (size_t i = 0; i < row.size(); ++i) row[i] = i % 500 == 0 ? normal(rng) : -1e10f;
+    }
+    logits.insert(logits.end(), row.begin(), row.end());
+  }
+  const std::vector<Case> cases = {{3.0f, 40, 1.0f, 0.0f},     {3.0f, 500, 0.9f, 0.0f},
+                                   {7.3f, 2000, 1.0f, 0.0f},   {1.7f, 1, 1.0f, 0.0f},
+                                   {1e-30f, 1000, 1.0f, 0.0f}, {1e-30f, 100, 1.0f, 0.0f}};
+  const int compared = compare_rows(*backend_, logits, kRows, kVocab, cases, kRows);
+  std::printf("  %d rows with temperature-made ties compared\n", compared);
 }
 
 // Greedy rows pick the first of tied maxima, as the host's argmax; a temperature so small that

@@ -18,8 +18,11 @@
 // two can differ only when u or top_p falls within ~2^-44 of a token boundary.
 // With top-k on and at most kListCap candidates (k plus ties; the usual case), the candidates are
 // gathered once and sorted in shared memory, and top-p, min-p and the draw are prefix sums over
-// that list: the row is read 6 times (argmax, 4 count passes, gather) instead of ~15.
+// that list: the row is read 6 times (argmax, 4 count passes, gather) instead of ~15. None of
+// those 6 passes divides by the temperature: division is monotone, so argmax, top-k's count
+// descent and the gather compare unscaled keys, and only the gathered candidates are divided.
 #include <cstdint>
+#include <type_traits>
 
 #include "backend/cuda/kernels.h"
 
@@ -49,11 +52,30 @@ struct RowView {
   float temperature;  // 1: not divided
   __device__ __forceinline__ float at(int i) const {
     float v = x[i];
-    if (v != v) v = -INFINITY;
+    return scale(v != v ? -INFINITY : v);
+  }
+  // A value of the unscaled row (NaN already -inf) as this view sees it.
+  __device__ __forceinline__ float scale(float v) const {
     if (temperature != 1.0f) v = __fdiv_rn(v, temperature);
     return v == 0.0f ? 0.0f : v;  // -0 ties with +0: the host compares values
   }
 };
+
+// Dividing by a temperature > 0 (rounded, -0 folded) is monotone non-decreasing, so the scaled
+// row's order statistics are the unscaled row's, divided, and "scaled key >= floor_key" is
+// "unscaled key >= some bound": this finds that bound (a binary search over the 32-bit keys, 32
+// divisions per thread) so that full passes over the row compare unscaled keys and divide nothing.
+__device__ unsigned lowest_unscaled_key(const RowView& row, unsigned floor_key) {
+  unsigned lo = kDeadKey, hi = key_of(INFINITY);  // -inf never reaches floor_key, +inf always does
+  while (hi - lo > 1) {
+    const unsigned mid = lo + (hi - lo) / 2;  // keys strictly between are never NaN
+    if (key_of(row.scale(value_of(mid))) >= floor_key)
+      hi = mid;
+    else
+      lo = mid;
+  }
+  return hi;
+}
 
 // Top-k lists up to this long (k plus the ties of the k-th value) are sorted in shared memory.
 constexpr int kListCap = 2048;
@@ -88,6 +110,14 @@ struct Max {
 struct Sum {
   __device__ u64 operator()(u64 a, u64 b) const { return a + b; }
 };
+// The mass of a count descent (top-k): every token weighs 1.
+struct CountOne {
+  __device__ u64 operator()(float) const { return 1; }
+};
+template <typename Mass>
+struct IsCount : std::false_type {};
+template <>
+struct IsCount<CountOne> : std::true_type {};
 
 // Total mass of the tokens `keep` admits.
 template <typename Keep, typename Mass>
@@ -162,15 +192,22 @@ __device__ bool descend(const RowView& row, Keep keep, Mass mass, u64 need, bool
           if (in && shift == 0) atomicMin(&sh.first[d], static_cast<unsigned>(i));
         }
       }
-      for (unsigned todo = __ballot_sync(0xffffffffu, in); todo != 0;) {
-        const int src = __ffs(todo) - 1;
-        const unsigned digit = __shfl_sync(0xffffffffu, d, src);
-        const bool mine = in && d == digit;
-        u64 sum = mine ? m : 0;
+      if constexpr (IsCount<Mass>::value) {
+        // Counting (top-k): the lanes of one digit add how many they are, one atomic per digit,
+        // all issued together (distinct bins), instead of one shuffle reduction per digit.
+        const unsigned peers = __match_any_sync(0xffffffffu, in ? d : 0x100u);
+        if (in && lane == __ffs(peers) - 1) atomicAdd(&sh.bins[d], static_cast<u64>(__popc(peers)));
+      } else {
+        for (unsigned todo = __ballot_sync(0xffffffffu, in); todo != 0;) {
+          const int src = __ffs(todo) - 1;
+          const unsigned digit = __shfl_sync(0xffffffffu, d, src);
+          const bool mine = in && d == digit;
+          u64 sum = mine ? m : 0;
 #pragma unroll
-        for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-        if (lane == src) atomicAdd(&sh.bins[digit], sum);
-        todo &= ~__ballot_sync(0xffffffffu, mine);
+          for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+          if (lane == src) atomicAdd(&sh.bins[digit], sum);
+          todo &= ~__ballot_sync(0xffffffffu, mine);
+        }
       }
     }
     __syncthreads();
@@ -297,9 +334,11 @@ __device__ int first_reaching(int n, u64 need, Shared& sh) {
 // Top-k's common case: the candidates (key >= floor_key) fit kListCap. They are gathered, sorted
 // in the Sampler's order (bitonic sort of key << 32 | ~id, descending), and top-p, min-p and the
 // draw run over the sorted list instead of more passes over the row. kNoList when they do not fit.
+// `raw` is the unscaled row, raw_floor the lowest unscaled key whose scaled key is >= floor_key:
+// only the candidates are divided by the temperature.
 template <typename Weight, typename Fixed>
-__device__ int sample_short_list(const RowView& row, unsigned floor_key, const SampleParams& p,
-                                 Weight weight, Fixed fixed, Shared& sh) {
+__device__ int sample_short_list(const RowView& raw, const RowView& row, unsigned raw_floor,
+                                 const SampleParams& p, Weight weight, Fixed fixed, Shared& sh) {
   const int lane = threadIdx.x & 31;
   if (threadIdx.x == 0) sh.count = 0;
   __syncthreads();
@@ -308,9 +347,11 @@ __device__ int sample_short_list(const RowView& row, unsigned floor_key, const S
     bool in = false;
     u64 entry = 0;
     if (i < row.width) {
-      const unsigned k = key_of(row.at(i));
-      in = k >= floor_key;
-      entry = (static_cast<u64>(k) << 32) | (0xffffffffu - static_cast<unsigned>(i));
+      const float r = raw.at(i);
+      in = key_of(r) >= raw_floor;
+      if (in)
+        entry = (static_cast<u64>(key_of(row.scale(r))) << 32) |
+                (0xffffffffu - static_cast<unsigned>(i));
     }
     const unsigned ballot = __ballot_sync(0xffffffffu, in);
     if (ballot == 0) continue;
@@ -403,16 +444,22 @@ __global__ void __launch_bounds__(kThreads) sample_rows_kernel(SampleRowsArgs a)
   };
 
   // Top-k: the k-th largest live value by a count descent; everything >= it stays (ties too).
+  // The descent runs over the unscaled row: its k-th largest value divided by the temperature is
+  // the scaled row's (division is monotone); when that quotient is -inf (a large negative logit
+  // over a small temperature), fewer than k scaled values are live and all of them stay, as on
+  // the host.
   const bool use_top_k = p.top_k > 0 && p.top_k < width;
   unsigned floor_key = kDeadKey + 1;
   if (use_top_k) {
     unsigned k = 0;
     const auto live = [](int, float, unsigned key) { return key > kDeadKey; };
-    const auto one = [](float) { return u64{1}; };
-    if (descend(row, live, one, static_cast<u64>(p.top_k), false, &k, nullptr, sh)) floor_key = k;
+    const CountOne one;
+    if (descend(raw, live, one, static_cast<u64>(p.top_k), false, &k, nullptr, sh))
+      floor_key = max(key_of(row.scale(value_of(k))), kDeadKey + 1);
   }
   if (use_top_k) {
-    const int chosen = sample_short_list(row, floor_key, p, weight, fixed, sh);
+    const unsigned raw_floor = lowest_unscaled_key(row, floor_key);
+    const int chosen = sample_short_list(raw, row, raw_floor, p, weight, fixed, sh);
     if (chosen != kNoList) {
       if (threadIdx.x == 0) *out = SampleOut{chosen, 1};
       return;
