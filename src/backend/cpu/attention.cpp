@@ -5,8 +5,8 @@
 //   S = Q . K_g^T   runs as a tiled matmul over runs of head g's contiguous rows (a block, or
 //                   several when their ids are consecutive: one call and one sequential stream
 //                   over them), K read once per item, not once per query and head, only over the
-//                   keys some row of the item may see (the causal limit, a local window), then per
-//                   row
+//                   keys some row of the item may see (the causal limit, a local window); then,
+//                   per row,
 //   softmax over that row's visible keys (vectorised exp), and
 //   out = P . V_g   as a register-accumulated weighted sum of value rows, run by run in key
 //                   order (so the result is bit-identical to an unpaged sum).
