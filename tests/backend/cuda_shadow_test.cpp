@@ -109,11 +109,13 @@ TEST_F(CudaShadowTest, Qwen3PrefillWithShadowsEqualsConvertingBitForBit) {
 // The cuBLASLt plans (gemm_plans.h) may choose another algorithm than cublasGemmEx (another f32
 // summation order), so the logits agree to f32 rounding, not bit for bit.
 TEST_F(CudaShadowTest, Qwen3PrefillWithLtPlansFollowsGemmEx) {
-  CudaOptions gemmex;
+  CudaOptions gemmex;  // 150 rows: cuBLAS only with the skinny GEMM off
   gemmex.cublaslt_plans = false;
+  gemmex.skinny_gemm = false;
   auto plain = make_cuda_backend(0, gemmex);
   CudaOptions plans;
   plans.cublaslt_plans = true;
+  plans.skinny_gemm = false;
   auto lt = make_cuda_backend(0, plans);
   const std::vector<float> want = qwen3_prefill(*plain);
   const std::vector<float> got = qwen3_prefill(*lt);

@@ -94,7 +94,14 @@ TEST_P(FusedOps, MatmulMultiAndSwiglu) {
                              {3, 100, 20},
                              {8, 256, 33},
                              {9, 128, 40},
-                             {12, 64, 7}}) {
+                             {12, 64, 7},
+                             // CUDA's skinny GEMM: one launch for the three weights, the SwiGLU
+                             // epilogue; odd rows, partial tiles, k = 72 (a partial 64 chunk).
+                             {17, 256, 130},
+                             {64, 1024, 96},
+                             {100, 72, 65},
+                             {100, 1024, 64},
+                             {256, 128, 64}}) {
         HostData x = make_host_data(DType::F32, size_t(n * k), rng);
         Tensor xt = to_backend(b, "x", DType::F32, {n, k}, x);
         const int ms[3] = {m, m / 2 + 1, 3};

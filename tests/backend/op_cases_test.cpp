@@ -49,7 +49,15 @@ TEST_P(OpHarness, Matmul) {
                              {17, 31, 5},
                              {33, 256, 33},
                              {4, 1, 1},
-                             {1, 1024, 16}}) {
+                             {1, 1024, 16},
+                             // CUDA's skinny tensor-core GEMM (9..256 rows): partial x and
+                             // weight tiles, k past a 64 chunk, k split across CTAs, and past
+                             // its row limit (cuBLAS).
+                             {63, 1024, 200},
+                             {100, 136, 129},
+                             {256, 512, 96},
+                             {200, 2048, 64},
+                             {300, 64, 40}}) {
         HostData x = make_host_data(DType::F32, size_t(n * k), rng);
         HostData w = make_host_data(wt, size_t(m * k), rng);
         Tensor xt = to_backend(b, "x", DType::F32, {n, k}, x);

@@ -75,6 +75,8 @@ CudaBackend::CudaBackend(int device, const CudaOptions& options)
   if (options_.gemv_max_rows < 0 || options_.gemv_max_rows > kGemvMaxRows)
     throw InvalidArgument("CUDA GEMV row limit must be within [0, " + std::to_string(kGemvMaxRows) +
                           "]");
+  if (options_.skinny_max_rows < 0 || options_.skinny_max_rows > 4096)
+    throw InvalidArgument("CUDA skinny GEMM row limit must be within [0, 4096]");
   set_programmatic_launch(options_.programmatic_launch);
 }
 
@@ -301,6 +303,13 @@ CudaOptions cuda_options_from_env() {
   o.profile = cuda::env_flag("INFERA_CUDA_PROFILE", o.profile);
   o.programmatic_launch = cuda::env_flag("INFERA_CUDA_PDL", o.programmatic_launch);
   if (const char* v = std::getenv("INFERA_CUDA_GEMV_ROWS"); v && *v) o.gemv_max_rows = std::atoi(v);
+  o.skinny_gemm = cuda::env_flag("INFERA_CUDA_SKINNY", o.skinny_gemm);
+  if (const char* v = std::getenv("INFERA_CUDA_SKINNY_ROWS"); v && *v)
+    o.skinny_max_rows = std::atoi(v);
+  if (const char* v = std::getenv("INFERA_CUDA_SKINNY_CTAS"); v && *v)
+    o.skinny_ctas_per_sm = std::max(1, std::atoi(v));
+  if (const char* v = std::getenv("INFERA_CUDA_SKINNY_WIDE_ROWS"); v && *v)
+    o.skinny_wide_rows = std::max(0, std::atoi(v));
   if (const char* v = std::getenv("INFERA_CUDA_DECODE_SPLIT_KEYS"); v && *v)
     o.decode_split_keys = std::max(1, std::atoi(v));
   return o;

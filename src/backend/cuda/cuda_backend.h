@@ -61,7 +61,18 @@ struct CudaOptions {
   // 16384; INFERA_CUDA_LAYERNORM_REGISTERS=0: two strided passes over the row).
   bool layernorm_in_registers = true;
   int64_t gemv_max_rows = 8;  // matmuls of up to this many rows stream weights (GEMV), 0..8
-  bool profile = false;       // time each kernel with events, eagerly (INFERA_CUDA_PROFILE=1)
+  // bf16 matmuls of more than gemv_max_rows and at most skinny_max_rows rows (decode batches)
+  // through skinny_gemm.cu's tensor-core kernel: weights read once per launch, q/k/v and gate/up
+  // (with the SwiGLU epilogue) one launch each, PDL like the GEMV (INFERA_CUDA_SKINNY=0: cuBLAS;
+  // INFERA_CUDA_SKINNY_ROWS: the row limit, 0..4096).
+  bool skinny_gemm = true;
+  int64_t skinny_max_rows = 256;
+  // Its shape choices, for tuning (INFERA_CUDA_SKINNY_CTAS, INFERA_CUDA_SKINNY_WIDE_ROWS): k is
+  // split across CTAs until about skinny_ctas_per_sm per SM run; batches of more than
+  // skinny_wide_rows rows take 128-row x tiles instead of 64.
+  int64_t skinny_ctas_per_sm = 2;
+  int64_t skinny_wide_rows = 64;
+  bool profile = false;  // time each kernel with events, eagerly (INFERA_CUDA_PROFILE=1)
   // Decode-path kernels launch with programmatic dependent launch: each starts while its
   // predecessor finishes and streams its weights into L2 before waiting for it
   // (INFERA_CUDA_PDL=0: plain launches). Process-wide: the last backend made sets it.

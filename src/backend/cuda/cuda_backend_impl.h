@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -108,6 +109,12 @@ class CudaBackend final : public Backend {
   const void* record_matmul(const Tensor& x, const Tensor& w, Tensor& out, int64_t n, int64_t k,
                             int64_t m, const void* converted = nullptr);
   Tensor device_tensor(const std::string& name, DType dtype, Shape shape);
+  // Records x . w^T for every weight through the skinny tensor-core GEMM (skinny_gemm.cu) as one
+  // launch, or with swiglu (ws = {gate, up}) silu(x . gate^T) * (x . up^T) into outs[0]; returns
+  // false, recording nothing, where it does not apply (CudaOptions::skinny_gemm off, rows outside
+  // (gemv_max_rows, skinny_max_rows], non-bf16 weights, k % 8 != 0, unaligned): then cuBLAS.
+  bool record_skinny(const Tensor& x, std::span<const Tensor* const> ws,
+                     std::span<Tensor* const> outs, bool swiglu, const char* op);
 
   // bf16 shadows (CudaOptions::bf16_shadow). An op whose f32 output is a prefill-sized GEMM input
   // (add_rmsnorm's out, swiglu's, the flash attention's, ...) asks shadow_buffer(out) for a bf16

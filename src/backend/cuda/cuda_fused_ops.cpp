@@ -53,6 +53,7 @@ void CudaBackend::matmul_multi(const Tensor& x, std::span<const Tensor* const> w
                     ws.size() <= static_cast<size_t>(kGemvMaxSegments);
   for (const Tensor* w : ws) one_launch = one_launch && w->dtype() == ws[0]->dtype();
   if (!one_launch) {
+    if (record_skinny(x, ws, outs, false, op)) return;
     // Several GEMMs: the shared input is converted for the tensor cores once.
     const void* converted = nullptr;
     for (size_t i = 0; i < ws.size(); ++i) {
@@ -94,6 +95,10 @@ void CudaBackend::matmul_swiglu(const Tensor& x, const Tensor& w_gate, const Ten
   if (!options_.fused || n > options_.gemv_max_rows || w_gate.dtype() != w_up.dtype()) {
     matmul_checks(x, w_gate, gate);
     matmul_checks(x, w_up, up);
+    const Tensor* ws[] = {&w_gate, &w_up};
+    Tensor* outs[] = {&gate, &up};
+    if (options_.fused && w_up.shape() == w_gate.shape() && record_skinny(x, ws, outs, true, op))
+      return;
     const void* converted = record_matmul(x, w_gate, gate, n, k, w_gate.dim(0));
     record_matmul(x, w_up, up, n, k, w_up.dim(0), converted);
     return swiglu(gate, up, gate);

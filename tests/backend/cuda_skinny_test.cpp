@@ -1,0 +1,155 @@
+// The skinny tensor-core GEMM (CudaOptions::skinny_gemm, skinny_gemm.cu) that decode batches past
+// the GEMV take instead of cuBLAS: it must really be chosen (profile names), give the same
+// results as cuBLAS to f32 summation order on a whole model (Qwen3 shape: q/k/v in one launch,
+// gate/up with the SwiGLU epilogue and its bf16 copy for the down projection), and be
+// deterministic across repeated launches (the split-k counters return to zero). The op harness
+// (op_cases_test.cpp, fused_op_cases_test.cpp) checks it against scalar references. Skips where
+// no CUDA device is visible.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/cuda_backend.h"
+#include "core/dtype_convert.h"
+#include "engine/kv_cache.h"
+#include "engine/step.h"
+#include "infera/error.h"
+#include "model/causal_lm.h"
+
+namespace infera {
+namespace {
+
+namespace fs = std::filesystem;
+
+const char* const kQwen3 = R"({
+  "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "head_dim": 128,
+  "hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 2,
+  "num_key_value_heads": 1, "num_hidden_layers": 3, "max_position_embeddings": 4096,
+  "rms_norm_eps": 1e-06, "rope_theta": 1000000, "tie_word_embeddings": true,
+  "torch_dtype": "bfloat16", "vocab_size": 512})";
+
+// Logits of every row of an n-token prompt (n within the skinny range: every matmul of the step,
+// the LM head included, takes it when on).
+std::vector<float> qwen3_prefill(Backend& backend, int64_t n) {
+  const fs::path dir = fs::temp_directory_path() / "infera_skinny_qwen3";
+  fs::create_directories(dir);
+  std::ofstream(dir / "config.json") << kQwen3;
+  auto model = load_causal_lm(dir, backend, {.dummy_weights = true});
+  const int64_t vocab = model->info().vocab;
+  KvCache cache(backend, model->kv_shape(),
+                {.block_size = 16, .num_blocks = 16, .dtype = DType::BF16});
+  const SeqId seq = cache.add_sequence();
+  EXPECT_TRUE(cache.reserve(seq, n));
+  std::vector<int32_t> ids;
+  for (int64_t i = 0; i < n; ++i) ids.push_back(static_cast<int32_t>((i * 7919 + 13) % vocab));
+  const SeqChunk chunk{seq, ids, OutputRows::All};
+  std::vector<float> logits(static_cast<size_t>(n * vocab));
+  run_step(*model, cache, std::span<const SeqChunk>(&chunk, 1), logits);
+  return logits;
+}
+
+double nmse(const std::vector<float>& got, const std::vector<float>& want) {
+  double err = 0, ref = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double d = double(got[i]) - double(want[i]);
+    err += d * d;
+    ref += double(want[i]) * double(want[i]);
+  }
+  return ref > 0 ? err / ref : 1.0;  // NaN propagates and fails the caller's <=
+}
+
+CudaOptions skinny(bool on, bool profile = false) {
+  CudaOptions o;
+  o.skinny_gemm = on;
+  o.profile = profile;
+  return o;
+}
+
+class CudaSkinnyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible: cuda tests not run";
+  }
+};
+
+// 100 rows: one partial 64-row x tile; the 256-wide layers give k = 256 (4 chunks) and 512
+// (down), the GQA projections 3 segments of 256, 128, 128 rows (one partial 64-row weight tile
+// each would show as NaN or garbage, not as rounding).
+TEST_F(CudaSkinnyTest, Qwen3PrefillFollowsCublas) {
+  auto cublas = make_cuda_backend(0, skinny(false));
+  auto ours = make_cuda_backend(0, skinny(true, true));
+  for (int64_t n : {9, 100, 256}) {
+    const std::vector<float> want = qwen3_prefill(*cublas, n);
+    const std::vector<float> got = qwen3_prefill(*ours, n);
+    ASSERT_EQ(got.size(), want.size());
+    const double e = nmse(got, want);
+    EXPECT_TRUE(e <= 1e-5) << n << " rows: NMSE " << e;
+  }
+  const std::string report = cuda_profile_report(*ours);
+  EXPECT_NE(report.find("skinny_gemm"), std::string::npos) << report;
+  EXPECT_NE(report.find("skinny_swiglu"), std::string::npos) << report;
+  EXPECT_EQ(report.find("cublas"), std::string::npos) << report;
+  EXPECT_EQ(report.find("swiglu / swiglu"), std::string::npos) << report;  // no separate pass
+}
+
+// A k split across CTAs (n = 16, m = 128: 2 tiles for 132 SMs, k = 4096: 64 chunks) run three
+// times in a row, eagerly and as a replayed graph: same bits each time, and rows past the skinny
+// limit (300) go to cuBLAS.
+TEST_F(CudaSkinnyTest, SplitKIsDeterministicAndRowLimitHolds) {
+  CudaOptions o = skinny(true, true);
+  o.skinny_max_rows = 256;
+  auto b = make_cuda_backend(0, o);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (auto [n, k, m] : {std::tuple{16, 4096, 128}, {300, 256, 64}}) {
+    std::vector<float> xv(size_t(n * k)), wf(size_t(m * k));
+    for (float& v : xv) v = dist(rng);
+    for (float& v : wf) v = dist(rng);
+    std::vector<uint16_t> wb(wf.size());
+    for (size_t i = 0; i < wf.size(); ++i) wb[i] = f32_to_bf16(wf[i]);
+    // Host views uploaded as prepare_weight does for any tensor (x too: a device f32 tensor).
+    Tensor w = b->prepare_weight(Tensor("w", DType::BF16, {m, k}, Device::CPU, wb.data(), nullptr));
+    Tensor x = b->prepare_weight(Tensor("x", DType::F32, {n, k}, Device::CPU, xv.data(), nullptr));
+    Tensor out = b->alloc("out", DType::F32, {n, m});
+    std::vector<float> first, again(size_t(n * m));
+    for (int rep = 0; rep < 3; ++rep) {
+      b->matmul(x, w, out);
+      b->to_host(out, again);
+      if (rep == 0) first = again;
+      size_t differ = 0;
+      for (size_t i = 0; i < again.size(); ++i) differ += !(again[i] == first[i]);
+      EXPECT_EQ(differ, 0u) << n << "x" << k << "x" << m << " repeat " << rep;
+    }
+    // Against a double reference of the bf16-rounded operands.
+    std::vector<double> want(size_t(n * m));
+    std::vector<float> got = first;
+    double err = 0, ref = 0;
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < m; ++j) {
+        double s = 0;
+        for (int p = 0; p < k; ++p)
+          s += double(bf16_to_f32(f32_to_bf16(xv[size_t(i * k + p)]))) *
+               bf16_to_f32(wb[size_t(j * k + p)]);
+        const double d = got[size_t(i * m + j)] - s;
+        err += d * d;
+        ref += s * s;
+      }
+    EXPECT_TRUE(err / ref <= 1e-8) << n << "x" << k << "x" << m << ": NMSE " << err / ref;
+  }
+  const std::string report = cuda_profile_report(*b);
+  EXPECT_NE(report.find("skinny_gemm"), std::string::npos) << report;
+  EXPECT_NE(report.find("cublas_gemm"), std::string::npos) << report;  // the 300-row case
+}
+
+TEST_F(CudaSkinnyTest, RowLimitOutsideItsRangeIsRejected) {
+  CudaOptions o;
+  o.skinny_max_rows = 5000;
+  EXPECT_THROW(make_cuda_backend(0, o), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace infera
