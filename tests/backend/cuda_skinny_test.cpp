@@ -87,7 +87,10 @@ TEST_F(CudaSkinnyTest, Qwen3PrefillFollowsCublas) {
     const std::vector<float> got = qwen3_prefill(*ours, n);
     ASSERT_EQ(got.size(), want.size());
     const double e = nmse(got, want);
-    EXPECT_TRUE(e <= 1e-5) << n << " rows: NMSE " << e;
+    // Same bf16 inputs, another f32 summation order; a flipped bf16 rounding of an activation
+    // carries through the layers (measured 1.1e-5 at 256 rows on the H200); an indexing bug
+    // gives ~1.
+    EXPECT_TRUE(e <= 1e-4) << n << " rows: NMSE " << e;
   }
   const std::string report = cuda_profile_report(*ours);
   EXPECT_NE(report.find("skinny_gemm"), std::string::npos) << report;
@@ -100,9 +103,9 @@ TEST_F(CudaSkinnyTest, Qwen3PrefillFollowsCublas) {
 // times in a row, eagerly and as a replayed graph: same bits each time, and rows past the skinny
 // limit (300) go to cuBLAS.
 TEST_F(CudaSkinnyTest, SplitKIsDeterministicAndRowLimitHolds) {
-  CudaOptions o = skinny(true, true);
+  CudaOptions o = skinny(true);
   o.skinny_max_rows = 256;
-  auto b = make_cuda_backend(0, o);
+  auto b = make_cuda_backend(0, o);  // graphs on: the second and third runs replay a graph
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   for (auto [n, k, m] : {std::tuple{16, 4096, 128}, {300, 256, 64}}) {
@@ -116,6 +119,7 @@ TEST_F(CudaSkinnyTest, SplitKIsDeterministicAndRowLimitHolds) {
     Tensor x = b->prepare_weight(Tensor("x", DType::F32, {n, k}, Device::CPU, xv.data(), nullptr));
     Tensor out = b->alloc("out", DType::F32, {n, m});
     std::vector<float> first, again(size_t(n * m));
+    const int64_t graphs_before = cuda_stats(*b)->graph_launches;
     for (int rep = 0; rep < 3; ++rep) {
       b->matmul(x, w, out);
       b->to_host(out, again);
@@ -124,6 +128,7 @@ TEST_F(CudaSkinnyTest, SplitKIsDeterministicAndRowLimitHolds) {
       for (size_t i = 0; i < again.size(); ++i) differ += !(again[i] == first[i]);
       EXPECT_EQ(differ, 0u) << n << "x" << k << "x" << m << " repeat " << rep;
     }
+    EXPECT_GE(cuda_stats(*b)->graph_launches - graphs_before, 1) << "no graph replay";
     // Against a double reference of the bf16-rounded operands.
     std::vector<double> want(size_t(n * m));
     std::vector<float> got = first;
@@ -140,9 +145,35 @@ TEST_F(CudaSkinnyTest, SplitKIsDeterministicAndRowLimitHolds) {
       }
     EXPECT_TRUE(err / ref <= 1e-8) << n << "x" << k << "x" << m << ": NMSE " << err / ref;
   }
-  const std::string report = cuda_profile_report(*b);
-  EXPECT_NE(report.find("skinny_gemm"), std::string::npos) << report;
-  EXPECT_NE(report.find("cublas_gemm"), std::string::npos) << report;  // the 300-row case
+}
+
+// Which kernel a matmul takes: rows within (8, skinny_max_rows] the skinny GEMM, more rows cuBLAS.
+TEST_F(CudaSkinnyTest, RowLimitChoosesTheKernel) {
+  CudaOptions o = skinny(true, true);
+  o.skinny_max_rows = 100;
+  auto b = make_cuda_backend(0, o);
+  std::vector<uint16_t> wb(size_t(64 * 128), f32_to_bf16(0.5f));
+  Tensor w =
+      b->prepare_weight(Tensor("w", DType::BF16, {64, 128}, Device::CPU, wb.data(), nullptr));
+  for (int64_t n : {100, 101}) {
+    std::vector<float> xv(size_t(n * 128), 1.0f);
+    Tensor x =
+        b->prepare_weight(Tensor("x", DType::F32, {n, 128}, Device::CPU, xv.data(), nullptr));
+    Tensor out = b->alloc("out", DType::F32, {n, 64});
+    b->matmul(x, w, out);
+    std::vector<float> got(size_t(n * 64));
+    b->to_host(out, got);
+    size_t wrong = 0;
+    for (float v : got) wrong += !(v == 64.0f);  // 128 x 0.5, exact in any order
+    EXPECT_EQ(wrong, 0u) << n << " rows";
+    const std::string report = cuda_profile_report(*b);
+    EXPECT_NE(report.find(n == 100 ? "skinny_gemm" : "cublas_gemm"), std::string::npos)
+        << n << " rows:\n"
+        << report;
+    EXPECT_EQ(report.find(n == 100 ? "cublas_gemm" : "skinny_gemm"), std::string::npos)
+        << n << " rows:\n"
+        << report;
+  }
 }
 
 TEST_F(CudaSkinnyTest, RowLimitOutsideItsRangeIsRejected) {

@@ -307,7 +307,7 @@ CudaOptions cuda_options_from_env() {
   if (const char* v = std::getenv("INFERA_CUDA_SKINNY_ROWS"); v && *v)
     o.skinny_max_rows = std::atoi(v);
   if (const char* v = std::getenv("INFERA_CUDA_SKINNY_CTAS"); v && *v)
-    o.skinny_ctas_per_sm = std::max(1, std::atoi(v));
+    o.skinny_ctas_per_sm = std::max(0, std::atoi(v));
   if (const char* v = std::getenv("INFERA_CUDA_SKINNY_WIDE_ROWS"); v && *v)
     o.skinny_wide_rows = std::max(0, std::atoi(v));
   if (const char* v = std::getenv("INFERA_CUDA_DECODE_SPLIT_KEYS"); v && *v)

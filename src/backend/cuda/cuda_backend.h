@@ -68,8 +68,8 @@ struct CudaOptions {
   bool skinny_gemm = true;
   int64_t skinny_max_rows = 256;
   // Its shape choices, for tuning (INFERA_CUDA_SKINNY_CTAS, INFERA_CUDA_SKINNY_WIDE_ROWS): k is
-  // split across CTAs until about skinny_ctas_per_sm per SM run; batches of more than
-  // skinny_wide_rows rows take 128-row x tiles instead of 64.
+  // split across CTAs until about skinny_ctas_per_sm per SM run (0: never split); batches of more
+  // than skinny_wide_rows rows take 128-row x tiles instead of 64.
   int64_t skinny_ctas_per_sm = 2;
   int64_t skinny_wide_rows = 64;
   bool profile = false;  // time each kernel with events, eagerly (INFERA_CUDA_PROFILE=1)

@@ -68,19 +68,20 @@ __device__ __forceinline__ TileCoords tile_coords(const SkinnyGemmArgs& a, int64
 // Grid: (m tiles x splits x n tiles) flattened, n tiles fastest so the CTAs sharing a weight
 // tile run together and all but the first find it in L2.
 template <int G, int BN>
-__global__ void __launch_bounds__(kThreadsFor<BN>) skinny_gemm_kernel(const SkinnyGemmArgs a) {
+__global__ void __launch_bounds__(kThreadsFor<BN>, 2) skinny_gemm_kernel(const SkinnyGemmArgs a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   auto* smem = reinterpret_cast<__nv_bfloat16*>(smem_raw);
   constexpr int kThreads = kThreadsFor<BN>, kBN = BN;
   constexpr int kStageElems = (G * kBM + kBN) * kStride;  // G weight tiles, then the x tile
 
-  const int64_t ntiles = (a.n + kBN - 1) / kBN;
-  const int64_t bid = blockIdx.x;
-  const int64_t ntile = bid % ntiles;
-  const int64_t split = (bid / ntiles) % a.splits;
-  const int64_t mtile = bid / (ntiles * a.splits);
+  // 32-bit index math (the host keeps the grid below 2^31).
+  const int ntiles = static_cast<int>((a.n + kBN - 1) / kBN), splits = static_cast<int>(a.splits);
+  const int bid = static_cast<int>(blockIdx.x);
+  const int ntile = bid % ntiles;
+  const int split = (bid / ntiles) % splits;
+  const int mtile = bid / (ntiles * splits);
   const TileCoords tc = tile_coords(a, mtile, G);
-  const int64_t m = pick(a.m, tc.seg), k = a.k, n0 = ntile * kBN;
+  const int64_t m = pick(a.m, tc.seg), k = a.k, n0 = static_cast<int64_t>(ntile) * kBN;
   const __nv_bfloat16* w[G];
 #pragma unroll
   for (int g = 0; g < G; ++g)
@@ -88,7 +89,7 @@ __global__ void __launch_bounds__(kThreadsFor<BN>) skinny_gemm_kernel(const Skin
   const auto* x = static_cast<const __nv_bfloat16*>(a.x);
 
   const int64_t chunks = (k + kBK - 1) / kBK;
-  const int64_t per_split = (chunks + a.splits - 1) / a.splits;
+  const int64_t per_split = (chunks + splits - 1) / splits;
   const int64_t c_begin = split * per_split;
   const int64_t c_end = c_begin + per_split < chunks ? c_begin + per_split : chunks;
   const int64_t c_count = c_end - c_begin;  // >= 1: the host leaves no split empty
@@ -187,33 +188,50 @@ __global__ void __launch_bounds__(kThreadsFor<BN>) skinny_gemm_kernel(const Skin
   }
   cp_async_wait<0>();
 
-  if (a.splits > 1) {
-    // Partial tile to the workspace in the threads' own order (coalesced, no index math); the
-    // last CTA of the tile sums all splits in split order.
-    const int64_t tile = mtile * ntiles + ntile;
-    float* part = a.partials + (tile * a.splits + split) * (G * kAccPerWeight * kThreads);
-    const float* flat = &acc[0][0][0][0];
+  if (splits > 1) {
+    // This split's partial tile to the workspace, each thread's values contiguous (16-byte
+    // stores); the last CTA of the tile to arrive adds all splits in split order (the same sum
+    // whichever CTA is last) and runs the epilogue. Release/acquire through the tile's counter:
+    // thread 0's acq_rel atomic after the barrier publishes the whole CTA's stores (and, for the
+    // last CTA, sees every other split's), as CUTLASS's split-k semaphore does, instead of a
+    // __threadfence (fence.sc) in every thread.
+    constexpr int P = G * kAccPerWeight;  // floats per thread
+    const int tile = mtile * ntiles + ntile;
+    float4* part = reinterpret_cast<float4*>(a.partials) +
+                   (static_cast<int64_t>(tile) * splits + split) * (P / 4) * kThreads +
+                   tid * (P / 4);
+    float* flat = &acc[0][0][0][0];
 #pragma unroll
-    for (int i = 0; i < G * kAccPerWeight; ++i) __stcg(part + i * kThreads + tid, flat[i]);
-    __threadfence();
+    for (int i = 0; i < P / 4; ++i)
+      __stcg(part + i, make_float4(flat[4 * i], flat[4 * i + 1], flat[4 * i + 2], flat[4 * i + 3]));
     __syncthreads();
     __shared__ unsigned last;
     if (tid == 0) {
-      const unsigned done = atomicAdd(a.counters + tile, 1u);
-      last = done == static_cast<unsigned>(a.splits - 1);
-      if (last) a.counters[tile] = 0;  // zero again for the next launch
+      unsigned done;
+      asm volatile("atom.add.acq_rel.gpu.global.u32 %0, [%1], 1;"
+                   : "=r"(done)
+                   : "l"(a.counters + tile)
+                   : "memory");
+      last = done == static_cast<unsigned>(splits - 1);
+      if (last) a.counters[tile] = 0;  // zero again for the next launch (kernel boundary orders it)
     }
     __syncthreads();
     if (!last) return;
-    __threadfence();
-    float* sum = &acc[0][0][0][0];
-    const float* base = a.partials + tile * a.splits * (G * kAccPerWeight * kThreads);
+    // Every split read back, this CTA's own too (its stores are visible to itself), into the
+    // accumulators: no second array of P floats live.
+    const float4* base = reinterpret_cast<const float4*>(a.partials) +
+                         static_cast<int64_t>(tile) * splits * (P / 4) * kThreads + tid * (P / 4);
 #pragma unroll
-    for (int i = 0; i < G * kAccPerWeight; ++i) {
-      float v = 0.0f;
-      for (int64_t sp = 0; sp < a.splits; ++sp)
-        v += __ldcg(base + sp * (G * kAccPerWeight * kThreads) + i * kThreads + tid);
-      sum[i] = v;
+    for (int i = 0; i < P; ++i) flat[i] = 0.0f;
+    for (int sp = 0; sp < splits; ++sp) {
+#pragma unroll
+      for (int i = 0; i < P / 4; ++i) {
+        const float4 v = __ldcg(base + static_cast<int64_t>(sp) * (P / 4) * kThreads + i);
+        flat[4 * i] += v.x;
+        flat[4 * i + 1] += v.y;
+        flat[4 * i + 2] += v.z;
+        flat[4 * i + 3] += v.w;
+      }
     }
   }
 
@@ -251,14 +269,33 @@ size_t smem_bytes() {
   return static_cast<size_t>(kStages) * (G * kBM + BN) * kStride * sizeof(__nv_bfloat16);
 }
 
+// Sets the kernel's shared-memory limit once and returns how many of its CTAs fit on an SM.
+template <int G, int BN>
+int resident_ctas() {
+  static const int resident = [] {
+    cudaFuncSetAttribute(skinny_gemm_kernel<G, BN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         static_cast<int>(smem_bytes<G, BN>()));
+    int n = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &n, skinny_gemm_kernel<G, BN>, kThreadsFor<BN>, smem_bytes<G, BN>()) != cudaSuccess) {
+      cudaGetLastError();
+      n = 1;
+    }
+    return n > 0 ? n : 1;
+  }();
+  return resident;
+}
+
+int resident_for(const SkinnyGemmArgs& a) {
+  if (a.bn == 128) return a.swiglu ? resident_ctas<2, 128>() : resident_ctas<1, 128>();
+  return a.swiglu ? resident_ctas<2, 64>() : resident_ctas<1, 64>();
+}
+
 template <int G, int BN>
 void launch_for(const SkinnyGemmArgs& a, cudaStream_t s) {
   const int64_t tiles = m_tiles(a) * ((a.n + BN - 1) / BN);
   const unsigned grid = static_cast<unsigned>(tiles * a.splits);
-  static const bool attr =
-      cudaFuncSetAttribute(skinny_gemm_kernel<G, BN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(smem_bytes<G, BN>())) == cudaSuccess;
-  (void)attr;  // a failure shows as the launch's error
+  resident_ctas<G, BN>();  // sets the shared-memory attribute
   launch_pdl(skinny_gemm_kernel<G, BN>, grid, kThreadsFor<BN>, smem_bytes<G, BN>(), s, a);
 }
 
@@ -279,13 +316,19 @@ SkinnyGemmLayout skinny_gemm_layout(SkinnyGemmArgs& a, int64_t sm_count, int64_t
   const int64_t chunks = (a.k + kBK - 1) / kBK;
   // Enough CTAs for about ctas_per_sm per SM, each with at least two k chunks; then as few
   // splits as give the same chunks per split (no empty split).
-  const int64_t target = std::max<int64_t>(1, ctas_per_sm * sm_count);
+  // A split grid stays within one wave of resident CTAs (the last CTA of a tile should not wait
+  // for another wave). ctas_per_sm 0: no split.
+  const int64_t resident = resident_for(a) * sm_count;
+  const int64_t target = std::min<int64_t>(resident, std::max<int64_t>(0, ctas_per_sm) * sm_count);
   int64_t splits =
       std::clamp<int64_t>((target + tiles - 1) / tiles, 1, std::max<int64_t>(1, chunks / 2));
+  while (splits > 1 && tiles * splits > resident) --splits;
   const int64_t per_split = (chunks + splits - 1) / splits;
   splits = (chunks + per_split - 1) / per_split;
   a.splits = splits;
   const int64_t G = a.swiglu ? 2 : 1;
+  if (tiles * splits >= (int64_t{1} << 31))
+    throw std::runtime_error("skinny GEMM grid beyond 2^31");
   return {tiles, splits > 1 ? tiles * splits * G * kAccPerWeight * 2 * a.bn : 0};
 }
 
