@@ -46,15 +46,8 @@ bool CudaBackend::record_skinny(const Tensor& x, std::span<const Tensor* const> 
   // gate's bf16 copy for the down projection, in a slot of its own: x may be the shadow slot.
   if (swiglu && options_.bf16_shadow)
     a.out_bf16 = ctx_->scratch(DeviceContext::kSkinnyGluBf16, static_cast<size_t>(n * a.m[0]) * 2);
-  const SkinnyGemmLayout layout =
-      skinny_gemm_layout(a, ctx_->properties().multiProcessorCount, options_.skinny_ctas_per_sm,
-                         options_.skinny_wide_rows);
-  if (layout.partial_floats > 0) {
-    a.partials = static_cast<float*>(ctx_->scratch(DeviceContext::kSkinnyPartials,
-                                                   static_cast<size_t>(layout.partial_floats) * 4));
-    a.counters = static_cast<unsigned*>(ctx_->zeroed_scratch(
-        DeviceContext::kSkinnyCounters, static_cast<size_t>(layout.tiles) * 4));
-  }
+  skinny_gemm_layout(a, ctx_->properties().multiProcessorCount, options_.skinny_ctas_per_sm,
+                     options_.skinny_wide_rows);
   ctx_->record(launch_skinny_gemm, a, nt);
   if (a.out_bf16) publish_shadow(*outs[0], a.out_bf16);
   return true;

@@ -94,9 +94,7 @@ class DeviceContext {
     kEncoderValuesBf16 = 8,
     kSampleParams = 9,  // sample_rows
     kSampleOut = 10,
-    kSkinnyPartials = 11,  // skinny_gemm's split-k partial tiles
-    kSkinnyCounters = 12,  //   and its per-tile counters (zero between launches)
-    kSkinnyGluBf16 = 13,   // matmul_swiglu's result as bf16 (the down projection's input)
+    kSkinnyGluBf16 = 11,  // matmul_swiglu's result as bf16 (the down projection's input)
   };
   // A device buffer of at least `bytes` kept by the context under `slot` (GEMM activations,
   // attention partials); growing it moves it, which only changes later launches' keys.

@@ -261,9 +261,8 @@ void launch_gemv_multi(const void* args, cudaStream_t stream);
 // Decode-batch GEMM on bf16 tensor cores (skinny_gemm.cu) for the batches past the GEMV: bf16 x
 // [n, k] (a bf16 shadow or converted) and up to kGemvMaxSegments bf16 weights sharing it, f32
 // out; swiglu as GemvArgs (out[0] = silu(x . w[0]^T) * (x . w[1]^T), out[1] untouched), with
-// out_bf16 (when set) receiving out[0] rounded to bf16. k may be split across CTAs (splits, set
-// by skinny_gemm_layout): partials [tiles x splits] tiles of floats, counters [tiles] zero
-// between launches.
+// out_bf16 (when set) receiving out[0] rounded to bf16. k is split over `splits` CTAs of a
+// cluster (set by skinny_gemm_layout).
 struct SkinnyGemmArgs {
   const void* x;
   const void* w[kGemvMaxSegments];
@@ -272,21 +271,15 @@ struct SkinnyGemmArgs {
   int64_t segments, swiglu;
   int64_t n, k;
   void* out_bf16;
-  float* partials;
-  unsigned* counters;
   int64_t splits;
-  int64_t bn;  // x rows per CTA, 64 or 128 (set by skinny_gemm_layout)
+  int64_t bn;  // x rows per CTA, 64 or 128
 };
 // k % 8 == 0, 16-byte aligned x and weights, 1-3 segments (swiglu: 2 of equal m).
 bool skinny_gemm_supports(const SkinnyGemmArgs& a);
-struct SkinnyGemmLayout {
-  int64_t tiles;           // counters needed
-  int64_t partial_floats;  // workspace needed (0 without a split)
-};
 // Chooses a.bn (128 past wide_rows rows) and a.splits (about ctas_per_sm CTAs per SM of the
-// sm_count) and says what workspace the launch needs.
-SkinnyGemmLayout skinny_gemm_layout(SkinnyGemmArgs& a, int64_t sm_count, int64_t ctas_per_sm,
-                                    int64_t wide_rows);
+// sm_count, 0: no split); returns the grid's CTAs.
+int64_t skinny_gemm_layout(SkinnyGemmArgs& a, int64_t sm_count, int64_t ctas_per_sm,
+                           int64_t wide_rows);
 void launch_skinny_gemm(const void* args, cudaStream_t stream);
 
 // Grouped-query attention over the paged cache (see Backend::attention). Work items are
