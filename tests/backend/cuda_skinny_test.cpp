@@ -1,10 +1,10 @@
-// The skinny tensor-core GEMM (CudaOptions::skinny_gemm, skinny_gemm.cu) that decode batches past
-// the GEMV take instead of cuBLAS: it must really be chosen (profile names), give the same
-// results as cuBLAS to f32 summation order on a whole model (Qwen3 shape: q/k/v in one launch,
-// gate/up with the SwiGLU epilogue and its bf16 copy for the down projection), and be
-// deterministic across repeated launches (the split-k counters return to zero). The op harness
-// (op_cases_test.cpp, fused_op_cases_test.cpp) checks it against scalar references. Skips where
-// no CUDA device is visible.
+// The skinny tensor-core GEMM (CudaOptions::skinny_gemm, skinny_gemm.cu), which decode batches
+// past the GEMV may take instead of cuBLAS (opt-in: off by default): it must really be chosen
+// (profile names), give the same results as cuBLAS to f32 summation order on a whole model (Qwen3
+// shape: q/k/v in one launch, gate/up with the SwiGLU epilogue and its bf16 copy for the down
+// projection), and be deterministic across repeated launches and graph replays (split k is added
+// in cluster rank order). The op harness (op_cases_test.cpp, fused_op_cases_test.cpp, backend
+// cuda_skinny) checks it against scalar references. Skips where no CUDA device is visible.
 #include <gtest/gtest.h>
 
 #include <filesystem>

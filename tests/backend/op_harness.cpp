@@ -50,6 +50,14 @@ std::vector<HarnessBackend> harness_backends() {
                       o.exact_f32 = true;
                       return make_cuda_backend(0, o);
                     }});
+  // The skinny tensor-core GEMM for 9..256-row bf16 matmuls (CudaOptions::skinny_gemm), off by
+  // default.
+  if (cuda_device_count() > 0)
+    list.push_back({"cuda_skinny", [] {
+                      CudaOptions o = cuda_options_from_env();
+                      o.skinny_gemm = true;
+                      return make_cuda_backend(0, o);
+                    }});
 #endif
   return list;
 }

@@ -63,9 +63,11 @@ struct CudaOptions {
   int64_t gemv_max_rows = 8;  // matmuls of up to this many rows stream weights (GEMV), 0..8
   // bf16 matmuls of more than gemv_max_rows and at most skinny_max_rows rows (decode batches)
   // through skinny_gemm.cu's tensor-core kernel: weights read once per launch, q/k/v and gate/up
-  // (with the SwiGLU epilogue) one launch each, PDL like the GEMV (INFERA_CUDA_SKINNY=0: cuBLAS;
-  // INFERA_CUDA_SKINNY_ROWS: the row limit, 0..4096).
-  bool skinny_gemm = true;
+  // (with the SwiGLU epilogue) one launch each, PDL like the GEMV, split k over a thread-block
+  // cluster. Off by default: on the H200 it is still slower than cuBLAS (decode b64 x0.92, b256
+  // x0.81, bench/reference/cudag_h200; docs/notes/2026-11-30/issue-11-cudag.md says why).
+  // INFERA_CUDA_SKINNY=1: on; INFERA_CUDA_SKINNY_ROWS: the row limit, 0..4096.
+  bool skinny_gemm = false;
   int64_t skinny_max_rows = 256;
   // Its shape choices, for tuning (INFERA_CUDA_SKINNY_CTAS, INFERA_CUDA_SKINNY_WIDE_ROWS): k is
   // split across CTAs until about skinny_ctas_per_sm per SM run (0: never split); batches of more
