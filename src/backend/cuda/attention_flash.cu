@@ -147,6 +147,162 @@ __device__ __forceinline__ void softmax_tile_base2(float (&s)[kKeys / 8][4], flo
   }
 }
 
+// --- the interleaved tile (kInterleaved, AttentionArgs::interleaved) -----------------------------
+// ncu on the H200 put the kernel at 0.36 issued instructions per scheduler cycle with 2.6 resident
+// warps, a third of the stalls waiting on fixed-latency dependencies: in the loops above each key
+// group's two mma accumulate into the same scores back to back, every ldmatrix feeds the mma right
+// after it, and the softmax's max and sum are 16-long chains plus two shuffle rounds per row per
+// tile. The interleaved tile orders the products so that consecutive mma write different
+// accumulators (key pairs within a 16-dim step; dims within a key step), loads the next step's
+// fragments before the current step's mma, reduces max and sum as trees, and keeps each lane's
+// partial row sum (the quad's lanes share the running max), summed over the quad once at the end.
+// It also waits at one barrier a tile instead of two (the kernel's loop says how).
+
+// mma without `volatile`: a register-only instruction the compiler may schedule freely (the
+// fragments' ldmatrix keep `volatile`: they read shared memory that barriers guard).
+__device__ __forceinline__ void mma_free(float* c, const uint32_t* a, uint32_t b0, uint32_t b1,
+                                         __nv_bfloat16) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void mma_free(float* c, const uint32_t* a, uint32_t b0, uint32_t b1,
+                                         __half) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// S = Q . K^T for the warp's 16 rows and the tile's keys: step (kk, np) multiplies dims
+// kk*16..+15 of key groups 2np and 2np+1 (one ldmatrix.x4: matrices (2np, dims +0..7), (2np,
+// +8..15), (2np+1, +0..7), (2np+1, +8..15)).
+template <typename T, int D>
+__device__ __forceinline__ void scores_interleaved(float (&s)[kKeys / 8][4],
+                                                   const uint32_t (&qa)[D / 16][4], const T* ks,
+                                                   int lane) {
+  constexpr int kPairs = kKeys / 16, kSteps = (D / 16) * kPairs;
+  const int mi = lane / 8, lr = lane % 8;
+  const T* base = ks + ((mi / 2) * 8 + lr) * kRow<D> + (mi % 2) * 8;
+  uint32_t bf[2][4];
+  ldmatrix_x4(bf[0], base);
+#pragma unroll
+  for (int st = 0; st < kSteps; ++st) {
+    if (st + 1 < kSteps) {
+      const int kk = (st + 1) / kPairs, np = (st + 1) % kPairs;
+      ldmatrix_x4(bf[(st + 1) & 1], base + np * 16 * kRow<D> + kk * 16);
+    }
+    const int kk = st / kPairs, np = st % kPairs;
+    mma_free(s[2 * np], qa[kk], bf[st & 1][0], bf[st & 1][1], T{});
+    mma_free(s[2 * np + 1], qa[kk], bf[st & 1][2], bf[st & 1][3], T{});
+  }
+}
+
+// O += P . V: P's 16-key groups kt as A fragments (packed once), step (kt, dp) multiplies them by
+// dims 2dp and 2dp+1 of V (ldmatrix.trans: matrices keys +0..7 and +8..15 of dims (2dp)*8..+7,
+// then of (2dp+1)*8..+7).
+template <typename T, int D>
+__device__ __forceinline__ void values_interleaved(float (&o)[D / 8][4],
+                                                   const float (&s)[kKeys / 8][4], const T* vs,
+                                                   int lane) {
+  constexpr int kDimPairs = D / 16, kSteps = (kKeys / 16) * kDimPairs;
+  uint32_t pa[kKeys / 16][4];
+#pragma unroll
+  for (int kt = 0; kt < kKeys / 16; ++kt) {
+    pa[kt][0] = pack2<T>(s[2 * kt][0], s[2 * kt][1]);
+    pa[kt][1] = pack2<T>(s[2 * kt][2], s[2 * kt][3]);
+    pa[kt][2] = pack2<T>(s[2 * kt + 1][0], s[2 * kt + 1][1]);
+    pa[kt][3] = pack2<T>(s[2 * kt + 1][2], s[2 * kt + 1][3]);
+  }
+  const int mi = lane / 8, lr = lane % 8;
+  const T* base = vs + ((mi % 2) * 8 + lr) * kRow<D> + (mi / 2) * 8;
+  uint32_t bf[2][4];
+  ldmatrix_x4_trans(bf[0], base);
+#pragma unroll
+  for (int st = 0; st < kSteps; ++st) {
+    if (st + 1 < kSteps) {
+      const int kt = (st + 1) / kDimPairs, dp = (st + 1) % kDimPairs;
+      ldmatrix_x4_trans(bf[(st + 1) & 1], base + kt * 16 * kRow<D> + dp * 16);
+    }
+    const int kt = st / kDimPairs, dp = st % kDimPairs;
+    mma_free(o[2 * dp], pa[kt], bf[st & 1][0], bf[st & 1][1], T{});
+    mma_free(o[2 * dp + 1], pa[kt], bf[st & 1][2], bf[st & 1][3], T{});
+  }
+}
+
+// softmax_tile_base2 with tree reductions and lane-partial sums (l0, l1: this lane's share).
+template <bool kMask, int D>
+__device__ __forceinline__ void softmax_tile_interleaved(float (&s)[kKeys / 8][4],
+                                                         float (&o)[D / 8][4], float& m0, float& m1,
+                                                         float& l0, float& l1, int t0, int key_hi,
+                                                         int lo0, int hi0, int lo1, int hi1,
+                                                         int tig) {
+  constexpr int kGroups = kKeys / 8;
+  if (kMask) {
+#pragma unroll
+    for (int nt = 0; nt < kGroups; ++nt)
+#pragma unroll
+      for (int x = 0; x < 2; ++x) {
+        const int t = t0 + nt * 8 + tig * 2 + x;
+        const bool ok = t < key_hi;
+        if (!(ok && t >= lo0 && t < hi0)) s[nt][x] = -INFINITY;
+        if (!(ok && t >= lo1 && t < hi1)) s[nt][2 + x] = -INFINITY;
+      }
+  }
+  float r0[kGroups], r1[kGroups];
+#pragma unroll
+  for (int nt = 0; nt < kGroups; ++nt) {
+    r0[nt] = fmaxf(s[nt][0], s[nt][1]);
+    r1[nt] = fmaxf(s[nt][2], s[nt][3]);
+  }
+#pragma unroll
+  for (int w = kGroups / 2; w >= 1; w /= 2)
+#pragma unroll
+    for (int i = 0; i < w; ++i) {
+      r0[i] = fmaxf(r0[i], r0[i + w]);
+      r1[i] = fmaxf(r1[i], r1[i + w]);
+    }
+  float mx0 = r0[0], mx1 = r1[0];
+#pragma unroll
+  for (int off = 1; off <= 2; off <<= 1) {
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
+  }
+  const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+  const float b0 = kMask && mn0 == -INFINITY ? 0.0f : mn0;
+  const float b1 = kMask && mn1 == -INFINITY ? 0.0f : mn1;
+  const float alpha0 = ex2(m0 - b0), alpha1 = ex2(m1 - b1);
+#pragma unroll
+  for (int nt = 0; nt < kGroups; ++nt) {
+#pragma unroll
+    for (int x = 0; x < 2; ++x) {
+      s[nt][x] = ex2(s[nt][x] - b0);
+      s[nt][2 + x] = ex2(s[nt][2 + x] - b1);
+    }
+    r0[nt] = s[nt][0] + s[nt][1];
+    r1[nt] = s[nt][2] + s[nt][3];
+  }
+#pragma unroll
+  for (int w = kGroups / 2; w >= 1; w /= 2)
+#pragma unroll
+    for (int i = 0; i < w; ++i) {
+      r0[i] += r0[i + w];
+      r1[i] += r1[i + w];
+    }
+  l0 = l0 * alpha0 + r0[0];
+  l1 = l1 * alpha1 + r1[0];
+  m0 = mn0;
+  m1 = mn1;
+#pragma unroll
+  for (int dt = 0; dt < D / 8; ++dt) {
+    o[dt][0] *= alpha0;
+    o[dt][1] *= alpha0;
+    o[dt][2] *= alpha1;
+    o[dt][3] *= alpha1;
+  }
+}
+
 // A chunk's rows (r0, r1 of each warp): unnormalised output and (max, sum) to the partials at
 // chunk `split`; then, in the tile's last block to finish, out (and out_bf16) = the merge of the
 // tile's `chunks` partials: sum_s 2^(m_s - M) o_s / sum_s 2^(m_s - M) l_s (base e without kFast).
@@ -272,7 +428,7 @@ constexpr int kMinBlocks = D == 64 ? 4 : 3;
 // the short unsplit tiles; the blocks of chunks a short tile does not have return at once.
 // (Chunk-major order ran 2048-token prompts slower: the long tiles' last chunks and their merges
 // formed the tail.)
-template <typename T, int D, bool kFast, bool kSplit>
+template <typename T, int D, bool kFast, bool kSplit, bool kInterleaved>
 __global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
     attention_flash_kernel(const AttentionArgs a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -421,19 +577,41 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
 
   int stage = 0;
   for (int t0 = chunk_lo; t0 < chunk_hi; t0 += kKeys, stage ^= 1) {
-    // Tile t + 1's copies go out before tile t is waited for.
-    if (t0 + kKeys < chunk_hi)
-      load_tile<T, D>(a, b, g, t0 + kKeys, key_hi, row_begin, kbuf + (stage ^ 1) * kTileElems<D>,
-                      vbuf + (stage ^ 1) * kTileElems<D>);
-    cp_async_commit();
-    cp_async_wait<1>();
-    __syncthreads();
+    if constexpr (kInterleaved) {
+      // One barrier a tile: past it, tile t has landed and every warp is done with tile t - 1,
+      // whose stage then takes tile t + 1's copies (in flight while tile t is multiplied).
+      cp_async_wait<0>();
+      __syncthreads();
+      if (t0 + kKeys < chunk_hi)
+        load_tile<T, D>(a, b, g, t0 + kKeys, key_hi, row_begin, kbuf + (stage ^ 1) * kTileElems<D>,
+                        vbuf + (stage ^ 1) * kTileElems<D>);
+      cp_async_commit();
+    } else {
+      // Tile t + 1's copies go out before tile t is waited for.
+      if (t0 + kKeys < chunk_hi)
+        load_tile<T, D>(a, b, g, t0 + kKeys, key_hi, row_begin, kbuf + (stage ^ 1) * kTileElems<D>,
+                        vbuf + (stage ^ 1) * kTileElems<D>);
+      cp_async_commit();
+      cp_async_wait<1>();
+      __syncthreads();
+    }
     const T* ks = kbuf + stage * kTileElems<D>;
     const T* vs = vbuf + stage * kTileElems<D>;
 
     float s[kKeys / 8][4];
 #pragma unroll
     for (int nt = 0; nt < kKeys / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+    if constexpr (kInterleaved) {
+      scores_interleaved<T, D>(s, qa, ks, lane);
+      if (t0 >= full_lo && t0 + kKeys <= full_hi)  // warp-uniform
+        softmax_tile_interleaved<false, D>(s, o, m0, m1, l0, l1, t0, key_hi, lo0, hi0, lo1, hi1,
+                                           tig);
+      else
+        softmax_tile_interleaved<true, D>(s, o, m0, m1, l0, l1, t0, key_hi, lo0, hi0, lo1, hi1,
+                                          tig);
+      values_interleaved<T, D>(o, s, vs, lane);
+      continue;  // the next iteration's barrier guards this stage's refill
+    }
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk += 2)
 #pragma unroll
@@ -472,6 +650,13 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
     __syncthreads();  // this stage is consumed before the next iteration refills it
   }
   cp_async_wait<0>();
+  if constexpr (kInterleaved) {  // the lanes' partial row sums -> the quad's
+#pragma unroll
+    for (int off = 1; off <= 2; off <<= 1) {
+      l0 += __shfl_xor_sync(0xffffffffu, l0, off);
+      l1 += __shfl_xor_sync(0xffffffffu, l1, off);
+    }
+  }
 
   if (kSplit && chunks > 1)
     return write_and_merge_split<D, kFast>(a, b, g, tile, split, chunks, v0, nv, row_begin, o, m0,
@@ -498,10 +683,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
   }
 }
 
-template <typename T, int D, bool kFast, bool kSplit>
-void launch_dks(const AttentionArgs& a, cudaStream_t s) {
+template <typename T, int D, bool kFast, bool kSplit, bool kInterleaved>
+void launch_dksi(const AttentionArgs& a, cudaStream_t s) {
   static const bool attr_set = [] {
-    return cudaFuncSetAttribute(attention_flash_kernel<T, D, kFast, kSplit>,
+    return cudaFuncSetAttribute(attention_flash_kernel<T, D, kFast, kSplit, kInterleaved>,
                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
                                 static_cast<int>(kSmemBytes<T, D>)) == cudaSuccess;
   }();
@@ -509,7 +694,16 @@ void launch_dks(const AttentionArgs& a, cudaStream_t s) {
   const int64_t chunks = kSplit ? a.splits : 1;
   const dim3 grid(static_cast<unsigned>(a.hkv), static_cast<unsigned>(a.num_seqs),
                   static_cast<unsigned>(a.tiles * chunks));
-  attention_flash_kernel<T, D, kFast, kSplit><<<grid, kThreads, kSmemBytes<T, D>, s>>>(a);
+  attention_flash_kernel<T, D, kFast, kSplit, kInterleaved>
+      <<<grid, kThreads, kSmemBytes<T, D>, s>>>(a);
+}
+
+// The interleaved tile runs the base-2 softmax only (kFast).
+template <typename T, int D, bool kFast, bool kSplit>
+void launch_dks(const AttentionArgs& a, cudaStream_t s) {
+  if constexpr (kFast)
+    if (a.interleaved) return launch_dksi<T, D, true, kSplit, true>(a, s);
+  launch_dksi<T, D, kFast, kSplit, false>(a, s);
 }
 
 template <typename T, int D, bool kFast>

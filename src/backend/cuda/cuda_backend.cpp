@@ -288,6 +288,7 @@ CudaOptions cuda_options_from_env() {
   o.flash_attention = cuda::env_flag("INFERA_CUDA_FLASH", o.flash_attention);
   o.flash_fast_softmax = cuda::env_flag("INFERA_CUDA_FLASH_FAST", o.flash_fast_softmax);
   o.flash_split_keys = cuda::env_flag("INFERA_CUDA_FLASH_SPLIT", o.flash_split_keys);
+  o.flash_interleaved = cuda::env_flag("INFERA_CUDA_FLASH_INTERLEAVED", o.flash_interleaved);
   if (const char* v = std::getenv("INFERA_CUDA_FLASH_SPLIT_TILES"); v && *v)
     o.flash_split_key_tiles = std::max(0, std::atoi(v));
   o.bf16_shadow = cuda::env_flag("INFERA_CUDA_BF16_SHADOW", o.bf16_shadow);

@@ -395,6 +395,7 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& 
         a.tiles <= 65535 && reinterpret_cast<uintptr_t>(q.data()) % 16 == 0) {  // float4 q loads
       nt.kernel = "attention_flash";
       a.fast_softmax = options_.flash_fast_softmax ? 1 : 0;
+      a.interleaved = options_.flash_interleaved ? 1 : 0;
       a.out_bf16 = shadow_buffer(out);
       if (options_.flash_split_keys) {
         const int64_t slots =

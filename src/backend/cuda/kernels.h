@@ -286,6 +286,8 @@ struct AttentionArgs {
   // Flash kernel: key tiles every row of a warp sees whole skip the mask, and the softmax runs
   // in base 2 with log2(e) folded into the query scale (CudaOptions::flash_fast_softmax).
   int64_t fast_softmax;
+  // Flash kernel with fast_softmax: the interleaved tile (CudaOptions::flash_interleaved).
+  int64_t interleaved;
   void* out_bf16;  // flash kernel, when set: out rounded to bf16 as well (BinaryArgs::out_bf16)
 };
 // CUDA cores, f32 throughout: any cache type and head_dim <= kSimtMaxHeadDim; decode's path.
