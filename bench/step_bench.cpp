@@ -11,10 +11,13 @@
 //
 //   step_bench --model ../shared/models/qwen3-0.6b --dummy-weights --device cuda \
 //       --kv-dtype bf16 --prefill 512,2048 --batch 1,8,64,256 --context 512 --json out.json
+// --prefill-batch 8x512 also times 8 prompts of 512 tokens prefilled in one step (tokens/s over
+// all 4096 prompt tokens; JSON "prefill_batch").
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -23,6 +26,7 @@
 #include "backend/registry.h"
 #include "engine/kv_cache.h"
 #include "engine/step.h"
+#include "infera/error.h"
 #include "model/causal_lm.h"
 #include "sample/sampler.h"
 #ifdef INFERA_WITH_CUDA
@@ -90,34 +94,41 @@ struct Options {
   bool dummy = false;
   bool sampled = false;  // also time top-k/top-p sampling on the host and on the backend
   std::vector<int64_t> prefill = {512, 2048}, batch = {1, 8, 64};
+  std::vector<std::string> prefill_batch;  // "SxL": S prompts of L tokens in one step
   int64_t context = 512, steps = 64, repeats = 5, block_size = 32;
 };
 
-nlohmann::json bench_prefill(CausalLM& model, const Options& o, DType kv, int64_t len) {
+// `seqs` prompts of `len` tokens each in one step (seqs 1: one prompt, the time to first token).
+nlohmann::json bench_prefill(CausalLM& model, const Options& o, DType kv, int64_t len,
+                             int64_t seqs = 1) {
   std::vector<double> samples;
   const int64_t vocab = model.info().vocab;
+  const int64_t blocks = (len + o.block_size - 1) / o.block_size;
   for (int64_t r = 0; r <= o.repeats; ++r) {  // the first run warms up (cuBLAS, graphs)
     KvCache cache(model.backend(), model.kv_shape(),
-                  {.block_size = o.block_size,
-                   .num_blocks = (len + o.block_size - 1) / o.block_size,
-                   .dtype = kv});
-    const SeqId seq = cache.add_sequence();
-    cache.reserve(seq, len);
-    const std::vector<int32_t> ids = prompt_ids(len, r, vocab);
-    const SeqChunk chunk{seq, ids, OutputRows::Last};
-    std::vector<float> logits(static_cast<size_t>(vocab));
+                  {.block_size = o.block_size, .num_blocks = seqs * blocks, .dtype = kv});
+    std::vector<std::vector<int32_t>> ids;
+    std::vector<SeqChunk> chunks;
+    for (int64_t s = 0; s < seqs; ++s) ids.push_back(prompt_ids(len, r * seqs + s, vocab));
+    for (int64_t s = 0; s < seqs; ++s) {
+      const SeqId seq = cache.add_sequence();
+      cache.reserve(seq, len);
+      chunks.push_back({seq, ids[size_t(s)], OutputRows::Last});
+    }
+    std::vector<float> logits(static_cast<size_t>(seqs * vocab));
     model.backend().synchronize();
     const auto t = Clock::now();
-    run_step(model, cache, std::span<const SeqChunk>(&chunk, 1), logits);
+    run_step(model, cache, chunks, logits);
     if (r > 0) samples.push_back(seconds_since(t));
   }
   const double m = median(samples);
-  std::printf("prefill %6lld tokens: median %8.3f ms  %10.0f tok/s\n", (long long)len, m * 1e3,
-              double(len) / m);
-  return {{"prompt_tokens", len},
+  std::printf("prefill %3lld x %6lld tokens: median %8.3f ms  %10.0f tok/s\n", (long long)seqs,
+              (long long)len, m * 1e3, double(seqs * len) / m);
+  return {{"sequences", seqs},
+          {"prompt_tokens", len},
           {"seconds", samples},
           {"median_seconds", m},
-          {"tokens_per_second", double(len) / m}};
+          {"tokens_per_second", double(seqs * len) / m}};
 }
 
 nlohmann::json bench_decode(CausalLM& model, const Options& o, DType kv, int64_t batch) {
@@ -232,6 +243,9 @@ int main(int argc, char** argv) {
   app.add_option("--device", o.device, "cpu, cuda or auto")->capture_default_str();
   app.add_option("--kv-dtype", o.kv_dtype, "f32, bf16 or f16")->capture_default_str();
   app.add_option("--prefill", o.prefill, "Prompt lengths for prefill")->delimiter(',');
+  app.add_option("--prefill-batch", o.prefill_batch,
+                 "Batched prefill: SxL = S prompts of L tokens in one step (e.g. 8x512)")
+      ->delimiter(',');
   app.add_option("--batch", o.batch, "Batch sizes for decode")->delimiter(',');
   app.add_option("--context", o.context, "Prompt tokens per sequence before decode");
   app.add_option("--decode-steps", o.steps, "Timed decode steps per batch size");
@@ -258,6 +272,15 @@ int main(int argc, char** argv) {
     for (int64_t len : o.prefill) {
       out["prefill"].push_back(bench_prefill(*model, o, kv, len));
       report_backend(*backend, "prefill " + std::to_string(len));
+    }
+    for (const std::string& sxl : o.prefill_batch) {
+      const size_t x = sxl.find('x');
+      const int64_t seqs = x == std::string::npos ? 0 : std::atoll(sxl.substr(0, x).c_str());
+      const int64_t len = x == std::string::npos ? 0 : std::atoll(sxl.substr(x + 1).c_str());
+      if (seqs < 1 || len < 1)
+        throw InvalidArgument("--prefill-batch wants SxL (e.g. 8x512), got '" + sxl + "'");
+      out["prefill_batch"].push_back(bench_prefill(*model, o, kv, len, seqs));
+      report_backend(*backend, "prefill " + sxl);
     }
     for (int64_t b : o.batch) {
       out["decode"].push_back(bench_decode(*model, o, kv, b));

@@ -292,6 +292,14 @@ std::vector<AttnCase> attention_cases() {
       {"two prompts d 128, group 4", {70, 129}, {70, 129}, 8, 2, 128, 16, {}},
       {"bidirectional d 128", {100, 37}, {100, 37}, 4, 1, 128, 16, {}},
       {"local window 20, d 64", {90}, {90}, 2, 1, 64, 16, {}},
+      // Long causal prompts with few (sequence, kv head) tiles: the flash kernel splits the long
+      // query tiles' keys across blocks (chunks of whole key tiles) and merges them; prompts not
+      // a multiple of the tiles, history before the prompt, several prompts of different lengths.
+      {"long prompt 700, d 128, group 2", {700}, {700}, 4, 2, 128, 32, {}},
+      {"prefill 500 after 330, d 128", {830}, {500}, 2, 1, 128, 16, {}},
+      {"three prompts 530/77/300, d 128", {530, 77, 300}, {530, 77, 300}, 4, 2, 128, 16, {}},
+      {"long prompt 600, d 64, group 4", {600}, {600}, 4, 1, 64, 32, {}},
+      {"long prompt 640, local window 150", {640}, {640}, 2, 1, 128, 16, {}},
   };
   c[6].params.window = 4;
   c[7].params = {.causal = false, .window = 8};
@@ -299,6 +307,7 @@ std::vector<AttnCase> attention_cases() {
   c[12].params.window = 4;
   c[15].params.causal = false;
   c[16].params.window = 20;
+  c[21].params.window = 150;
   for (AttnCase& a : c) a.params.scale = 1.0f / std::sqrt(float(a.d));
   return c;
 }

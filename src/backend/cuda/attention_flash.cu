@@ -8,142 +8,128 @@
 // are launched longest first (the causal triangle's last rows see the most keys), so the short
 // ones fill the tail of the grid. Without a block table it is the encoders' packed attention
 // (CudaBackend::attention_packed): keys and values are bf16 copies of k and v [T, hkv, D].
+// The tile's primitives and its interleaved variant (the default) are in attention_flash_tile.cuh;
+// the optional key split of long causal tiles and its merge are here.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include "backend/cuda/attention_common.cuh"
+#include "backend/cuda/attention_flash_tile.cuh"
 #include "backend/cuda/device_util.cuh"
 #include "backend/cuda/mma_tile.cuh"
 
 namespace infera::cuda {
 namespace {
 
-constexpr int kVectors = static_cast<int>(kMmaVectorsPerTile), kKeys = 64, kWarps = 4;
-constexpr int kThreads = kWarps * 32;
+using namespace flash;  // attention_flash_tile.cuh
 
-template <int D>
-constexpr int kRow = D + 8;  // padded smem row (elements): rows 16 bytes apart mod 128, so the
-                             // 8 row addresses of an ldmatrix hit distinct bank groups
-template <int D>
-constexpr size_t kTileElems = static_cast<size_t>(kKeys) * kRow<D>;
-template <typename T, int D>
-constexpr size_t kSmemBytes = 4 * kTileElems<D> * sizeof(T);  // K and V, two stages each
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const void* smem) {
-  const auto a = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t* r, const void* smem) {
-  const auto a = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
-}
-
-// 16 bytes global -> shared, asynchronously; bytes = 0 writes zeros (a key past the range).
-__device__ __forceinline__ void cp_async16(void* smem, const void* global, int bytes) {
-  const auto a = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(a), "l"(global), "r"(bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
-// Issues the copies of keys and values [t0, t0 + kKeys) (zeros past key_hi) into one stage.
-template <typename T, int D>
-__device__ __forceinline__ void load_tile(const AttentionArgs& a, int b, int g, int t0, int key_hi,
-                                          int row_begin, T* ks, T* vs) {
-  constexpr int kChunks = D / 8;  // 16-byte chunks per row
-  constexpr int kPerThread = kKeys * kChunks / kThreads;
-  static_assert(kKeys * kChunks % kThreads == 0 && kThreads % kChunks == 0);
-  const T* keys = static_cast<const T*>(a.keys);
-  const T* values = static_cast<const T*>(a.values);
-  const int c = threadIdx.x % kChunks;
+// A chunk's rows (r0, r1 of each warp): unnormalised output and (max, sum) to the partials at
+// chunk `split`; then, in the tile's last block to finish, out (and out_bf16) = the merge of the
+// tile's `chunks` partials: sum_s 2^(m_s - M) o_s / sum_s 2^(m_s - M) l_s (base e without kFast).
+// Each block publishes its partials before it counts itself done; the block that brings the count
+// to `chunks` sees every other block's partials and resets the counter for the next launch. The
+// merge is latency-bound (a few L2 round trips on the tile's critical path), so its loads are
+// issued together: the chunks' factors first (staged in the free key buffer `smem`), then per
+// chunk one 16-byte load of each of the thread's D / 8 output quads.
+template <int D, bool kFast>
+__device__ __forceinline__ void write_and_merge_split(const AttentionArgs& a, int b, int g,
+                                                      int tile, int split, int chunks, int v0,
+                                                      int nv, int row_begin,
+                                                      const float (&o)[D / 8][4], float m0,
+                                                      float m1, float l0, float l1, float* smem) {
+  __shared__ int merge;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, gid = lane / 4, tig = lane % 4;
+  const int64_t stride = a.num_tokens * a.hq;  // vectors per chunk of the partials
+  const auto vector_index = [&](int v) {
+    int row, head;
+    vector_row_head(a, row_begin, g, v0 + v, row, head);
+    return static_cast<int64_t>(row) * a.hq + head;
+  };
 #pragma unroll
-  for (int i = 0; i < kPerThread; ++i) {
-    const int j = threadIdx.x / kChunks + i * (kThreads / kChunks);  // key of the tile
-    const int t = t0 + j;
-    const bool ok = t < key_hi;
-    // Packed (no block table): key t of the sequence is row row_begin + t of [T, hkv, D].
-    const int64_t at = !ok             ? 0
-                       : a.block_table ? key_offset(a, b, g, t)
-                                       : (static_cast<int64_t>(row_begin + t) * a.hkv + g) * D;
-    const int64_t off = ok ? at + c * 8 : 0;
-    cp_async16(ks + j * kRow<D> + c * 8, keys + off, ok ? 16 : 0);
-    cp_async16(vs + j * kRow<D> + c * 8, values + off, ok ? 16 : 0);
+  for (int half = 0; half < 2; ++half) {
+    const int v = warp * 16 + gid + half * 8;
+    if (v >= nv) continue;
+    const int64_t vec = split * stride + vector_index(v);
+    float* dst = a.partial_out + vec * D;
+#pragma unroll
+    for (int dt = 0; dt < D / 8; ++dt)
+      __stcg(reinterpret_cast<float2*>(dst + dt * 8 + tig * 2),
+             make_float2(o[dt][2 * half], o[dt][2 * half + 1]));
+    if (tig == 0)
+      __stcg(reinterpret_cast<float2*>(a.partial_ml) + vec,
+             half == 0 ? make_float2(m0, l0) : make_float2(m1, l1));
   }
-}
-
-__device__ __forceinline__ float ex2(float x) {  // 2^x (MUFU.EX2); ex2(-inf) = 0
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
-// online_softmax_tile (mma_tile.cuh) for scores already in base 2 (log2(e) folded into the
-// queries): with kMask false the caller knows every key of the tile is visible to both rows of
-// every lane, so there is no mask, every score is finite and the running max is finite after the
-// first tile: no -inf cases. With kMask true, the masked step (the tile the causal diagonal or a
-// window edge crosses).
-template <bool kMask, int D>
-__device__ __forceinline__ void softmax_tile_base2(float (&s)[kKeys / 8][4], float (&o)[D / 8][4],
-                                                   float& m0, float& m1, float& l0, float& l1,
-                                                   int t0, int key_hi, int lo0, int hi0, int lo1,
-                                                   int hi1, int tig) {
-  float mx0 = -INFINITY, mx1 = -INFINITY;
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) {
+    const int64_t counter = (static_cast<int64_t>(b) * a.hkv + g) * a.tiles + tile;
+    merge = atomicAdd(&a.split_counters[counter], 1u) == static_cast<unsigned>(chunks - 1);
+    if (merge) a.split_counters[counter] = 0;
+  }
+  __syncthreads();
+  if (!merge) return;
+  __threadfence();
+  // smem: [kVectors][chunks] maxima, then factors; [kVectors] sums' inverses after them.
+  float* factor = smem;
+  float* inv = smem + kVectors * chunks;
+  for (int i = tid; i < nv * chunks; i += kThreads) {
+    const int v = i / chunks, sp = i % chunks;
+    const float2 ml =
+        __ldcg(reinterpret_cast<const float2*>(a.partial_ml) + sp * stride + vector_index(v));
+    factor[i] = ml.x;
+    inv[kVectors + i] = ml.y;  // sums, past the inverses (64 + 64 * 16 floats at most)
+  }
+  __syncthreads();
+  for (int v = tid; v < nv; v += kThreads) {
+    float m = -INFINITY, l = 0.0f;
+    for (int sp = 0; sp < chunks; ++sp) m = fmaxf(m, factor[v * chunks + sp]);
+    for (int sp = 0; sp < chunks; ++sp) {
+      const float ms = factor[v * chunks + sp];
+      const float f = ms == -INFINITY ? 0.0f : (kFast ? exp2f(ms - m) : expf(ms - m));
+      factor[v * chunks + sp] = f;
+      l += f * inv[kVectors + v * chunks + sp];
+    }
+    inv[v] = l > 0.0f ? 1.0f / l : 0.0f;
+  }
+  __syncthreads();
+  constexpr int kQuads = D / 4, kPer = kVectors * kQuads / kThreads;  // quads per thread
+  float4 acc[kPer];
 #pragma unroll
-  for (int nt = 0; nt < kKeys / 8; ++nt)
+  for (int i = 0; i < kPer; ++i) acc[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  for (int sp = 0; sp < chunks; ++sp) {
+    float4 po[kPer];
 #pragma unroll
-    for (int x = 0; x < 2; ++x) {
-      if (kMask) {
-        const int t = t0 + nt * 8 + tig * 2 + x;
-        const bool ok = t < key_hi;
-        if (!(ok && t >= lo0 && t < hi0)) s[nt][x] = -INFINITY;
-        if (!(ok && t >= lo1 && t < hi1)) s[nt][2 + x] = -INFINITY;
-      }
-      mx0 = fmaxf(mx0, s[nt][x]);
-      mx1 = fmaxf(mx1, s[nt][2 + x]);
+    for (int i = 0; i < kPer; ++i) {
+      const int q = tid + i * kThreads, v = q / kQuads, e = (q % kQuads) * 4;
+      po[i] = v < nv ? __ldcg(reinterpret_cast<const float4*>(
+                           a.partial_out + (sp * stride + vector_index(v)) * D + e))
+                     : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
 #pragma unroll
-  for (int off = 1; off <= 2; off <<= 1) {
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
-  }
-  const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-  // A row none of whose keys so far is visible keeps mn = -inf: its scores are all -inf and
-  // must give 0 (not ex2(-inf - -inf) = NaN), hence the base, 0 for such a row.
-  const float b0 = kMask && mn0 == -INFINITY ? 0.0f : mn0;
-  const float b1 = kMask && mn1 == -INFINITY ? 0.0f : mn1;
-  const float alpha0 = ex2(m0 - b0), alpha1 = ex2(m1 - b1);  // m = -inf: 0 (nothing to rescale)
-  float sum0 = 0.0f, sum1 = 0.0f;
-#pragma unroll
-  for (int nt = 0; nt < kKeys / 8; ++nt)
-#pragma unroll
-    for (int x = 0; x < 2; ++x) {
-      s[nt][x] = ex2(s[nt][x] - b0);  // a masked score: ex2(-inf) = 0
-      s[nt][2 + x] = ex2(s[nt][2 + x] - b1);
-      sum0 += s[nt][x];
-      sum1 += s[nt][2 + x];
+    for (int i = 0; i < kPer; ++i) {
+      const int v = (tid + i * kThreads) / kQuads;
+      const float f = v < nv ? factor[v * chunks + sp] : 0.0f;
+      acc[i].x += f * po[i].x;
+      acc[i].y += f * po[i].y;
+      acc[i].z += f * po[i].z;
+      acc[i].w += f * po[i].w;
     }
-#pragma unroll
-  for (int off = 1; off <= 2; off <<= 1) {
-    sum0 += __shfl_xor_sync(0xffffffffu, sum0, off);
-    sum1 += __shfl_xor_sync(0xffffffffu, sum1, off);
   }
-  l0 = l0 * alpha0 + sum0;
-  l1 = l1 * alpha1 + sum1;
-  m0 = mn0;
-  m1 = mn1;
 #pragma unroll
-  for (int dt = 0; dt < D / 8; ++dt) {
-    o[dt][0] *= alpha0;
-    o[dt][1] *= alpha0;
-    o[dt][2] *= alpha1;
-    o[dt][3] *= alpha1;
+  for (int i = 0; i < kPer; ++i) {
+    const int q = tid + i * kThreads, v = q / kQuads, e = (q % kQuads) * 4;
+    if (v >= nv) continue;
+    const int64_t vec = vector_index(v);
+    const float r = inv[v];
+    const float4 y = make_float4(acc[i].x * r, acc[i].y * r, acc[i].z * r, acc[i].w * r);
+    float2* dst = reinterpret_cast<float2*>(a.out + vec * D + e);  // out is 8-byte aligned
+    dst[0] = make_float2(y.x, y.y);
+    dst[1] = make_float2(y.z, y.w);
+    if (a.out_bf16) {
+      auto* dst16 = static_cast<__nv_bfloat16*>(a.out_bf16) + vec * D + e;
+      reinterpret_cast<__nv_bfloat162*>(dst16)[0] = __floats2bfloat162_rn(y.x, y.y);
+      reinterpret_cast<__nv_bfloat162*>(dst16)[1] = __floats2bfloat162_rn(y.z, y.w);
+    }
   }
 }
 
@@ -152,7 +138,17 @@ __device__ __forceinline__ void softmax_tile_base2(float (&s)[kKeys / 8][4], flo
 template <int D>
 constexpr int kMinBlocks = D == 64 ? 4 : 3;
 
-template <typename T, int D, bool kFast>
+// Split keys (kSplit, AttentionArgs::splits > 1): the causal triangle's long query tiles would
+// otherwise decide the kernel's makespan (a 2048-token prompt's last tile walks 32 key tiles while
+// the GPU's slots average ~21), so a tile of n key tiles is cut into ceil(n / split_key_tiles)
+// (at most `splits`) chunks of whole key tiles, each a block of its own; each writes its rows'
+// unnormalised output and (max, sum) to the partials and the tile's last block merges them
+// (write_and_merge_split). Grid z enumerates query tiles major (longest first), chunk minor, so
+// a long tile's chunks run side by side at the start and merge early, and the grid's tail is
+// the short unsplit tiles; the blocks of chunks a short tile does not have return at once.
+// (Chunk-major order ran 2048-token prompts slower: the long tiles' last chunks and their merges
+// formed the tail.)
+template <typename T, int D, bool kFast, bool kSplit, bool kInterleaved>
 __global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
     attention_flash_kernel(const AttentionArgs a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -161,7 +157,13 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
   __shared__ int range[kVectors * 2 + 2];
 
   const int g = blockIdx.x, b = blockIdx.y;
-  const int tile = static_cast<int>(gridDim.z - 1 - blockIdx.z);  // longest first
+  // Longest first; split: chunk index major (see above).
+  int tile = static_cast<int>(gridDim.z - 1 - blockIdx.z), split = 0;
+  if constexpr (kSplit) {
+    const int splits = static_cast<int>(a.splits);
+    split = static_cast<int>(blockIdx.z) % splits;
+    tile = static_cast<int>(a.tiles) - 1 - static_cast<int>(blockIdx.z) / splits;
+  }
   const int group = static_cast<int>(a.hq / a.hkv);
   const int row_begin = a.query_start[b], rows = a.query_start[b + 1] - row_begin;
   const int v0 = tile * kVectors, nv = min(kVectors, rows * group - v0);
@@ -186,6 +188,49 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
     range[2 * v] = lo;
     range[2 * v + 1] = hi;
   }
+  // The block's key range: the union of its rows' ranges (tile-aligned from the sequence's first
+  // row when packed), by thread 0 into range[2 * kVectors ...].
+  const auto block_key_range = [&] {
+    if (tid == 0) {
+      int lo = len, hi = 0;
+      for (int v = 0; v < nv; ++v) {
+        lo = min(lo, range[2 * v]);
+        hi = max(hi, range[2 * v + 1]);
+      }
+      if (packed) lo = min(lo, hi) / kKeys * kKeys;
+      range[2 * kVectors] = lo;
+      range[2 * kVectors + 1] = max(lo, hi);
+    }
+  };
+  // This block's chunk [chunk_lo, chunk_hi) of the key range, and the tile's chunk count.
+  int chunk_lo = 0, chunk_hi = 0, chunks = 1;
+  if constexpr (kSplit) {
+    __syncthreads();
+    if (warp == 0) {  // block_key_range by a warp: blocks of a chunk-less split wait on it
+      int lo = len, hi = 0;
+      for (int v = lane; v < nv; v += 32) {
+        lo = min(lo, range[2 * v]);
+        hi = max(hi, range[2 * v + 1]);
+      }
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) {
+        lo = min(lo, __shfl_xor_sync(0xffffffffu, lo, off));
+        hi = max(hi, __shfl_xor_sync(0xffffffffu, hi, off));
+      }
+      if (packed) lo = min(lo, hi) / kKeys * kKeys;
+      if (lane == 0) {
+        range[2 * kVectors] = lo;
+        range[2 * kVectors + 1] = max(lo, hi);
+      }
+    }
+    __syncthreads();
+    const int lo = range[2 * kVectors], hi = range[2 * kVectors + 1];
+    const int n = (hi - lo + kKeys - 1) / kKeys, per = static_cast<int>(a.split_key_tiles);
+    chunks = max(1, min(static_cast<int>(a.splits), (n + per - 1) / per));
+    if (split >= chunks) return;  // block-uniform: a chunk this tile does not have
+    chunk_lo = lo + split * n / chunks * kKeys;
+    chunk_hi = min(hi, lo + (split + 1) * n / chunks * kKeys);
+  }
   // The queries, scaled and rounded to the cache type, staged in the second value stage (free
   // until tile 1's copies are issued, after the fragments are in registers).
   T* const qs = vbuf + kTileElems<D>;
@@ -209,19 +254,16 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
     *reinterpret_cast<uint2*>(&qs[v * kRow<D> + e]) = packed4;
   }
   __syncthreads();
-  if (tid == 0) {
-    int lo = len, hi = 0;
-    for (int v = 0; v < nv; ++v) {
-      lo = min(lo, range[2 * v]);
-      hi = max(hi, range[2 * v + 1]);
-    }
-    if (packed) lo = min(lo, hi) / kKeys * kKeys;
-    range[2 * kVectors] = lo;
-    range[2 * kVectors + 1] = max(lo, hi);
+  if constexpr (!kSplit) {  // the unsplit kernel overlaps this with the queries' loads
+    block_key_range();
+    __syncthreads();
   }
-  __syncthreads();
-  const int key_lo = range[2 * kVectors], key_hi = range[2 * kVectors + 1];
-  if (key_lo < key_hi) load_tile<T, D>(a, b, g, key_lo, key_hi, row_begin, kbuf, vbuf);
+  const int key_hi = range[2 * kVectors + 1];
+  if constexpr (!kSplit) {
+    chunk_lo = range[2 * kVectors];
+    chunk_hi = key_hi;
+  }
+  if (chunk_lo < chunk_hi) load_tile<T, D>(a, b, g, chunk_lo, key_hi, row_begin, kbuf, vbuf);
   cp_async_commit();
 
   const int r0 = warp * 16 + gid, r1 = r0 + 8;
@@ -254,20 +296,42 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
   }
 
   int stage = 0;
-  for (int t0 = key_lo; t0 < key_hi; t0 += kKeys, stage ^= 1) {
-    // Tile t + 1's copies go out before tile t is waited for.
-    if (t0 + kKeys < key_hi)
-      load_tile<T, D>(a, b, g, t0 + kKeys, key_hi, row_begin, kbuf + (stage ^ 1) * kTileElems<D>,
-                      vbuf + (stage ^ 1) * kTileElems<D>);
-    cp_async_commit();
-    cp_async_wait<1>();
-    __syncthreads();
+  for (int t0 = chunk_lo; t0 < chunk_hi; t0 += kKeys, stage ^= 1) {
+    if constexpr (kInterleaved) {
+      // One barrier a tile: past it, tile t has landed and every warp is done with tile t - 1,
+      // whose stage then takes tile t + 1's copies (in flight while tile t is multiplied).
+      cp_async_wait<0>();
+      __syncthreads();
+      if (t0 + kKeys < chunk_hi)
+        load_tile<T, D>(a, b, g, t0 + kKeys, key_hi, row_begin, kbuf + (stage ^ 1) * kTileElems<D>,
+                        vbuf + (stage ^ 1) * kTileElems<D>);
+      cp_async_commit();
+    } else {
+      // Tile t + 1's copies go out before tile t is waited for.
+      if (t0 + kKeys < chunk_hi)
+        load_tile<T, D>(a, b, g, t0 + kKeys, key_hi, row_begin, kbuf + (stage ^ 1) * kTileElems<D>,
+                        vbuf + (stage ^ 1) * kTileElems<D>);
+      cp_async_commit();
+      cp_async_wait<1>();
+      __syncthreads();
+    }
     const T* ks = kbuf + stage * kTileElems<D>;
     const T* vs = vbuf + stage * kTileElems<D>;
 
     float s[kKeys / 8][4];
 #pragma unroll
     for (int nt = 0; nt < kKeys / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+    if constexpr (kInterleaved) {
+      scores_interleaved<T, D>(s, qa, ks, lane);
+      if (t0 >= full_lo && t0 + kKeys <= full_hi)  // warp-uniform
+        softmax_tile_interleaved<false, D>(s, o, m0, m1, l0, l1, t0, key_hi, lo0, hi0, lo1, hi1,
+                                           tig);
+      else
+        softmax_tile_interleaved<true, D>(s, o, m0, m1, l0, l1, t0, key_hi, lo0, hi0, lo1, hi1,
+                                          tig);
+      values_interleaved<T, D>(o, s, vs, lane);
+      continue;  // the next iteration's barrier guards this stage's refill
+    }
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk += 2)
 #pragma unroll
@@ -306,7 +370,17 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
     __syncthreads();  // this stage is consumed before the next iteration refills it
   }
   cp_async_wait<0>();
+  if constexpr (kInterleaved) {  // the lanes' partial row sums -> the quad's
+#pragma unroll
+    for (int off = 1; off <= 2; off <<= 1) {
+      l0 += __shfl_xor_sync(0xffffffffu, l0, off);
+      l1 += __shfl_xor_sync(0xffffffffu, l1, off);
+    }
+  }
 
+  if (kSplit && chunks > 1)
+    return write_and_merge_split<D, kFast>(a, b, g, tile, split, chunks, v0, nv, row_begin, o, m0,
+                                           m1, l0, l1, reinterpret_cast<float*>(kbuf));
   const float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
@@ -329,17 +403,33 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
   }
 }
 
-template <typename T, int D, bool kFast>
-void launch_dk(const AttentionArgs& a, cudaStream_t s) {
+template <typename T, int D, bool kFast, bool kSplit, bool kInterleaved>
+void launch_dksi(const AttentionArgs& a, cudaStream_t s) {
   static const bool attr_set = [] {
-    return cudaFuncSetAttribute(attention_flash_kernel<T, D, kFast>,
+    return cudaFuncSetAttribute(attention_flash_kernel<T, D, kFast, kSplit, kInterleaved>,
                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
                                 static_cast<int>(kSmemBytes<T, D>)) == cudaSuccess;
   }();
   if (!attr_set) throw std::runtime_error("cannot raise the flash attention's shared memory");
+  const int64_t chunks = kSplit ? a.splits : 1;
   const dim3 grid(static_cast<unsigned>(a.hkv), static_cast<unsigned>(a.num_seqs),
-                  static_cast<unsigned>(a.tiles));
-  attention_flash_kernel<T, D, kFast><<<grid, kThreads, kSmemBytes<T, D>, s>>>(a);
+                  static_cast<unsigned>(a.tiles * chunks));
+  attention_flash_kernel<T, D, kFast, kSplit, kInterleaved>
+      <<<grid, kThreads, kSmemBytes<T, D>, s>>>(a);
+}
+
+// The interleaved tile runs the base-2 softmax only (kFast).
+template <typename T, int D, bool kFast, bool kSplit>
+void launch_dks(const AttentionArgs& a, cudaStream_t s) {
+  if constexpr (kFast)
+    if (a.interleaved) return launch_dksi<T, D, true, kSplit, true>(a, s);
+  launch_dksi<T, D, kFast, kSplit, false>(a, s);
+}
+
+template <typename T, int D, bool kFast>
+void launch_dk(const AttentionArgs& a, cudaStream_t s) {
+  if (a.splits > 1) return launch_dks<T, D, kFast, true>(a, s);
+  launch_dks<T, D, kFast, false>(a, s);
 }
 
 template <typename T, int D>
@@ -355,6 +445,10 @@ void launch_typed(const AttentionArgs& a, cudaStream_t s) {
 }
 
 }  // namespace
+
+int64_t attention_flash_blocks_per_sm(int64_t head_dim) {
+  return head_dim == 64 ? kMinBlocks<64> : kMinBlocks<128>;
+}
 
 bool attention_flash_supports(ElemType type, int64_t head_dim) {
   return type != ElemType::F32 && (head_dim == 64 || head_dim == 128);

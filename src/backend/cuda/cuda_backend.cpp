@@ -289,6 +289,10 @@ CudaOptions cuda_options_from_env() {
   o.mma_attention = cuda::env_flag("INFERA_CUDA_MMA", o.mma_attention);
   o.flash_attention = cuda::env_flag("INFERA_CUDA_FLASH", o.flash_attention);
   o.flash_fast_softmax = cuda::env_flag("INFERA_CUDA_FLASH_FAST", o.flash_fast_softmax);
+  o.flash_split_keys = cuda::env_flag("INFERA_CUDA_FLASH_SPLIT", o.flash_split_keys);
+  o.flash_interleaved = cuda::env_flag("INFERA_CUDA_FLASH_INTERLEAVED", o.flash_interleaved);
+  if (const char* v = std::getenv("INFERA_CUDA_FLASH_SPLIT_TILES"); v && *v)
+    o.flash_split_key_tiles = std::max(0, std::atoi(v));
   o.bf16_shadow = cuda::env_flag("INFERA_CUDA_BF16_SHADOW", o.bf16_shadow);
   o.decode_pipeline = cuda::env_flag("INFERA_CUDA_DECODE_PIPELINE", o.decode_pipeline);
   o.stream_new_steps = cuda::env_flag("INFERA_CUDA_STREAM", o.stream_new_steps);

@@ -27,6 +27,18 @@ struct CudaOptions {
   // and runs its softmax in base 2 (log2(e) folded into the query scale): fewer non-tensor-core
   // instructions per score (INFERA_CUDA_FLASH_FAST=0: every tile masked, base e).
   bool flash_fast_softmax = true;
+  // Causal prefill whose longest query tiles would form the flash kernel's tail (few sequences x
+  // kv heads: one 2048-token prompt) has those tiles' keys split across blocks and merged by the
+  // last one (INFERA_CUDA_FLASH_SPLIT=1). Off: on the H200 it ran the 2048-token prompt's
+  // attention at 174 us a layer against 127 unsplit (the blocks' prologues, partials and merges
+  // cost more than the tail, which was ~13% of resident warps; bench/reference/cudaf_h200).
+  bool flash_split_keys = false;
+  // The flash kernel's interleaved tile: independent consecutive mma, fragments loaded a step
+  // ahead, tree reductions in the softmax (INFERA_CUDA_FLASH_INTERLEAVED=0: the earlier tile).
+  bool flash_interleaved = true;
+  // Key tiles (64 keys) per chunk of a split query tile; 0: chosen from the batch's shape
+  // (INFERA_CUDA_FLASH_SPLIT_TILES, for measuring the choice).
+  int64_t flash_split_key_tiles = 0;
   // Prefill-sized matmul inputs made by add_rmsnorm, swiglu, GeGLU, layernorm and the tensor-core
   // attentions are also written as bf16 by the kernel that makes them, so the next GEMM reads
   // them without a conversion pass (INFERA_CUDA_BF16_SHADOW=0: a convert kernel before each GEMM).

@@ -210,6 +210,7 @@ void CudaBackend::attention_packed(const Tensor& q, const Tensor& k, const Tenso
     f.causal = a.causal;
     f.window = a.window;
     f.fast_softmax = options_.flash_fast_softmax ? 1 : 0;
+    f.interleaved = options_.flash_interleaved ? 1 : 0;
     f.out_bf16 = shadow_buffer(out);
     ctx_->record(launch_attention_flash, f, note(op, "attention_flash", {&q, &k}));
     publish_shadow(out, f.out_bf16);

@@ -293,6 +293,48 @@ void CudaBackend::kv_write(const Tensor& k, const Tensor& v, KvLayer& cache, con
   ctx_->record(launch_kv_write, a, note(op, "kv_write", {&k, &cache.keys}));
 }
 
+namespace {
+
+// The flash kernel's key split (attention_flash.cu): counted from the host's copy of the batch,
+// the key tiles each (sequence, query tile) walks (its rows' union, 64 keys a tile; the window's
+// far edge ignored, an overcount). When the longest tile walks clearly more than the GPU's
+// resident blocks average, tiles are cut into chunks of `key_tiles` key tiles, about 1 / 2.5 of
+// that average (a makespan model of the 2048-token prompt put chunks of 6-8 tiles at ~24 tile
+// steps against 32 unsplit, for an average of 21; fewer splits leave longer chunks that land in
+// the tail, more pay their partials' traffic). {1, 0}: no split.
+struct FlashSplit {
+  int64_t splits = 1, key_tiles = 0;
+};
+FlashSplit plan_flash_split(const BatchDesc& d, int64_t group, int64_t hkv, int64_t tiles,
+                            bool causal, int64_t slots, int64_t forced_key_tiles) {
+  if (!causal) return {};
+  constexpr int64_t kKeys = 64;
+  int64_t total = 0, longest = 0;
+  for (int64_t b = 0; b < d.num_seqs(); ++b) {
+    const int64_t first = d.query_start[size_t(b)], rows = d.query_start[size_t(b) + 1] - first;
+    for (int64_t t = 0; t < tiles; ++t) {
+      const int64_t v_first = t * kMmaVectorsPerTile;
+      if (v_first >= rows * group) break;
+      const int64_t v_last = std::min(rows * group, v_first + kMmaVectorsPerTile) - 1;
+      const int64_t keys = int64_t{d.positions[size_t(first + v_last / group)]} + 1;
+      const int64_t n = (std::min<int64_t>(keys, d.seq_lens[size_t(b)]) + kKeys - 1) / kKeys;
+      total += n * hkv;
+      longest = std::max(longest, n);
+    }
+  }
+  const int64_t average = (total + slots - 1) / std::max<int64_t>(1, slots);
+  if (longest * 4 <= average * 5) return {};  // the longest tile is not the tail
+  constexpr int64_t kMaxSplits = 16;
+  const int64_t key_tiles = std::max<int64_t>(
+      {forced_key_tiles > 0 ? forced_key_tiles : std::max<int64_t>(2, average * 2 / 5),
+       (longest + kMaxSplits - 1) / kMaxSplits});
+  const int64_t splits = (longest + key_tiles - 1) / key_tiles;
+  if (splits <= 1 || tiles * splits > 65535) return {};
+  return {splits, key_tiles};
+}
+
+}  // namespace
+
 void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& batch,
                             const AttentionParams& params, Tensor& out) {
   const char* op = "attention";
@@ -356,7 +398,27 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& 
         a.tiles <= 65535 && reinterpret_cast<uintptr_t>(q.data()) % 16 == 0) {  // float4 q loads
       nt.kernel = "attention_flash";
       a.fast_softmax = options_.flash_fast_softmax ? 1 : 0;
+      a.interleaved = options_.flash_interleaved ? 1 : 0;
       a.out_bf16 = shadow_buffer(out);
+      if (options_.flash_split_keys) {
+        const int64_t slots =
+            ctx_->properties().multiProcessorCount * attention_flash_blocks_per_sm(head_dim);
+        const FlashSplit sp = plan_flash_split(d, group, hkv, a.tiles, params.causal, slots,
+                                               options_.flash_split_key_tiles);
+        if (sp.splits > 1) {
+          nt.kernel = "attention_flash_split";
+          a.splits = sp.splits;
+          a.split_key_tiles = sp.key_tiles;
+          const int64_t vecs = a.splits * tokens * hq;
+          a.partial_out = static_cast<float*>(ctx_->scratch(
+              DeviceContext::kAttentionPartials, static_cast<size_t>(vecs * head_dim) * 4));
+          a.partial_ml = static_cast<float*>(
+              ctx_->scratch(DeviceContext::kAttentionMaxSum, static_cast<size_t>(vecs) * 8));
+          a.split_counters = static_cast<unsigned*>(
+              ctx_->zeroed_scratch(DeviceContext::kAttentionSplitCounters,
+                                   static_cast<size_t>(a.tiles * seqs * hkv) * sizeof(unsigned)));
+        }
+      }
       ctx_->record(launch_attention_flash, a, nt);
       return publish_shadow(out, a.out_bf16);
     }

@@ -303,12 +303,15 @@ struct AttentionArgs {
   float* partial_out;        // [splits, T, hq, head_dim] when splits > 1
   float* partial_ml;         // [splits, T, hq, 2]: running max and sum
   unsigned* split_counters;  // [B, hkv, tiles], zero between launches: splits done per tile
+  int64_t split_key_tiles;   // flash kernel with splits > 1: key tiles per chunk of a query tile
   double scale;
   int64_t causal, window;
   int64_t pipelined;  // decode kernel: next round's loads in flight (CudaOptions::decode_pipeline)
   // Flash kernel: key tiles every row of a warp sees whole skip the mask, and the softmax runs
   // in base 2 with log2(e) folded into the query scale (CudaOptions::flash_fast_softmax).
   int64_t fast_softmax;
+  // Flash kernel with fast_softmax: the interleaved tile (CudaOptions::flash_interleaved).
+  int64_t interleaved;
   void* out_bf16;  // flash kernel, when set: out rounded to bf16 as well (BinaryArgs::out_bf16)
 };
 // CUDA cores, f32 throughout: any cache type and head_dim <= kSimtMaxHeadDim; decode's path.
@@ -330,6 +333,7 @@ void launch_attention_mma(const void* args, cudaStream_t stream);
 // fragments, longest tiles first. head_dim 64 or 128, f16/bf16; grid (kv heads, sequences,
 // tiles), so tiles <= 65535; q 16-byte aligned.
 bool attention_flash_supports(ElemType type, int64_t head_dim);
+int64_t attention_flash_blocks_per_sm(int64_t head_dim);  // resident blocks (launch bounds)
 void launch_attention_flash(const void* args, cudaStream_t stream);
 
 }  // namespace infera::cuda
