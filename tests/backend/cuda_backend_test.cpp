@@ -11,6 +11,7 @@
 
 #include "../model/fixture_cases.h"
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cuda/kernels.h"
 #include "engine/kv_cache.h"
 #include "engine/step.h"
 #include "infera/error.h"
@@ -170,6 +171,25 @@ TEST_F(CudaBackendTest, IndexTensorsMustComeFromUploadBatch) {
   EXPECT_THROW(b->embedding(table, not_a_batch, out), InvalidArgument);
   Tensor host("host", DType::F32, {2, 4}, Device::CPU, nullptr, nullptr);
   EXPECT_THROW(b->add(host, out, out), InvalidArgument);
+}
+
+// The staged decode attention's key splits (host arithmetic, runs without a GPU): fewest
+// waves x (keys per block + 256 keys of fixed cost), splits of at least min_keys keys, at most
+// max_splits. Expected counts worked out by hand from that rule for the Qwen3-0.6B shape
+// (8 kv heads, 544 keys of block-table capacity) on 132 SMs x 4 blocks = 528 slots.
+TEST(CudaDecodeStagedPlan, SplitsOnlyWhereOneWaveIsNotFull) {
+  using cuda::plan_decode_staged_splits;
+  // b256 (2048 tiles): 1 split = 4 waves x 800, 2 splits = 8 waves x 528.
+  EXPECT_EQ(plan_decode_staged_splits(2048, 544, 528, 64, 8191), 1);
+  // b64 (512 tiles, one wave): 2 splits would take 2 waves.
+  EXPECT_EQ(plan_decode_staged_splits(512, 544, 528, 64, 8191), 1);
+  // b8 (64 tiles): 8 splits of 68 keys still fit one wave; 9 would go under 64 keys.
+  EXPECT_EQ(plan_decode_staged_splits(64, 544, 528, 64, 8191), 8);
+  // b1: bounded by the split limit, and by min_keys.
+  EXPECT_EQ(plan_decode_staged_splits(8, 544, 528, 64, 4), 4);
+  EXPECT_EQ(plan_decode_staged_splits(8, 544, 528, 200, 8191), 2);
+  // A 1-key capacity is never split.
+  EXPECT_EQ(plan_decode_staged_splits(8, 1, 528, 64, 8191), 1);
 }
 
 }  // namespace

@@ -300,6 +300,22 @@ std::vector<AttnCase> attention_cases() {
       {"three prompts 530/77/300, d 128", {530, 77, 300}, {530, 77, 300}, 4, 2, 128, 16, {}},
       {"long prompt 600, d 64, group 4", {600}, {600}, 4, 1, 64, 32, {}},
       {"long prompt 640, local window 150", {640}, {640}, 2, 1, 128, 16, {}},
+      // Batched decode (the staged kernel, f16/bf16 d 64/128): many sequences of different
+      // lengths, 1 key, lengths around and not at multiples of the 8-key tiles, the 32-key split
+      // granule and the blocks; group 2 (2 vectors), group 1, a window, group 2 x 2 rows.
+      {"decode 40 sequences, d 128, group 2",
+       {1,   2,   7,   8,   9,   31,  32,  33,  63,  64,  65,  100, 127, 128,
+        129, 200, 255, 256, 257, 300, 383, 384, 385, 511, 512, 513, 600, 45,
+        3,   17,  250, 40,  96,  97,  160, 161, 5,   70,  330, 520},
+       std::vector<int32_t>(40, 1),
+       4,
+       2,
+       128,
+       16,
+       {}},
+      {"decode group 1, d 128, block size 32", {130, 5, 64, 1}, {1, 1, 1, 1}, 3, 3, 128, 32, {}},
+      {"decode window 50, d 64, group 2", {300, 77, 20}, {1, 1, 1}, 4, 2, 64, 16, {}},
+      {"decode 2 rows, d 128, group 2, block size 8", {301, 2, 90}, {2, 2, 2}, 4, 2, 128, 8, {}},
   };
   c[6].params.window = 4;
   c[7].params = {.causal = false, .window = 8};
@@ -308,6 +324,7 @@ std::vector<AttnCase> attention_cases() {
   c[15].params.causal = false;
   c[16].params.window = 20;
   c[21].params.window = 150;
+  c[24].params.window = 50;
   for (AttnCase& a : c) a.params.scale = 1.0f / std::sqrt(float(a.d));
   return c;
 }

@@ -58,6 +58,14 @@ std::vector<HarnessBackend> harness_backends() {
                       o.skinny_gemm = true;
                       return make_cuda_backend(0, o);
                     }});
+  // The staged decode attention (CudaOptions::decode_staged, cp.async through shared memory),
+  // off by default; the harness runs it with its planned key splits.
+  if (cuda_device_count() > 0)
+    list.push_back({"cuda_staged", [] {
+                      CudaOptions o = cuda_options_from_env();
+                      o.decode_staged = true;
+                      return make_cuda_backend(0, o);
+                    }});
 #endif
   return list;
 }

@@ -316,6 +316,11 @@ CudaOptions cuda_options_from_env() {
     o.skinny_wide_rows = std::max(0, std::atoi(v));
   if (const char* v = std::getenv("INFERA_CUDA_DECODE_SPLIT_KEYS"); v && *v)
     o.decode_split_keys = std::max(1, std::atoi(v));
+  o.decode_staged = cuda::env_flag("INFERA_CUDA_DECODE_STAGED", o.decode_staged);
+  if (const char* v = std::getenv("INFERA_CUDA_DECODE_STAGES"); v && *v)
+    o.decode_stages = std::atoi(v);
+  if (const char* v = std::getenv("INFERA_CUDA_DECODE_SPLITS"); v && *v)
+    o.decode_splits = std::max(0, std::atoi(v));
   return o;
 }
 

@@ -55,6 +55,18 @@ struct CudaOptions {
   // Decode attention with the next round of key/value loads issued before the current round's
   // arithmetic (INFERA_CUDA_DECODE_PIPELINE=0: rounds of 8 loads, then the arithmetic).
   bool decode_pipeline = true;
+  // Decode attention through shared memory (attention_decode_staged.cu): each warp streams its
+  // keys and values with cp.async through decode_stages stages of 8 keys (3, 4 or 6); splits
+  // planned from waves of resident blocks. OFF by default (INFERA_CUDA_DECODE_STAGED=1 turns it
+  // on; INFERA_CUDA_DECODE_STAGES; INFERA_CUDA_DECODE_SPLITS = a fixed split count, 0 =
+  // planned): f16/bf16 caches, head_dim 64 and 128. H200 run 1 (bench/reference/cudaa_h200):
+  // with 4 stages and many splits it lost end to end (b256 25-26k vs 29.4k tok/s); ncu per layer
+  // at b256 unsplit: 3 stages (16 warps/SM) 156 us, 4 stages 175, 6 stages 208, old kernel 175.
+  // The defaults below (3 stages, splits only where a wave is not full) are that best
+  // configuration, not yet measured end to end.
+  bool decode_staged = false;
+  int64_t decode_stages = 3;
+  int64_t decode_splits = 0;
   // The fused ops (add_rmsnorm, matmul_multi, matmul_swiglu, qk_norm_rope_kv_write) as single
   // kernels (INFERA_CUDA_FUSED=0: Backend's compositions of the one-op kernels).
   bool fused = true;

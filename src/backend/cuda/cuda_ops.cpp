@@ -430,10 +430,8 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& 
   // Split keys across blocks when there are too few (sequence, kv head) tiles to fill the GPU.
   // The split count depends only on the batch's shape and its block tables' capacity, so that
   // successive decode steps launch identically and replay as one graph.
-  auto split_keys = [&](int64_t blocks, int64_t keys_per_split) {
-    a.splits = std::clamp<int64_t>(
-        std::min((4 * sms + blocks - 1) / blocks, capacity / keys_per_split), 1, 32);
-    a.splits = std::min<int64_t>(a.splits, 65535 / hkv);
+  auto use_splits = [&](int64_t splits) {
+    a.splits = std::clamp<int64_t>(splits, 1, std::max<int64_t>(1, 65535 / hkv));
     if (a.splits == 1) return;
     const int64_t vecs = a.splits * tokens * hq;
     a.partial_out = static_cast<float*>(
@@ -444,6 +442,23 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& 
         ctx_->zeroed_scratch(DeviceContext::kAttentionSplitCounters,
                              static_cast<size_t>(a.tiles * seqs * hkv) * sizeof(unsigned)));
   };
+  auto split_keys = [&](int64_t blocks, int64_t keys_per_split) {
+    use_splits(std::clamp<int64_t>(
+        std::min((4 * sms + blocks - 1) / blocks, capacity / keys_per_split), 1, 32));
+  };
+  if (options_.decode_attention && options_.decode_staged && vectors <= kDecodeMaxVectors &&
+      aligned && attention_decode_staged_supports(a.type, head_dim)) {
+    a.vectors_per_tile = vectors;
+    a.tiles = 1;
+    a.stages = options_.decode_stages;
+    const int64_t slots = sms * attention_decode_staged_blocks_per_sm(head_dim, vectors, a.stages);
+    use_splits(options_.decode_splits > 0
+                   ? options_.decode_splits
+                   : plan_decode_staged_splits(seqs * hkv, capacity, slots,
+                                               options_.decode_split_keys, 65535 / hkv));
+    nt.kernel = a.splits > 1 ? "attention_decode_staged_split" : "attention_decode_staged";
+    return ctx_->record(launch_attention_decode_staged, a, nt);
+  }
   if (options_.decode_attention && vectors <= kDecodeMaxVectors && aligned &&
       attention_decode_supports(a.type, head_dim)) {
     a.vectors_per_tile = vectors;

@@ -307,6 +307,7 @@ struct AttentionArgs {
   double scale;
   int64_t causal, window;
   int64_t pipelined;  // decode kernel: next round's loads in flight (CudaOptions::decode_pipeline)
+  int64_t stages;     // staged decode kernel: shared-memory stages per warp (3, 4 or 6)
   // Flash kernel: key tiles every row of a warp sees whole skip the mask, and the softmax runs
   // in base 2 with log2(e) folded into the query scale (CudaOptions::flash_fast_softmax).
   int64_t fast_softmax;
@@ -324,6 +325,15 @@ void launch_attention_simt(const void* args, cudaStream_t stream);
 constexpr int64_t kDecodeMaxVectors = 4;
 bool attention_decode_supports(ElemType type, int64_t head_dim);
 void launch_attention_decode(const void* args, cudaStream_t stream);
+// The same work with each warp's keys and values streamed through `stages` shared-memory stages
+// of 8 keys by cp.async (f16/bf16 caches, head_dim 64 or 128; CudaOptions::decode_staged).
+bool attention_decode_staged_supports(ElemType type, int64_t head_dim);
+int attention_decode_staged_blocks_per_sm(int64_t head_dim, int64_t vectors, int64_t stages);
+// Key splits for `tiles` (sequence, kv head) pairs of up to `capacity` keys on `slots` resident
+// blocks: fewest waves x longest block, splits of at least min_keys keys, at most max_splits.
+int64_t plan_decode_staged_splits(int64_t tiles, int64_t capacity, int64_t slots, int64_t min_keys,
+                                  int64_t max_splits);
+void launch_attention_decode_staged(const void* args, cudaStream_t stream);
 // Tensor cores (mma.sync, f16/bf16 operands, f32 accumulation): 64 query vectors per tile, for
 // f16/bf16 caches and head_dim in {16, 32, 64, 128}; prefill's path.
 constexpr int64_t kMmaVectorsPerTile = 64;
