@@ -38,9 +38,8 @@ void ThreadPool::worker_loop(int index) {
   uint64_t seen = 0;
   for (;;) {
     // Spin a little: the next parallel section usually follows within microseconds.
-    for (int spin = 0; spin < 20000 && generation_.load(std::memory_order_acquire) == seen; ++spin)
-      std::this_thread::yield();
-    if (generation_.load(std::memory_order_acquire) == seen) {
+    if (!ThreadPool::spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; },
+                                20000)) {
       std::unique_lock<std::mutex> lock(mutex_);
       wake_.wait(lock, [&] { return stop_ || generation_.load() != seen; });
       if (stop_) return;
@@ -71,7 +70,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain,
   }
   wake_.notify_all();
   run_chunk(0);
-  while (pending_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+  ThreadPool::spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; }, -1);
   job_ = nullptr;
   if (error_) std::rethrow_exception(error_);
 }
