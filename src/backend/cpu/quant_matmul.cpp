@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backend/cpu/matmul_int8_gemm.h"
@@ -259,8 +260,7 @@ void matmul_quantized_multi(ThreadPool& pool, const float* x, int64_t n, int64_t
               a + offset[f] + i * act_bytes[f] + u0 * activation_unit_bytes(format_type[f]));
       }
     quantized.fetch_add(t_end - t_begin, std::memory_order_acq_rel);
-    ThreadPool::spin_until([&] { return quantized.load(std::memory_order_acquire) == threads; },
-                           -1);
+    while (quantized.load(std::memory_order_acquire) != threads) std::this_thread::yield();
     // 2. This thread's rows of every weight (whole row groups).
     for (int64_t t = t_begin; t < t_end; ++t)
       for (int64_t i = 0; i < count; ++i) {

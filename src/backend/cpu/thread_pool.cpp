@@ -38,8 +38,9 @@ void ThreadPool::worker_loop(int index) {
   uint64_t seen = 0;
   for (;;) {
     // Spin a little: the next parallel section usually follows within microseconds.
-    if (!ThreadPool::spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; },
-                                20000)) {
+    for (int spin = 0; spin < 20000 && generation_.load(std::memory_order_acquire) == seen; ++spin)
+      std::this_thread::yield();
+    if (generation_.load(std::memory_order_acquire) == seen) {
       std::unique_lock<std::mutex> lock(mutex_);
       wake_.wait(lock, [&] { return stop_ || generation_.load() != seen; });
       if (stop_) return;
@@ -70,7 +71,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain,
   }
   wake_.notify_all();
   run_chunk(0);
-  ThreadPool::spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; }, -1);
+  while (pending_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
   job_ = nullptr;
   if (error_) std::rethrow_exception(error_);
 }

@@ -11,9 +11,6 @@
 #include <mutex>
 #include <thread>
 #include <vector>
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#endif
 
 namespace infera::cpu {
 
@@ -30,27 +27,6 @@ class ThreadPool {
   // (except the last). Returns when all chunks are done. Exceptions from fn are rethrown here.
   void parallel_for(int64_t n, int64_t grain,
                     const std::function<void(int64_t begin, int64_t end)>& fn);
-
-  // Waits until done() holds: first kPauseSpins rounds of a CPU pause (a few tens of
-  // microseconds at most; sees the change within tens of nanoseconds), then sched_yield rounds
-  // (the core goes to others that want it) up to max_yields (< 0: no limit). Returns done().
-  // Decode hands work to the pool ~140 times per token and the other side usually answers within
-  // microseconds: a yield-only spin put a system call (~0.5-1 us) into most hand-offs.
-  static constexpr int kPauseSpins = 2000;
-  template <class Done>
-  static bool spin_until(Done done, int max_yields) {
-    for (int i = 0; i < kPauseSpins; ++i) {
-      if (done()) return true;
-#if defined(__x86_64__) || defined(__i386__)
-      _mm_pause();
-#endif
-    }
-    for (int i = 0; max_yields < 0 || i < max_yields; ++i) {
-      if (done()) return true;
-      std::this_thread::yield();
-    }
-    return done();
-  }
 
  private:
   void worker_loop(int index);
