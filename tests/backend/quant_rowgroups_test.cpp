@@ -235,7 +235,7 @@ TEST(QuantMatmul, PreparedRowGroupWeightsGiveTheSameResults) {
 
 // matmul_multi / matmul_swiglu at decode sizes (cpu::matmul_quantized_multi): x quantized once per
 // activation format and shared by weights of different types (Q4_K and Q6_K read the same Q8K
-// blocks), the quantization and every weight's rows split over the threads. Each output is within
+// blocks), every weight's rows split over the threads in one section. Each output is within
 // the kernels' bound of the reference (activations quantized whole by quantize_activation_row)
 // and bit for bit the plain matmul of its weight; gate = silu(gate) * up exactly as the swiglu op.
 TEST(QuantMatmul, FusedDecodeMatmulsShareOneQuantizedInput) {

@@ -84,8 +84,8 @@ struct QuantMatmulJob {
 };
 // Several quantized weights against one input at decode sizes (n < kQuantPrefillRows: the q/k/v
 // projections, gate/up), as matmul_quantized on each but in one parallel section: x is quantized
-// once per activation format (Q4_K and Q6_K share theirs), the quantization itself split over
-// the threads, and every weight's rows are split evenly over the threads (whole row groups), so
+// once per activation format (Q4_K and Q6_K share theirs) on the calling thread, and every
+// weight's rows are split evenly over the threads (whole row groups), so
 // a decode step hands work to the pool once instead of once per weight. Results are bit-identical
 // to matmul_quantized per job. With `swiglu`, jobs must be {gate, up} with equal m and each thread
 // then writes gate = silu(gate) * up on its own rows, exactly as the swiglu op computes it.
