@@ -166,10 +166,10 @@ TEST(QuantMatmul, PreparedRowGroupWeightsGiveTheSameResults) {
         ASSERT_EQ(w.shape(), host.shape());
         ASSERT_EQ(w.dtype(), dtype);
         // Repacked exactly where the kernel runs natively and the setting asks for it (by default
-        // Q4_0 only): with "all" on a native CPU both layouts meet the checks below.
+        // Q4_0 and Q4_K): on a native CPU both layouts of every type meet the checks below.
         const bool repacked = w.data() != host.data();
         const std::string e = env ? env : "";
-        const bool asked = !env                     ? dtype == DType::Q4_0
+        const bool asked = !env                     ? dtype != DType::Q6_K
                            : e == "all" || e == "0" ? e == "all"
                                                     : dtype != DType::Q4_0;
         EXPECT_EQ(repacked, cpu::rowgroups_native(dtype) && asked)

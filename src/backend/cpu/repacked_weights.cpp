@@ -18,7 +18,7 @@ namespace {
 // type, else a list of type names ("q4_0,q6_k").
 bool repack_enabled(DType dtype) {
   const char* v = std::getenv("INFERA_CPU_REPACK");
-  bool wanted = dtype == DType::Q4_0;  // the default set
+  bool wanted = dtype == DType::Q4_0 || dtype == DType::Q4_K;  // the default set
   if (v && std::strcmp(v, "0") == 0) {
     wanted = false;
   } else if (v && std::strcmp(v, "all") == 0) {
