@@ -235,7 +235,10 @@ void matmul_quantized_multi(ThreadPool& pool, const float* x, int64_t n, int64_t
     if (used[f])
       for (int64_t i = 0; i < n; ++i)
         quantize_activation_row(format_type[f], x + i * k, k, a + offset[f] + i * act_bytes[f]);
-  const int64_t threads = pool.size();
+  // At least 16 rows of the largest weight per thread, so that small matrices stay on one core.
+  int64_t max_m = 0;
+  for (int64_t i = 0; i < count; ++i) max_m = std::max(max_m, jobs[i].m);
+  const int64_t threads = std::clamp<int64_t>(max_m / 16, 1, pool.size());
   pool.parallel_for(threads, 1, [&](int64_t t_begin, int64_t t_end) {
     // This thread's rows of every weight (whole row groups).
     for (int64_t t = t_begin; t < t_end; ++t)
