@@ -8,9 +8,10 @@
 // leaves out the time the thread is descheduled on a machine that others load (memory bandwidth
 // contention still counts).
 // Decode shapes (1 row) are memory bound: weight GB/s is the number that matters. Prefill
-// (128 rows) is compute bound: GFLOP/s (2 * n * m * k per call). "q4_0_rg" / "q4_k_rg" are
-// the weights after the backend's prepare_weight (row groups where the CPU has the 512-bit
-// kernels), "q4_0" / "q4_k" the file's layout. A case with copies > 1 cycles through that many
+// (128 rows) is compute bound: GFLOP/s (2 * n * m * k per call). "q4_0_rg" / "q4_k_rg" /
+// "q6_k_rg" are the weights after the backend's prepare_weight (row groups where the CPU has the
+// 512-bit kernels and INFERA_CPU_REPACK asks for them: run with =all to see every type's),
+// "q4_0" / "q4_k" / "q6_k" the file's layout. A case with copies > 1 cycles through that many
 // distinct weights per sample (more than the last-level cache holds: each matrix comes from DRAM,
 // as in a decode step).
 #include <time.h>
@@ -99,10 +100,12 @@ int main(int argc, char** argv) {
   // "bf16_dot": the same bf16 weights through --matmul-precision bf16 (AVX512-BF16 dot products).
   auto bf16_backend = infera::make_cpu_backend(threads, infera::PackedAttentionSchedule::Windowed,
                                                infera::MatmulPrecision::BF16);
-  const DType types[] = {DType::BF16, DType::BF16, DType::Q8_0, DType::Q4_0,
-                         DType::Q4_0, DType::Q4_K, DType::Q4_K, DType::Q6_K};
-  const char* labels[] = {"bf16", "bf16_dot", "q8_0", "q4_0", "q4_0_rg", "q4_k", "q4_k_rg", "q6_k"};
-  const auto prepared = [](size_t ti) { return ti == 4 || ti == 6; };  // through prepare_weight
+  const DType types[] = {DType::BF16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_0,
+                         DType::Q4_K, DType::Q4_K, DType::Q6_K, DType::Q6_K};
+  const char* labels[] = {"bf16", "bf16_dot", "q8_0", "q4_0",   "q4_0_rg",
+                          "q4_k", "q4_k_rg",  "q6_k", "q6_k_rg"};
+  // Through prepare_weight (row groups where the setting and the CPU allow).
+  const auto prepared = [](size_t ti) { return ti == 4 || ti == 6 || ti == 8; };
   const auto backend_for = [&](size_t ti) -> infera::Backend& {
     return ti == 1 ? *bf16_backend : *backend;
   };

@@ -172,7 +172,8 @@ class CpuBackend final : public Backend {
     });
   }
 
-  void matmul(const Tensor& x, const Tensor& w, Tensor& out) override {
+  // The checks of matmul(x, w, out); returns w's rows.
+  int64_t check_matmul(const Tensor& x, const Tensor& w, const Tensor& out) const {
     expect_f32_cpu(x, "matmul");
     expect_f32_cpu(out, "matmul");
     expect(supports_weight(w.dtype()), "matmul",
@@ -181,6 +182,47 @@ class CpuBackend final : public Backend {
     expect(w.rank() == 2 && w.dim(1) == k, "matmul", shapes(x, w));
     const int64_t m = w.dim(0);
     expect(row_width(out) == m && row_count(out) == n, "matmul", shapes(out, w));
+    return m;
+  }
+
+  // Decode with quantized weights only: one parallel section for all of them, the input quantized
+  // once (cpu::matmul_quantized_multi). False when that path does not apply.
+  bool quantized_decode(const Tensor& x, std::span<const Tensor* const> ws,
+                        std::span<Tensor* const> outs, bool swiglu) {
+    if (ws.size() != outs.size() || ws.empty() || ws.size() > 4) return false;
+    const int64_t n = row_count(x);
+    if (n <= 0 || n >= cpu::kQuantPrefillRows) return false;
+    for (const Tensor* w : ws)
+      if (!dtype_is_quantized(w->dtype())) return false;
+    cpu::QuantMatmulJob jobs[4];
+    for (size_t i = 0; i < ws.size(); ++i) {
+      const int64_t m = check_matmul(x, *ws[i], *outs[i]);
+      jobs[i] = {ws[i]->data(), ws[i]->dtype(), m, outs[i]->data_as<float>(),
+                 repacked_.layout_of(*ws[i])};
+    }
+    cpu::matmul_quantized_multi(pool_, x.data_as<float>(), n, row_width(x), jobs,
+                                static_cast<int64_t>(ws.size()), swiglu);
+    return true;
+  }
+
+  void matmul_multi(const Tensor& x, std::span<const Tensor* const> ws,
+                    std::span<Tensor* const> outs) override {
+    if (!quantized_decode(x, ws, outs, false)) Backend::matmul_multi(x, ws, outs);
+  }
+
+  void matmul_swiglu(const Tensor& x, const Tensor& w_gate, const Tensor& w_up, Tensor& gate,
+                     Tensor& up) override {
+    const Tensor* ws[] = {&w_gate, &w_up};
+    Tensor* outs[] = {&gate, &up};
+    if (w_gate.rank() == 2 && w_up.rank() == 2 && w_gate.dim(0) == w_up.dim(0) &&
+        quantized_decode(x, ws, outs, true))
+      return;
+    Backend::matmul_swiglu(x, w_gate, w_up, gate, up);
+  }
+
+  void matmul(const Tensor& x, const Tensor& w, Tensor& out) override {
+    const int64_t m = check_matmul(x, w, out);
+    const int64_t k = row_width(x), n = row_count(x);
     if (dtype_is_quantized(w.dtype()))  // integer kernels on the blocks (quant_matmul.h)
       return cpu::matmul_quantized(pool_, x.data_as<float>(), n, k, w.data(), w.dtype(), m,
                                    out.data_as<float>(), repacked_.layout_of(w));

@@ -17,8 +17,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "backend/cpu/quant_matmul.h"
+#include "backend/cpu/weight_rowgroups.h"
 #include "quant/block_formats.h"
 
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
@@ -116,6 +118,75 @@ void MatmulRowsQ(const uint8_t* acts, int64_t act_row_bytes, int64_t n, int64_t 
       }
     }
   }
+}
+
+// The row-group GEMV driver shared by the types of weight_rowgroups.h: groups [j_begin, j_end)
+// (multiples of kGroupRows) against n activation rows, 4 at a time. Where the 512-bit kernels are
+// built, Group::Unit<NX>(unit bytes, activation rows, unit index, acc0, acc1) adds one unit's
+// products into lanes 4r..4r+3 (row r) of acc0 / acc1 (two accumulators, for kernels that
+// alternate chains), and the 4 lanes of each row are summed at the end. Elsewhere each group's 4
+// rows are restored as in the file and Plain's per-row kernel runs over them (correct
+// everywhere; the CPU backend repacks only where the native path runs).
+#if INFERA_VNNI512
+template <class Group, int NX>
+HWY_INLINE void RowGroupRows(const uint8_t* group, const uint8_t* acts, int64_t act_row_bytes,
+                             int64_t units, float* out, int64_t ldo) {
+  const typename Group::Act* a[NX];
+  for (int x = 0; x < NX; ++x)
+    a[x] = reinterpret_cast<const typename Group::Act*>(acts + x * act_row_bytes);
+  __m512 acc0[NX], acc1[NX];
+  for (int x = 0; x < NX; ++x) acc0[x] = acc1[x] = _mm512_setzero_ps();
+  for (int64_t u = 0; u < units; ++u)
+    Group::template Unit<NX>(group + u * Group::kBytes, a, u, acc0, acc1);
+  for (int x = 0; x < NX; ++x) {
+    alignas(64) float lanes[16];
+    _mm512_store_ps(lanes, _mm512_add_ps(acc0[x], acc1[x]));
+    for (int r = 0; r < 4; ++r)
+      out[x * ldo + r] = (lanes[4 * r] + lanes[4 * r + 1]) + (lanes[4 * r + 2] + lanes[4 * r + 3]);
+  }
+}
+#endif
+
+template <class Group, class Plain>
+void MatmulRowGroupsQ(DType dtype, const void* acts, int64_t n, int64_t k, const void* w,
+                      int64_t j_begin, int64_t j_end, float* out, int64_t ldo) {
+  const auto* ab = static_cast<const uint8_t*>(acts);
+  const auto* wb = static_cast<const uint8_t*>(w);
+  const int64_t act_bytes = activation_row_bytes(dtype, k);
+  const auto row_bytes = static_cast<int64_t>(dtype_bytes(dtype, static_cast<size_t>(k)));
+#if INFERA_VNNI512
+  const int64_t units = k / kUnitElements;
+  for (int64_t j = j_begin; j < j_end; j += kGroupRows) {
+    const uint8_t* group = wb + j * row_bytes;  // group j / 4 starts where row j started
+    for (int64_t i = 0; i < n; i += 4) {
+      const uint8_t* a = ab + i * act_bytes;
+      float* o = out + i * ldo + j;
+      switch (std::min<int64_t>(4, n - i)) {
+        case 4:
+          RowGroupRows<Group, 4>(group, a, act_bytes, units, o, ldo);
+          break;
+        case 3:
+          RowGroupRows<Group, 3>(group, a, act_bytes, units, o, ldo);
+          break;
+        case 2:
+          RowGroupRows<Group, 2>(group, a, act_bytes, units, o, ldo);
+          break;
+        default:
+          RowGroupRows<Group, 1>(group, a, act_bytes, units, o, ldo);
+          break;
+      }
+    }
+  }
+#else
+  std::vector<uint8_t> rows(static_cast<size_t>(kGroupRows * row_bytes));
+  for (int64_t j = j_begin; j < j_end; j += kGroupRows) {
+    for (int64_t r = 0; r < kGroupRows; ++r)
+      rowgroups_row(dtype, w, k, j + r, rows.data() + r * row_bytes);
+    MatmulRowsQ<Plain>(ab, act_bytes, n, k / dtype_block_size(dtype), rows.data(), row_bytes, 0,
+                       kGroupRows, out + j, ldo);
+  }
+  (void)wb;
+#endif
 }
 
 }  // namespace HWY_NAMESPACE

@@ -161,103 +161,54 @@ void MatmulRowsQ4_0(const void* acts, int64_t n, int64_t k, const void* w, int64
 // nibbles of the 4 rows, and per activation row two vpdpbusd against 128-bit broadcasts of the
 // activation block (ActGroupQ4_0 keeps a block's 16 low / 16 high bytes and its offset lane
 // pattern contiguous), one convert and one multiply-add by row scale x activation scale.
-template <int NX>
-HWY_INLINE void RowGroupUnit(const uint8_t* p, const ActGroupQ4_0* const* a, int64_t g0,
-                             __m512* acc0, __m512* acc1) {
-  const __m512i low4 = _mm512_set1_epi8(0x0F);
-  const __m512i sc = _mm512_loadu_si512(p);
-  const __m512 s[2] = {_mm512_cvtph_ps(_mm512_castsi512_si256(sc)),
-                       _mm512_cvtph_ps(_mm512_extracti64x4_epi64(sc, 1))};
-  for (int b = 0; b < 8; ++b) {
-    // The unit's 9 cache lines, 1 KiB ahead (lines 0..7 here, line 8 after the loop).
-    _mm_prefetch(reinterpret_cast<const char*>(p) + 64 * b + kRowGroupPrefetchBytes, _MM_HINT_T0);
-    // Lane 4r + l takes row r's scale of block b (index 4 * (b % 4) + r of s[b / 4]).
-    const __m512i idx =
-        _mm512_add_epi32(_mm512_set1_epi32(4 * (b % 4)),
-                         _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3));
-    const __m512 dw = _mm512_permutexvar_ps(idx, s[b / 4]);
-    const __m512i q = _mm512_loadu_si512(p + 64 + 64 * b);
-    const __m512i lo = _mm512_and_si512(q, low4);
-    const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);
-    const int64_t g = g0 + b / 4, i = b % 4;
-    for (int x = 0; x < NX; ++x) {
-      const ActGroupQ4_0& ag = a[x][g];
-      __m512i dot = _mm512_broadcast_i32x4(
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(ag.offset + 4 * i)));
-      dot = _mm512_dpbusd_epi32(dot, lo,
-                                _mm512_broadcast_i32x4(_mm_loadu_si128(
-                                    reinterpret_cast<const __m128i*>(ag.lo + 16 * i))));
-      dot = _mm512_dpbusd_epi32(dot, hi,
-                                _mm512_broadcast_i32x4(_mm_loadu_si128(
-                                    reinterpret_cast<const __m128i*>(ag.hi + 16 * i))));
-      __m512* acc = (b & 1) ? acc1 : acc0;
-      acc[x] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot),
-                               _mm512_mul_ps(dw, _mm512_set1_ps(ag.d[4 * i])), acc[x]);
+struct GroupQ4_0 {
+  using Act = ActGroupQ4_0;
+  static constexpr int64_t kBytes = kUnitBytes;
+  template <int NX>
+  static HWY_INLINE void Unit(const uint8_t* p, const ActGroupQ4_0* const* a, int64_t u,
+                              __m512* acc0, __m512* acc1) {
+    const int64_t g0 = 2 * u;  // activation groups of 128: two per unit
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    const __m512i sc = _mm512_loadu_si512(p);
+    const __m512 s[2] = {_mm512_cvtph_ps(_mm512_castsi512_si256(sc)),
+                         _mm512_cvtph_ps(_mm512_extracti64x4_epi64(sc, 1))};
+    for (int b = 0; b < 8; ++b) {
+      // The unit's 9 cache lines, 1 KiB ahead (lines 0..7 here, line 8 after the loop).
+      _mm_prefetch(reinterpret_cast<const char*>(p) + 64 * b + kRowGroupPrefetchBytes, _MM_HINT_T0);
+      // Lane 4r + l takes row r's scale of block b (index 4 * (b % 4) + r of s[b / 4]).
+      const __m512i idx =
+          _mm512_add_epi32(_mm512_set1_epi32(4 * (b % 4)),
+                           _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3));
+      const __m512 dw = _mm512_permutexvar_ps(idx, s[b / 4]);
+      const __m512i q = _mm512_loadu_si512(p + 64 + 64 * b);
+      const __m512i lo = _mm512_and_si512(q, low4);
+      const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);
+      const int64_t g = g0 + b / 4, i = b % 4;
+      for (int x = 0; x < NX; ++x) {
+        const ActGroupQ4_0& ag = a[x][g];
+        __m512i dot = _mm512_broadcast_i32x4(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(ag.offset + 4 * i)));
+        dot = _mm512_dpbusd_epi32(dot, lo,
+                                  _mm512_broadcast_i32x4(_mm_loadu_si128(
+                                      reinterpret_cast<const __m128i*>(ag.lo + 16 * i))));
+        dot = _mm512_dpbusd_epi32(dot, hi,
+                                  _mm512_broadcast_i32x4(_mm_loadu_si128(
+                                      reinterpret_cast<const __m128i*>(ag.hi + 16 * i))));
+        __m512* acc = (b & 1) ? acc1 : acc0;
+        acc[x] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot),
+                                 _mm512_mul_ps(dw, _mm512_set1_ps(ag.d[4 * i])), acc[x]);
+      }
     }
+    _mm_prefetch(reinterpret_cast<const char*>(p) + 512 + kRowGroupPrefetchBytes, _MM_HINT_T0);
   }
-  _mm_prefetch(reinterpret_cast<const char*>(p) + 512 + kRowGroupPrefetchBytes, _MM_HINT_T0);
-}
-
-template <int NX>
-HWY_INLINE void RowGroup(const uint8_t* group, const uint8_t* acts, int64_t act_row_bytes,
-                         int64_t units, float* out, int64_t ldo) {
-  const ActGroupQ4_0* a[NX];
-  for (int x = 0; x < NX; ++x)
-    a[x] = reinterpret_cast<const ActGroupQ4_0*>(acts + x * act_row_bytes);
-  __m512 acc0[NX], acc1[NX];
-  for (int x = 0; x < NX; ++x) acc0[x] = acc1[x] = _mm512_setzero_ps();
-  for (int64_t u = 0; u < units; ++u)
-    RowGroupUnit<NX>(group + u * kUnitBytes, a, 2 * u, acc0, acc1);
-  for (int x = 0; x < NX; ++x) {
-    alignas(64) float lanes[16];
-    _mm512_store_ps(lanes, _mm512_add_ps(acc0[x], acc1[x]));
-    for (int r = 0; r < 4; ++r)
-      out[x * ldo + r] = (lanes[4 * r] + lanes[4 * r + 1]) + (lanes[4 * r + 2] + lanes[4 * r + 3]);
-  }
-}
+};
+#else
+using GroupQ4_0 = void;  // restored rows through KernelQ4_0 only
 #endif
 
 void MatmulRowsQ4_0RowGroups(const void* acts, int64_t n, int64_t k, const void* w, int64_t j_begin,
                              int64_t j_end, float* out, int64_t ldo) {
-  const auto* ab = static_cast<const uint8_t*>(acts);
-  const int64_t act_bytes = activation_row_bytes(DType::Q4_0, k);
-  const int64_t row_bytes = k / quant::kQk0 * static_cast<int64_t>(sizeof(quant::BlockQ4_0));
-  const auto* wb = static_cast<const uint8_t*>(w);
-#if INFERA_VNNI512
-  const int64_t units = k / kUnitElements;
-  for (int64_t j = j_begin; j < j_end; j += kGroupRows) {
-    const uint8_t* group = wb + j * row_bytes;  // group j / 4 starts where row j started
-    for (int64_t i = 0; i < n; i += 4) {
-      const uint8_t* a = ab + i * act_bytes;
-      float* o = out + i * ldo + j;
-      switch (std::min<int64_t>(4, n - i)) {
-        case 4:
-          RowGroup<4>(group, a, act_bytes, units, o, ldo);
-          break;
-        case 3:
-          RowGroup<3>(group, a, act_bytes, units, o, ldo);
-          break;
-        case 2:
-          RowGroup<2>(group, a, act_bytes, units, o, ldo);
-          break;
-        default:
-          RowGroup<1>(group, a, act_bytes, units, o, ldo);
-          break;
-      }
-    }
-  }
-#else
-  // Restore each group's rows and run the plain kernel over them.
-  std::vector<quant::BlockQ4_0> rows(static_cast<size_t>(kGroupRows * k / quant::kQk0));
-  for (int64_t j = j_begin; j < j_end; j += kGroupRows) {
-    for (int64_t r = 0; r < kGroupRows; ++r)
-      rowgroups_row(DType::Q4_0, w, k, j + r, rows.data() + r * (k / quant::kQk0));
-    MatmulRowsQ<KernelQ4_0>(ab, act_bytes, n, k / quant::kQk0,
-                            reinterpret_cast<const uint8_t*>(rows.data()), row_bytes, 0, kGroupRows,
-                            out + j, ldo);
-  }
-  (void)wb;
-#endif
+  MatmulRowGroupsQ<GroupQ4_0, KernelQ4_0>(DType::Q4_0, acts, n, k, w, j_begin, j_end, out, ldo);
 }
 
 bool Q4_0RowGroupsNative() { return INFERA_VNNI512 != 0; }

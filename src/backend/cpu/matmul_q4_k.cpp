@@ -177,131 +177,86 @@ void MatmulRowsQ4_K(const void* acts, int64_t n, int64_t k, const void* w, int64
 // 128-bit words; per sub-block s two vpdpbusd per activation row (16 elements each, against
 // 128-bit broadcasts of the activation bytes), one convert and one multiply-add by d * sc[s] per
 // lane; the mins by one vpdpwssd of [m[r][s]] with the activation sub-block sums.
-template <int NX>
-HWY_INLINE void RowGroupUnitQ4_K(const uint8_t* p, const ActBlockQ8K* const* a, int64_t u,
-                                 __m512* acc) {
-  const __m512i row_of_lane = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-  const __m512 dd =
-      _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
-  const __m512 d = _mm512_permutexvar_ps(row_of_lane, dd);  // lane 4r + l: d of row r
-  const __m512 neg_dmin =
-      _mm512_sub_ps(_mm512_setzero_ps(),
-                    _mm512_permutexvar_ps(_mm512_add_epi32(row_of_lane, _mm512_set1_epi32(4)), dd));
-  // Word w of the 4 rows' packed scales (UnpackScalesMins, 4 rows at a time).
-  const __m128i w0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16));
-  const __m128i w1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 32));
-  const __m128i w2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 48));
-  const __m128i m6 = _mm_set1_epi8(0x3F), m4 = _mm_set1_epi8(0x0F), m2 = _mm_set1_epi8(0x03);
-  const __m128i sc_lo = _mm_and_si128(w0, m6);  // byte 4r + s: scale s of row r (s < 4)
-  const __m128i sc_hi = _mm_or_si128(_mm_and_si128(w2, m4),
-                                     _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(w0, 6), m2), 4));
-  const __m128i mn_lo = _mm_and_si128(w1, m6);
-  const __m128i mn_hi = _mm_or_si128(_mm_and_si128(_mm_srli_epi32(w2, 4), m4),
-                                     _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(w1, 6), m2), 4));
-  // d * sc as f32, lane 4r + s (sub-blocks 0..3, then 4..7).
-  const __m512 scf[2] = {_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sc_lo)), d),
-                         _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sc_hi)), d)};
-  // Mins as int16, entry 8r + s.
-  const __m512i mins16 = _mm512_cvtepu8_epi16(
-      _mm256_set_m128i(_mm_unpackhi_epi32(mn_lo, mn_hi), _mm_unpacklo_epi32(mn_lo, mn_hi)));
-  __m512 part[NX];
-  for (int x = 0; x < NX; ++x) {
-    const ActBlockQ8K& ab = a[x][u];
-    const __m128i sums = _mm_hadd_epi16(  // sub-block sums of the activations, s = 0..7
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(ab.bsums)),
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(ab.bsums + 8)));
-    const __m512i msum =
-        _mm512_dpwssd_epi32(_mm512_setzero_si512(), mins16, _mm512_broadcast_i32x4(sums));
-    part[x] = _mm512_mul_ps(_mm512_cvtepi32_ps(msum), neg_dmin);
-  }
-  const __m512i low4 = _mm512_set1_epi8(0x0F);
-  for (int c = 0; c < 4; ++c) {
-    _mm_prefetch(reinterpret_cast<const char*>(p) + 128 * c + kRowGroupPrefetchBytes, _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(p) + 128 * c + 64 + kRowGroupPrefetchBytes,
-                 _MM_HINT_T0);
-    const __m512i q0 = _mm512_loadu_si512(p + 64 + 128 * c);
-    const __m512i q1 = _mm512_loadu_si512(p + 128 + 128 * c);
-    const __m512i nib[2][2] = {{_mm512_and_si512(q0, low4), _mm512_and_si512(q1, low4)},
-                               {_mm512_and_si512(_mm512_srli_epi16(q0, 4), low4),
-                                _mm512_and_si512(_mm512_srli_epi16(q1, 4), low4)}};
-    for (int e = 0; e < 2; ++e) {
-      const int s = 2 * c + e;
-      const __m512i idx =
-          _mm512_add_epi32(_mm512_slli_epi32(row_of_lane, 2), _mm512_set1_epi32(s % 4));
-      const __m512 scale = _mm512_permutexvar_ps(idx, scf[s / 4]);
-      for (int x = 0; x < NX; ++x) {
-        const int8_t* aq = a[x][u].qs + 32 * s;
-        __m512i dot = _mm512_dpbusd_epi32(
-            _mm512_setzero_si512(), nib[e][0],
-            _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(aq))));
-        dot = _mm512_dpbusd_epi32(
-            dot, nib[e][1],
-            _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(aq + 16))));
-        part[x] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), scale, part[x]);
+struct GroupQ4_K {
+  using Act = ActBlockQ8K;
+  static constexpr int64_t kBytes = kUnitBytes;
+  template <int NX>
+  static HWY_INLINE void Unit(const uint8_t* p, const ActBlockQ8K* const* a, int64_t u, __m512* acc,
+                              __m512* /*acc1: one chain per row suffices here*/) {
+    const __m512i row_of_lane = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    const __m512 dd = _mm512_castps256_ps512(
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+    const __m512 d = _mm512_permutexvar_ps(row_of_lane, dd);  // lane 4r + l: d of row r
+    const __m512 neg_dmin = _mm512_sub_ps(
+        _mm512_setzero_ps(),
+        _mm512_permutexvar_ps(_mm512_add_epi32(row_of_lane, _mm512_set1_epi32(4)), dd));
+    // Word w of the 4 rows' packed scales (UnpackScalesMins, 4 rows at a time).
+    const __m128i w0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16));
+    const __m128i w1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 32));
+    const __m128i w2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 48));
+    const __m128i m6 = _mm_set1_epi8(0x3F), m4 = _mm_set1_epi8(0x0F), m2 = _mm_set1_epi8(0x03);
+    const __m128i sc_lo = _mm_and_si128(w0, m6);  // byte 4r + s: scale s of row r (s < 4)
+    const __m128i sc_hi = _mm_or_si128(_mm_and_si128(w2, m4),
+                                       _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(w0, 6), m2), 4));
+    const __m128i mn_lo = _mm_and_si128(w1, m6);
+    const __m128i mn_hi = _mm_or_si128(_mm_and_si128(_mm_srli_epi32(w2, 4), m4),
+                                       _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(w1, 6), m2), 4));
+    // d * sc as f32, lane 4r + s (sub-blocks 0..3, then 4..7).
+    const __m512 scf[2] = {_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sc_lo)), d),
+                           _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sc_hi)), d)};
+    // Mins as int16, entry 8r + s.
+    const __m512i mins16 = _mm512_cvtepu8_epi16(
+        _mm256_set_m128i(_mm_unpackhi_epi32(mn_lo, mn_hi), _mm_unpacklo_epi32(mn_lo, mn_hi)));
+    __m512 part[NX];
+    for (int x = 0; x < NX; ++x) {
+      const ActBlockQ8K& ab = a[x][u];
+      const __m128i sums = _mm_hadd_epi16(  // sub-block sums of the activations, s = 0..7
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(ab.bsums)),
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(ab.bsums + 8)));
+      const __m512i msum =
+          _mm512_dpwssd_epi32(_mm512_setzero_si512(), mins16, _mm512_broadcast_i32x4(sums));
+      part[x] = _mm512_mul_ps(_mm512_cvtepi32_ps(msum), neg_dmin);
+    }
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    for (int c = 0; c < 4; ++c) {
+      _mm_prefetch(reinterpret_cast<const char*>(p) + 128 * c + kRowGroupPrefetchBytes,
+                   _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(p) + 128 * c + 64 + kRowGroupPrefetchBytes,
+                   _MM_HINT_T0);
+      const __m512i q0 = _mm512_loadu_si512(p + 64 + 128 * c);
+      const __m512i q1 = _mm512_loadu_si512(p + 128 + 128 * c);
+      const __m512i nib[2][2] = {{_mm512_and_si512(q0, low4), _mm512_and_si512(q1, low4)},
+                                 {_mm512_and_si512(_mm512_srli_epi16(q0, 4), low4),
+                                  _mm512_and_si512(_mm512_srli_epi16(q1, 4), low4)}};
+      for (int e = 0; e < 2; ++e) {
+        const int s = 2 * c + e;
+        const __m512i idx =
+            _mm512_add_epi32(_mm512_slli_epi32(row_of_lane, 2), _mm512_set1_epi32(s % 4));
+        const __m512 scale = _mm512_permutexvar_ps(idx, scf[s / 4]);
+        for (int x = 0; x < NX; ++x) {
+          const int8_t* aq = a[x][u].qs + 32 * s;
+          __m512i dot = _mm512_dpbusd_epi32(
+              _mm512_setzero_si512(), nib[e][0],
+              _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(aq))));
+          dot = _mm512_dpbusd_epi32(
+              dot, nib[e][1],
+              _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(aq + 16))));
+          part[x] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), scale, part[x]);
+        }
       }
     }
+    _mm_prefetch(reinterpret_cast<const char*>(p) + 512 + kRowGroupPrefetchBytes, _MM_HINT_T0);
+    for (int x = 0; x < NX; ++x)
+      acc[x] = _mm512_fmadd_ps(part[x], _mm512_set1_ps(a[x][u].d), acc[x]);
   }
-  _mm_prefetch(reinterpret_cast<const char*>(p) + 512 + kRowGroupPrefetchBytes, _MM_HINT_T0);
-  for (int x = 0; x < NX; ++x) acc[x] = _mm512_fmadd_ps(part[x], _mm512_set1_ps(a[x][u].d), acc[x]);
-}
-
-template <int NX>
-HWY_INLINE void RowGroupQ4_K(const uint8_t* group, const uint8_t* acts, int64_t act_row_bytes,
-                             int64_t units, float* out, int64_t ldo) {
-  const ActBlockQ8K* a[NX];
-  for (int x = 0; x < NX; ++x)
-    a[x] = reinterpret_cast<const ActBlockQ8K*>(acts + x * act_row_bytes);
-  __m512 acc[NX];
-  for (int x = 0; x < NX; ++x) acc[x] = _mm512_setzero_ps();
-  for (int64_t u = 0; u < units; ++u) RowGroupUnitQ4_K<NX>(group + u * kUnitBytes, a, u, acc);
-  for (int x = 0; x < NX; ++x) {
-    alignas(64) float lanes[16];
-    _mm512_store_ps(lanes, acc[x]);
-    for (int r = 0; r < 4; ++r)
-      out[x * ldo + r] = (lanes[4 * r] + lanes[4 * r + 1]) + (lanes[4 * r + 2] + lanes[4 * r + 3]);
-  }
-}
+};
+#else
+using GroupQ4_K = void;  // restored rows through KernelQ4_K only
 #endif
 
 void MatmulRowsQ4_KRowGroups(const void* acts, int64_t n, int64_t k, const void* w, int64_t j_begin,
                              int64_t j_end, float* out, int64_t ldo) {
-  const auto* ab = static_cast<const uint8_t*>(acts);
-  const int64_t act_bytes = activation_row_bytes(DType::Q4_K, k);
-  const int64_t blocks = k / quant::kQkK;
-  const int64_t row_bytes = blocks * static_cast<int64_t>(sizeof(quant::BlockQ4_K));
-#if INFERA_VNNI512
-  const auto* wb = static_cast<const uint8_t*>(w);
-  for (int64_t j = j_begin; j < j_end; j += kGroupRows) {
-    const uint8_t* group = wb + j * row_bytes;  // group j / 4 starts where row j started
-    for (int64_t i = 0; i < n; i += 4) {
-      const uint8_t* a = ab + i * act_bytes;
-      float* o = out + i * ldo + j;
-      switch (std::min<int64_t>(4, n - i)) {
-        case 4:
-          RowGroupQ4_K<4>(group, a, act_bytes, blocks, o, ldo);
-          break;
-        case 3:
-          RowGroupQ4_K<3>(group, a, act_bytes, blocks, o, ldo);
-          break;
-        case 2:
-          RowGroupQ4_K<2>(group, a, act_bytes, blocks, o, ldo);
-          break;
-        default:
-          RowGroupQ4_K<1>(group, a, act_bytes, blocks, o, ldo);
-          break;
-      }
-    }
-  }
-#else
-  // Restore each group's rows and run the plain kernel over them.
-  std::vector<uint8_t> rows(static_cast<size_t>(kGroupRows * row_bytes));
-  for (int64_t j = j_begin; j < j_end; j += kGroupRows) {
-    for (int64_t r = 0; r < kGroupRows; ++r)
-      rowgroups_row(DType::Q4_K, w, k, j + r, rows.data() + r * row_bytes);
-    MatmulRowsQ<KernelQ4_K>(ab, act_bytes, n, blocks, rows.data(), row_bytes, 0, kGroupRows,
-                            out + j, ldo);
-  }
-#endif
+  MatmulRowGroupsQ<GroupQ4_K, KernelQ4_K>(DType::Q4_K, acts, n, k, w, j_begin, j_end, out, ldo);
 }
 
 bool Q4_KRowGroupsNative() { return INFERA_VNNI512 != 0; }

@@ -10,6 +10,7 @@
 
 #include "backend/cpu/int8_dot-inl.h"
 #include "backend/cpu/quant_matmul.h"
+#include "backend/cpu/weight_rowgroups.h"
 #include "quant/block_formats.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -164,6 +165,94 @@ void MatmulRowsQ6_K(const void* acts, int64_t n, int64_t k, const void* w, int64
       blocks * static_cast<int64_t>(sizeof(quant::BlockQ6_K)), j_begin, j_end, out, ldo);
 }
 
+#if INFERA_VNNI512
+// One unit (a super-block of 4 rows, weight_rowgroups.h) against NX activation rows. A 64-byte
+// line holds 16 bytes of each of the 4 rows, so every vector below is one 16-element group (one
+// scale) of each row: per group one vpmaddubsw of the 6-bit values with a 128-bit broadcast of
+// the activation group, one vpdpwssd by the 4 rows' scales (word lanes 8r..8r+7 = sc[r][G], one
+// word permute), int32 lanes 4r..4r+3 = row r. The -32 offset: sum_G sc[r][G] * bsums[G] by two
+// vpmaddwd over the widened scales, folded into the same lanes; then one convert and one
+// multiply-add by d[r] * d_a.
+struct GroupQ6_K {
+  using Act = ActBlockQ8K;
+  static constexpr int64_t kBytes = kUnitBytesQ6_K;
+  template <int NX>
+  static HWY_INLINE void Unit(const uint8_t* p, const ActBlockQ8K* const* a, int64_t u,
+                              __m512* acc0, __m512* acc1) {
+    const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
+    // Scales widened to int16: rows 0, 1 (words 16r + G) and rows 2, 3.
+    const __m512i sc01 =
+        _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 768)));
+    const __m512i sc23 =
+        _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 800)));
+    // Word 8r + i -> index 16r (the first scale of row r across sc01 | sc23); + G picks group G.
+    const __m512i row_words =
+        _mm512_setr_epi32(0x00000000, 0x00000000, 0x00000000, 0x00000000, 0x00100010, 0x00100010,
+                          0x00100010, 0x00100010, 0x00200020, 0x00200020, 0x00200020, 0x00200020,
+                          0x00300030, 0x00300030, 0x00300030, 0x00300030);
+    // d of the 4 rows, lane 4r + l.
+    const __m512 dr = _mm512_permutexvar_ps(
+        _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
+        _mm512_castps128_ps512(
+            _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 832)))));
+    __m512i sumi[NX];
+    for (int x = 0; x < NX; ++x) sumi[x] = _mm512_setzero_si512();
+    for (int s = 0; s < 4; ++s) {
+      const uint8_t* line = p + 192 * s;
+      const __m512i qa = _mm512_loadu_si512(line), qb = _mm512_loadu_si512(line + 64);
+      const __m512i qh = _mm512_loadu_si512(line + 128);
+      // g = 0..3: elements 128h + 32g + 16t + [0, 16) of each row, group G = 8h + 2g + t; the
+      // high bits (qh >> 2g) & 3 moved to bits 4..5 (bits shifted across bytes are masked off).
+      const __m512i q[4] = {_mm512_or_si512(_mm512_and_si512(qa, low4),
+                                            _mm512_and_si512(_mm512_slli_epi16(qh, 4), bits45)),
+                            _mm512_or_si512(_mm512_and_si512(qb, low4),
+                                            _mm512_and_si512(_mm512_slli_epi16(qh, 2), bits45)),
+                            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(qa, 4), low4),
+                                            _mm512_and_si512(qh, bits45)),
+                            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(qb, 4), low4),
+                                            _mm512_and_si512(_mm512_srli_epi16(qh, 2), bits45))};
+      const int h = s / 2, t = s % 2;
+      for (int g = 0; g < 4; ++g) {
+        const int G = 8 * h + 2 * g + t;
+        const __m512i scale = _mm512_permutex2var_epi16(
+            sc01, _mm512_add_epi16(row_words, _mm512_set1_epi16(static_cast<int16_t>(G))), sc23);
+        for (int x = 0; x < NX; ++x) {
+          const __m512i aq = _mm512_broadcast_i32x4(
+              _mm_loadu_si128(reinterpret_cast<const __m128i*>(a[x][u].qs + 16 * G)));
+          sumi[x] = _mm512_dpwssd_epi32(sumi[x], _mm512_maddubs_epi16(q[g], aq), scale);
+        }
+      }
+    }
+    // Lanes 0..7 of off01 are row 0's sc * bsums pairs, 8..15 row 1's (off23: rows 2, 3); even
+    // plus odd lanes put row r's 8 pairs into lanes 4r..4r+3.
+    const __m512i even =
+        _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    for (int x = 0; x < NX; ++x) {
+      const ActBlockQ8K& ab = a[x][u];
+      const __m512i bs =
+          _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.bsums)));
+      const __m512i off01 = _mm512_madd_epi16(sc01, bs), off23 = _mm512_madd_epi16(sc23, bs);
+      const __m512i off = _mm512_add_epi32(_mm512_permutex2var_epi32(off01, even, off23),
+                                           _mm512_permutex2var_epi32(off01, odd, off23));
+      const __m512i dot = _mm512_sub_epi32(sumi[x], _mm512_slli_epi32(off, 5));
+      __m512* acc = (u & 1) ? acc1 : acc0;
+      acc[x] =
+          _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(dr, _mm512_set1_ps(ab.d)), acc[x]);
+    }
+  }
+};
+#else
+using GroupQ6_K = void;  // restored rows through KernelQ6_K only
+#endif
+
+void MatmulRowsQ6_KRowGroups(const void* acts, int64_t n, int64_t k, const void* w, int64_t j_begin,
+                             int64_t j_end, float* out, int64_t ldo) {
+  MatmulRowGroupsQ<GroupQ6_K, KernelQ6_K>(DType::Q6_K, acts, n, k, w, j_begin, j_end, out, ldo);
+}
+
+bool Q6_KRowGroupsNative() { return INFERA_VNNI512 != 0; }
+
 }  // namespace HWY_NAMESPACE
 }  // namespace infera::cpu
 HWY_AFTER_NAMESPACE();
@@ -175,5 +264,12 @@ void matmul_rows_q6_k(const void* acts, int64_t n, int64_t k, const void* w, int
                       int64_t j_end, float* out, int64_t ldo) {
   HWY_DYNAMIC_DISPATCH(MatmulRowsQ6_K)(acts, n, k, w, j_begin, j_end, out, ldo);
 }
+HWY_EXPORT(MatmulRowsQ6_KRowGroups);
+void matmul_rows_q6_k_rowgroups(const void* acts, int64_t n, int64_t k, const void* w,
+                                int64_t j_begin, int64_t j_end, float* out, int64_t ldo) {
+  HWY_DYNAMIC_DISPATCH(MatmulRowsQ6_KRowGroups)(acts, n, k, w, j_begin, j_end, out, ldo);
+}
+HWY_EXPORT(Q6_KRowGroupsNative);
+bool q6_k_rowgroups_native() { return HWY_DYNAMIC_DISPATCH(Q6_KRowGroupsNative)(); }
 }  // namespace infera::cpu
 #endif

@@ -170,23 +170,95 @@ void matmul_quantized(ThreadPool& pool, const float* x, int64_t n, int64_t k, co
     if (has_int8_gemm()) return matmul_quantized_int8_gemm(pool, x, n, k, w, wtype, m, out, layout);
     return matmul_quantized_f32_panels(pool, x, n, k, w, wtype, m, out, layout);
   }
-  const int64_t act_bytes = activation_row_bytes(wtype, k);
-  // Reused across calls by this (calling) thread: a forward pass allocates nothing here once the
-  // largest activation has been seen.
-  thread_local std::vector<uint8_t> acts;
-  if (acts.size() < static_cast<size_t>(n * act_bytes))
-    acts.resize(static_cast<size_t>(n * act_bytes));
-  uint8_t* a = acts.data();
-  for (int64_t i = 0; i < n; ++i) quantize_activation_row(wtype, x + i * k, k, a + i * act_bytes);
-  if (layout == WeightLayout::RowGroups) {  // whole row groups per thread, 16 rows at least
-    pool.parallel_for(m / kGroupRows, 16 / kGroupRows, [&](int64_t begin, int64_t end) {
-      matmul_rows_rowgroups(wtype, a, n, k, w, begin * kGroupRows, end * kGroupRows, out, m);
-    });
-    return;
+  const QuantMatmulJob job{w, wtype, m, out, layout};
+  matmul_quantized_multi(pool, x, n, k, &job, 1);
+}
+
+namespace {
+
+// Which activation buffer a weight type reads: Q4_K and Q6_K share the Q8K blocks.
+int activation_format(DType weight_type) {
+  if (uses_q8k_activations(weight_type)) return 0;
+  return weight_type == DType::Q4_0 ? 1 : 2;
+}
+constexpr int kActivationFormats = 3;
+
+// Thread t of `threads`' share of [0, count), boundaries at multiples of `align` (except count).
+int64_t split_point(int64_t count, int64_t t, int64_t threads, int64_t align) {
+  if (t >= threads) return count;
+  return count * t / threads / align * align;
+}
+
+}  // namespace
+
+void matmul_quantized_multi(ThreadPool& pool, const float* x, int64_t n, int64_t k,
+                            const QuantMatmulJob* jobs, int64_t count, bool swiglu) {
+  if (n <= 0 || n >= kQuantPrefillRows)
+    throw InvalidArgument("[matmul] the multi-weight quantized path takes 1.." +
+                          std::to_string(kQuantPrefillRows - 1) + " rows, not " +
+                          std::to_string(n));
+  if (swiglu && (count != 2 || jobs[0].m != jobs[1].m))
+    throw InvalidArgument("[matmul_swiglu] gate and up must be two weights of equal rows");
+  // Activation rows per format in use, in one buffer reused across calls by this (calling)
+  // thread: a forward pass allocates nothing here once the largest activation has been seen.
+  int64_t offset[kActivationFormats], act_bytes[kActivationFormats] = {};
+  DType format_type[kActivationFormats] = {};
+  bool used[kActivationFormats] = {};
+  for (int64_t i = 0; i < count; ++i) {
+    const QuantMatmulJob& j = jobs[i];
+    if (j.layout == WeightLayout::RowGroups && !rowgroups_fit(j.wtype, j.m, k))
+      throw InvalidArgument("[matmul] a " + std::string(dtype_name(j.wtype)) + " [" +
+                            std::to_string(j.m) + ", " + std::to_string(k) +
+                            "] weight cannot be in row groups");
+    const int64_t block = dtype_block_size(j.wtype);
+    if (!dtype_is_quantized(j.wtype) || k % block != 0)
+      throw InvalidArgument("[matmul] " + std::string(dtype_name(j.wtype)) + " weight rows of " +
+                            std::to_string(k) + " elements are not whole quantized blocks");
+    const int f = activation_format(j.wtype);
+    used[f] = true;
+    format_type[f] = j.wtype;
   }
-  // Whole weight rows per thread; at least 16 rows per chunk so small matrices stay on one core.
-  pool.parallel_for(m, 16, [&](int64_t begin, int64_t end) {
-    matmul_rows_quantized(a, n, k, w, wtype, begin, end, out, m);
+  int64_t total = 0;
+  for (int f = 0; f < kActivationFormats; ++f) {
+    offset[f] = total;
+    if (used[f]) act_bytes[f] = activation_row_bytes(format_type[f], k);
+    total += n * act_bytes[f];
+  }
+  thread_local std::vector<uint8_t> acts;
+  if (acts.size() < static_cast<size_t>(total)) acts.resize(static_cast<size_t>(total));
+  uint8_t* a = acts.data();
+
+  // Quantized here, once per format, before the workers start: splitting it over the threads
+  // (tried: a barrier inside the section) saves half of ~1 us per matmul on a quiet machine but
+  // makes the caller wait for a descheduled worker before its own rows on a loaded one.
+  for (int f = 0; f < kActivationFormats; ++f)
+    if (used[f])
+      for (int64_t i = 0; i < n; ++i)
+        quantize_activation_row(format_type[f], x + i * k, k, a + offset[f] + i * act_bytes[f]);
+  // At least 16 rows of the largest weight per thread, so that small matrices stay on one core.
+  int64_t max_m = 0;
+  for (int64_t i = 0; i < count; ++i) max_m = std::max(max_m, jobs[i].m);
+  const int64_t threads = std::clamp<int64_t>(max_m / 16, 1, pool.size());
+  pool.parallel_for(threads, 1, [&](int64_t t_begin, int64_t t_end) {
+    // This thread's rows of every weight (whole row groups).
+    for (int64_t t = t_begin; t < t_end; ++t)
+      for (int64_t i = 0; i < count; ++i) {
+        const QuantMatmulJob& j = jobs[i];
+        const int64_t r0 = split_point(j.m, t, threads, kGroupRows),
+                      r1 = split_point(j.m, t + 1, threads, kGroupRows);
+        if (r0 == r1) continue;
+        const uint8_t* ja = a + offset[activation_format(j.wtype)];
+        if (j.layout == WeightLayout::RowGroups)
+          matmul_rows_rowgroups(j.wtype, ja, n, k, j.w, r0, r1, j.out, j.m);
+        else
+          matmul_rows_quantized(ja, n, k, j.w, j.wtype, r0, r1, j.out, j.m);
+        if (swiglu && i == 1)  // gate = silu(gate) * up on these rows, as the swiglu op
+          for (int64_t row = 0; row < n; ++row) {
+            float* g = jobs[0].out + row * j.m;
+            const float* u = j.out + row * j.m;
+            for (int64_t c = r0; c < r1; ++c) g[c] = g[c] / (1.0f + std::exp(-g[c])) * u[c];
+          }
+      }
   });
 }
 

@@ -74,6 +74,25 @@ enum class WeightLayout { Rows, RowGroups };
 void matmul_quantized(ThreadPool& pool, const float* x, int64_t n, int64_t k, const void* w,
                       DType wtype, int64_t m, float* out, WeightLayout layout = WeightLayout::Rows);
 
+// One weight of matmul_quantized_multi: out[n, m] = x . w^T.
+struct QuantMatmulJob {
+  const void* w;
+  DType wtype;
+  int64_t m;
+  float* out;
+  WeightLayout layout;
+};
+// Several quantized weights against one input at decode sizes (n < kQuantPrefillRows: the q/k/v
+// projections, gate/up), as matmul_quantized on each but in one parallel section: x is quantized
+// once per activation format (Q4_K and Q6_K share theirs) on the calling thread, and every
+// weight's rows are split evenly over the threads (whole row groups), so
+// a decode step hands work to the pool once instead of once per weight. Results are bit-identical
+// to matmul_quantized per job. With `swiglu`, jobs must be {gate, up} with equal m and each thread
+// then writes gate = silu(gate) * up on its own rows, exactly as the swiglu op computes it.
+// Throws InvalidArgument for n >= kQuantPrefillRows or a job matmul_quantized would refuse.
+void matmul_quantized_multi(ThreadPool& pool, const float* x, int64_t n, int64_t k,
+                            const QuantMatmulJob* jobs, int64_t count, bool swiglu = false);
+
 // Prefill without VNNI: each thread dequantizes a panel of kPanelRows weight rows at a time into a
 // cache-sized f32 scratch and runs the f32 register-tile kernel of simd_kernels.cpp over all x
 // rows, as the bf16 path widens its panels (exact dequantized weights, f32 activations; no more

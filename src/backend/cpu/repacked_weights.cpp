@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -13,12 +14,22 @@
 namespace infera::cpu {
 
 namespace {
-// INFERA_CPU_REPACK: unset = Q4_0 only, "0" = none, "all" = Q4_0 and Q4_K (see the header).
+// INFERA_CPU_REPACK (see the header): unset = the default set, "0" = none, "all" = every row-group
+// type, else a list of type names ("q4_0,q6_k").
 bool repack_enabled(DType dtype) {
   const char* v = std::getenv("INFERA_CPU_REPACK");
-  if (v && std::strcmp(v, "0") == 0) return false;
-  if (dtype == DType::Q4_K && !(v && std::strcmp(v, "all") == 0)) return false;
-  return rowgroups_native(dtype);
+  bool wanted = dtype == DType::Q4_0 || dtype == DType::Q4_K;  // the default set
+  if (v && std::strcmp(v, "0") == 0) {
+    wanted = false;
+  } else if (v && std::strcmp(v, "all") == 0) {
+    wanted = true;
+  } else if (v) {
+    std::string list(v), name(dtype_name(dtype));
+    for (char& c : list) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    wanted = list.find(name) != std::string::npos;
+  }
+  return wanted && rowgroups_native(dtype);
 }
 
 // The source of a repacked weight is usually the model file's mapping, whose pages the repack has
@@ -42,10 +53,13 @@ void release_source_pages(const void* data, size_t bytes) {
 RepackedWeights::RepackedWeights()
     : registry_(std::make_shared<Registry>()),
       enabled_q4_0_(repack_enabled(DType::Q4_0)),
-      enabled_q4_k_(repack_enabled(DType::Q4_K)) {}
+      enabled_q4_k_(repack_enabled(DType::Q4_K)),
+      enabled_q6_k_(repack_enabled(DType::Q6_K)) {}
 
 Tensor RepackedWeights::prepare(const Tensor& w) {
-  const bool enabled = w.dtype() == DType::Q4_0 ? enabled_q4_0_ : enabled_q4_k_;
+  const bool enabled = w.dtype() == DType::Q4_0   ? enabled_q4_0_
+                       : w.dtype() == DType::Q4_K ? enabled_q4_k_
+                                                  : enabled_q6_k_;
   if (!enabled || w.rank() != 2 || w.device() != Device::CPU ||
       !rowgroups_fit(w.dtype(), w.dim(0), w.dim(1)))
     return w;
@@ -70,7 +84,7 @@ Tensor RepackedWeights::prepare(const Tensor& w) {
 }
 
 WeightLayout RepackedWeights::layout_of(const Tensor& t) const {
-  if (t.dtype() != DType::Q4_0 && t.dtype() != DType::Q4_K) return WeightLayout::Rows;
+  if (!rowgroups_fit(t.dtype(), kGroupRows, kUnitElements)) return WeightLayout::Rows;
   const auto at = reinterpret_cast<uintptr_t>(t.data());
   std::lock_guard<std::mutex> lock(registry_->mutex);
   auto it = registry_->spans.upper_bound(at);

@@ -12,23 +12,27 @@
 
 namespace infera::cpu {
 
-// Defined in matmul_q4_0.cpp and matmul_q4_k.cpp.
+// Defined in matmul_q4_0.cpp, matmul_q4_k.cpp and matmul_q6_k.cpp.
 void matmul_rows_q4_0_rowgroups(const void* acts, int64_t n, int64_t k, const void* w,
                                 int64_t j_begin, int64_t j_end, float* out, int64_t ldo);
 void matmul_rows_q4_k_rowgroups(const void* acts, int64_t n, int64_t k, const void* w,
                                 int64_t j_begin, int64_t j_end, float* out, int64_t ldo);
+void matmul_rows_q6_k_rowgroups(const void* acts, int64_t n, int64_t k, const void* w,
+                                int64_t j_begin, int64_t j_end, float* out, int64_t ldo);
 bool q4_0_rowgroups_native();
 bool q4_k_rowgroups_native();
+bool q6_k_rowgroups_native();
 
 namespace {
 
 static_assert(kUnitBytes == kGroupRows * 8 * static_cast<int64_t>(sizeof(quant::BlockQ4_0)));
 static_assert(kUnitBytes == kGroupRows * static_cast<int64_t>(sizeof(quant::BlockQ4_K)));
+static_assert(kUnitBytesQ6_K == kGroupRows * static_cast<int64_t>(sizeof(quant::BlockQ6_K)));
 
 // For every run of bytes of row r (in file order): visit(offset in the row, offset inside the
 // group, length as a std::integral_constant, so the copies compile to plain moves: the prefill
-// panels restore rows this way on every call). Q4_0: unit u is blocks 8u..8u+7; Q4_K: unit u is
-// super-block u.
+// panels restore rows this way on every call). Q4_0: unit u is blocks 8u..8u+7; Q4_K and Q6_K:
+// unit u is super-block u.
 template <int N>
 using Len = std::integral_constant<int64_t, N>;
 
@@ -36,8 +40,18 @@ template <class Visit>
 void for_each_run(DType dtype, int64_t k, int64_t r, Visit visit) {
   const int64_t units = k / kUnitElements;
   for (int64_t u = 0; u < units; ++u) {
-    const int64_t unit = u * kUnitBytes;
-    if (dtype == DType::Q4_0) {
+    const int64_t unit = u * rowgroup_unit_bytes(dtype);
+    if (dtype == DType::Q6_K) {  // ql[128], qh[64], scales[16], d
+      const int64_t src = u * 210;
+      for (int64_t s = 0; s < 4; ++s) {
+        const int64_t h = s / 2, t = s % 2, line = unit + 192 * s + 16 * r;
+        visit(src + 64 * h + 16 * t, line, Len<16>{});
+        visit(src + 64 * h + 32 + 16 * t, line + 64, Len<16>{});
+        visit(src + 128 + 32 * h + 16 * t, line + 128, Len<16>{});
+      }
+      visit(src + 192, unit + 768 + 16 * r, Len<16>{});
+      visit(src + 208, unit + 832 + 2 * r, Len<2>{});
+    } else if (dtype == DType::Q4_0) {
       for (int64_t b = 0; b < 8; ++b) {
         const int64_t src = (8 * u + b) * 18;
         visit(src, unit + 2 * (4 * b + r), Len<2>{});            // d
@@ -57,9 +71,13 @@ void for_each_run(DType dtype, int64_t k, int64_t r, Visit visit) {
 
 }  // namespace
 
+int64_t rowgroup_unit_bytes(DType dtype) {
+  return dtype == DType::Q6_K ? kUnitBytesQ6_K : kUnitBytes;
+}
+
 bool rowgroups_fit(DType dtype, int64_t m, int64_t k) {
-  return (dtype == DType::Q4_0 || dtype == DType::Q4_K) && m > 0 && k > 0 && m % kGroupRows == 0 &&
-         k % kUnitElements == 0;
+  return (dtype == DType::Q4_0 || dtype == DType::Q4_K || dtype == DType::Q6_K) && m > 0 && k > 0 &&
+         m % kGroupRows == 0 && k % kUnitElements == 0;
 }
 
 void to_rowgroups(DType dtype, const void* w, int64_t m, int64_t k, void* out) {
@@ -90,12 +108,15 @@ void matmul_rows_rowgroups(DType dtype, const void* acts, int64_t n, int64_t k, 
     return matmul_rows_q4_0_rowgroups(acts, n, k, w, j_begin, j_end, out, ldo);
   if (dtype == DType::Q4_K)
     return matmul_rows_q4_k_rowgroups(acts, n, k, w, j_begin, j_end, out, ldo);
+  if (dtype == DType::Q6_K)
+    return matmul_rows_q6_k_rowgroups(acts, n, k, w, j_begin, j_end, out, ldo);
   throw InvalidArgument("[matmul] " + std::string(dtype_name(dtype)) + " has no row-group kernel");
 }
 
 bool rowgroups_native(DType dtype) {
   if (dtype == DType::Q4_0) return q4_0_rowgroups_native();
   if (dtype == DType::Q4_K) return q4_k_rowgroups_native();
+  if (dtype == DType::Q6_K) return q6_k_rowgroups_native();
   return false;
 }
 

@@ -1,11 +1,12 @@
-// Q4_0 and Q4_K weights repacked at prepare time into row groups, so that the decode GEMV reads
-// one contiguous stream that feeds four output rows at once (the GGUF layout feeds one row per
-// stream, and the kernel then repeats per row what could be shared: activation loads, scale
+// Q4_0, Q4_K and Q6_K weights repacked at prepare time into row groups, so that the decode GEMV
+// reads one contiguous stream that feeds four output rows at once (the GGUF layout feeds one row
+// per stream, and the kernel then repeats per row what could be shared: activation loads, scale
 // unpacking, lane reductions). At k = 1024 a Q4_0 row is only 576 bytes.
 //
-// Rows come in groups of kGroupRows = 4; a group is k / 256 units of 576 bytes (256 elements of
-// each of the 4 rows: the same bytes as the blocks it holds), row group g starting where row 4g
-// started, so the repacked tensor has the original's size. One 64-byte load always holds 16
+// Rows come in groups of kGroupRows = 4; a group is k / 256 units of rowgroup_unit_bytes (256
+// elements of each of the 4 rows: the same bytes as the blocks it holds; 576 for the 4-bit types,
+// 840 for Q6_K), row group g starting where row 4g started, so the repacked tensor has the
+// original's size. One 64-byte load always holds 16
 // bytes of nibbles of each of the 4 rows, which one AND / shift splits into low and high nibbles
 // that vpdpbusd multiplies with a 128-bit broadcast of the matching 16 activation bytes; the
 // int32 lanes 4r..4r+3 then belong to row r.
@@ -18,6 +19,14 @@
 //   [16, 64)   the packed 6-bit scales / mins by 32-bit word: word w of row r at 16 + 16w + 4r
 //              (so one 128-bit load holds word w of all 4 rows and unpacks them at once)
 //   [64, 576)  qs bytes [32c + 16t, 32c + 16t + 16) of row r at 64 + 128c + 64t + 16r
+// Q6_K unit (one super-block of each row; 16 elements of one row per 16 bytes, so a 64-byte line
+// holds one 16-element group of each of the 4 rows, the group one scale covers):
+//   [0, 768)   for s = 2h + t (h, t in {0, 1}), at 192s: ql bytes [64h + 16t, +16) of row r at
+//              + 16r (low nibbles: elements 128h + 16t + [0, 16), high: + 64), ql bytes
+//              [64h + 32 + 16t, +16) at + 64 + 16r (elements + 32 and + 96), qh bytes
+//              [32h + 16t, +16) at + 128 + 16r (their 2-bit highs, bits 2g for element + 32g)
+//   [768, 832) the int8 scales, row r's 16 at 768 + 16r
+//   [832, 840) d of rows 0..3 (f16)
 #pragma once
 
 #include <cstdint>
@@ -27,12 +36,15 @@
 namespace infera::cpu {
 
 constexpr int64_t kGroupRows = 4;
-constexpr int64_t kUnitElements = 256;  // elements of each row per unit
-constexpr int64_t kUnitBytes = 576;     // 4 rows x 256 elements x 4.5 bits
+constexpr int64_t kUnitElements = 256;   // elements of each row per unit
+constexpr int64_t kUnitBytes = 576;      // Q4_0, Q4_K: 4 rows x 256 elements x 4.5 bits
+constexpr int64_t kUnitBytesQ6_K = 840;  // 4 rows x 256 elements x 6.5625 bits
+// Bytes of one unit of `dtype` (a row-group type).
+int64_t rowgroup_unit_bytes(DType dtype);
 // How far ahead of the unit in use the row-group kernels prefetch (as the plain Q4_0 kernel).
 constexpr int64_t kRowGroupPrefetchBytes = 1024;
 
-// Whether an m x k matrix of `dtype` can take the row-group layout (Q4_0 or Q4_K, whole groups
+// Whether an m x k matrix of `dtype` can take the row-group layout (Q4_0, Q4_K, Q6_K; whole groups
 // and whole units).
 bool rowgroups_fit(DType dtype, int64_t m, int64_t k);
 

@@ -1,0 +1,301 @@
+// The row-group layouts of weight_rowgroups.h (Q4_0, Q4_K, Q6_K) and their kernels against the
+// reference of quant_matmul_util.h, directly and through the CPU backend (prepare_weight, decode,
+// prefill, embedding); and the fused decode matmuls (matmul_multi, matmul_swiglu) that quantize
+// their shared input once.
+#include <gtest/gtest.h>
+#include <hwy/targets.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/matmul_int8_gemm.h"
+#include "backend/cpu/quant_matmul.h"
+#include "backend/cpu/thread_pool.h"
+#include "backend/cpu/weight_rowgroups.h"
+#include "infera/error.h"
+#include "ops/backend.h"
+#include "quant/block_formats.h"
+#include "quant/quantize.h"
+#include "quant_matmul_util.h"
+
+namespace infera {
+namespace {
+
+using namespace test;  // NOLINT(build/namespaces): the shared helpers
+
+const DType kRowGroupTypes[] = {DType::Q4_0, DType::Q4_K, DType::Q6_K};
+
+// Where byte i of row j's file bytes lives in a row-group matrix, written out from the layout
+// comment of weight_rowgroups.h (independently of weight_rowgroups.cpp).
+size_t rowgroup_offset(DType dtype, int64_t k, int64_t j, int64_t i) {
+  const int64_t row_bytes = int64_t(dtype_bytes(dtype, size_t(k))), r = j % 4;
+  const int64_t group = (j / 4) * 4 * row_bytes;
+  if (dtype == DType::Q4_0) {
+    const int64_t blk = i / 18, byte = i % 18, unit = group + (blk / 8) * 576, b = blk % 8;
+    return size_t(byte < 2 ? unit + 2 * (4 * b + r) + byte
+                           : unit + 64 + 64 * b + 16 * r + byte - 2);
+  }
+  if (dtype == DType::Q6_K) {  // ql[128], qh[64], scales[16], d in the file
+    const int64_t unit = group + (i / 210) * 840, byte = i % 210;
+    if (byte >= 208) return size_t(unit + 832 + 2 * r + byte - 208);
+    if (byte >= 192) return size_t(unit + 768 + 16 * r + byte - 192);
+    if (byte >= 128) {  // qh byte 32h + 16t + l
+      const int64_t q = byte - 128, h = q / 32, t = (q % 32) / 16;
+      return size_t(unit + 192 * (2 * h + t) + 128 + 16 * r + q % 16);
+    }
+    // ql byte 64h + 32c + 16t + l: line c of s = 2h + t
+    const int64_t h = byte / 64, c = (byte % 64) / 32, t = (byte % 32) / 16;
+    return size_t(unit + 192 * (2 * h + t) + 64 * c + 16 * r + byte % 16);
+  }
+  const int64_t unit = group + (i / 144) * 576, byte = i % 144;
+  if (byte < 2) return size_t(unit + 2 * r + byte);
+  if (byte < 4) return size_t(unit + 8 + 2 * r + byte - 2);
+  if (byte < 16) return size_t(unit + 16 + 16 * ((byte - 4) / 4) + 4 * r + (byte - 4) % 4);
+  const int64_t q = byte - 16, c = q / 32, t = (q % 32) / 16;
+  return size_t(unit + 64 + 128 * c + 64 * t + 16 * r + q % 16);
+}
+
+// The row-group layouts (weight_rowgroups.h): bytes where the header comment says, and every row
+// restored bit for bit (raw random blocks: every nibble, scale and min pattern).
+TEST(QuantMatmul, RowGroupsLayoutAndRoundTrip) {
+  for (const DType dtype : kRowGroupTypes) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const int64_t m = 12, k = 768;
+    const size_t row_bytes = dtype_bytes(dtype, size_t(k));
+    const auto w = make_weight(dtype, m, k, true, 21);
+    ASSERT_TRUE(cpu::rowgroups_fit(dtype, m, k));
+    EXPECT_FALSE(cpu::rowgroups_fit(dtype, m + 2, k));
+    EXPECT_FALSE(cpu::rowgroups_fit(DType::Q8_0, m, k));
+    if (dtype == DType::Q4_0) EXPECT_FALSE(cpu::rowgroups_fit(dtype, m, k + 32));
+    std::vector<uint8_t> packed(w.size());
+    cpu::to_rowgroups(dtype, w.data(), m, k, packed.data());
+    for (int64_t j = 0; j < m; ++j) {
+      for (size_t i = 0; i < row_bytes; ++i)
+        ASSERT_EQ(packed[rowgroup_offset(dtype, k, j, int64_t(i))], w[size_t(j) * row_bytes + i])
+            << "row " << j << " byte " << i;
+      std::vector<uint8_t> row(row_bytes);
+      cpu::rowgroups_row(dtype, packed.data(), k, j, row.data());
+      ASSERT_EQ(0, std::memcmp(row.data(), w.data() + size_t(j) * row_bytes, row_bytes)) << j;
+    }
+  }
+}
+
+// The row-group GEMVs on every SIMD target (512-bit VNNI on AVX3_DL; restored rows through the
+// plain kernel elsewhere) against the reference on the original rows, as the kernels above.
+TEST(QuantMatmul, RowGroupKernelsMatchReferenceOnEverySimdTarget) {
+  const Shape3 cases[] = {{1, 256, 4},  {1, 1024, 36}, {2, 512, 8}, {3, 768, 20},
+                          {4, 256, 12}, {5, 512, 16},  {9, 256, 8}, {15, 1024, 4}};
+  for (const DType dtype : kRowGroupTypes) {
+    for (const bool raw : {false, true}) {
+      for (const Shape3 c : cases) {
+        SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " raw=" << raw << " n=" << c.n
+                                        << " k=" << c.k << " m=" << c.m);
+        const auto w = make_weight(dtype, c.m, c.k, raw, uint32_t(c.n * 3 + c.m));
+        std::vector<uint8_t> packed(w.size());
+        cpu::to_rowgroups(dtype, w.data(), c.m, c.k, packed.data());
+        const auto x = random_values(size_t(c.n * c.k), uint32_t(c.k + c.m + 1));
+        const int64_t act_bytes = cpu::activation_row_bytes(dtype, c.k);
+        std::vector<uint8_t> acts(size_t(c.n * act_bytes));
+        for (int64_t i = 0; i < c.n; ++i)
+          cpu::quantize_activation_row(dtype, x.data() + i * c.k, c.k, acts.data() + i * act_bytes);
+        std::vector<double> want, bound;
+        reference(dtype, acts, c.n, c.k, w, c.m, want, bound);
+        for_each_simd_target([&] {
+          const int64_t ldo = c.m + 3, j_begin = c.m > 4 ? 4 : 0;
+          std::vector<float> out(size_t(c.n * ldo), NAN);
+          cpu::matmul_rows_rowgroups(dtype, acts.data(), c.n, c.k, packed.data(), j_begin, c.m,
+                                     out.data(), ldo);
+          for (int64_t i = 0; i < c.n; ++i) {
+            for (int64_t j = 0; j < ldo; ++j) {
+              const float got = out[size_t(i * ldo + j)];
+              if (j < j_begin || j >= c.m) {
+                ASSERT_TRUE(std::isnan(got)) << "row " << j << " written outside its range";
+                continue;
+              }
+              const double e = want[size_t(i * c.m + j)];
+              ASSERT_TRUE(std::fabs(got - e) <= bound[size_t(i * c.m + j)])
+                  << "out[" << i << ", " << j << "] = " << got << ", want " << e;
+            }
+          }
+          // A group's result does not depend on the groups sharing its call, bit for bit.
+          for (int64_t j = j_begin; j < c.m; j += 4) {
+            std::vector<float> one(size_t(c.n * ldo), NAN);
+            cpu::matmul_rows_rowgroups(dtype, acts.data(), c.n, c.k, packed.data(), j, j + 4,
+                                       one.data(), ldo);
+            for (int64_t i = 0; i < c.n; ++i)
+              ASSERT_EQ(0, std::memcmp(&one[size_t(i * ldo + j)], &out[size_t(i * ldo + j)], 16))
+                  << "group at row " << j << " alone differs";
+          }
+        });
+      }
+    }
+  }
+}
+
+// Through the backend: prepare_weight repacks Q4_0 / Q4_K / Q6_K weights where the 512-bit kernels
+// exist; matmul (decode kernels, int8 GEMM or f32 panels) and embedding read the repacked bytes
+// right; a view into a repacked weight is refused instead of misread.
+// INFERA_CPU_REPACK for the backends made in a scope (read by the backend's constructor).
+struct RepackEnv {
+  explicit RepackEnv(const char* value) {
+    if (value) {
+      setenv("INFERA_CPU_REPACK", value, 1);
+    } else {
+      unsetenv("INFERA_CPU_REPACK");
+    }
+  }
+  ~RepackEnv() { unsetenv("INFERA_CPU_REPACK"); }
+};
+
+TEST(QuantMatmul, PreparedRowGroupWeightsGiveTheSameResults) {
+  const int64_t k = 512, m = 72;
+  for (const DType dtype : kRowGroupTypes) {
+    auto wbytes = make_weight(dtype, m, k, false, 17);
+    Tensor host("w", dtype, {m, k}, Device::CPU, wbytes.data(), nullptr);
+    for (const int threads : {1, 2}) {
+      for (const char* env : {static_cast<const char*>(nullptr), "all", "0", "Q4_K,q6_k"}) {
+        RepackEnv scoped(env);
+        auto backend = make_cpu_backend(threads);
+        const Tensor w = backend->prepare_weight(host);
+        ASSERT_EQ(w.shape(), host.shape());
+        ASSERT_EQ(w.dtype(), dtype);
+        // Repacked exactly where the kernel runs natively and the setting asks for it (by default
+        // Q4_0 and Q4_K): on a native CPU both layouts of every type meet the checks below.
+        const bool repacked = w.data() != host.data();
+        const std::string e = env ? env : "";
+        const bool asked = !env                     ? dtype != DType::Q6_K
+                           : e == "all" || e == "0" ? e == "all"
+                                                    : dtype != DType::Q4_0;
+        EXPECT_EQ(repacked, cpu::rowgroups_native(dtype) && asked)
+            << dtype_name(dtype) << " INFERA_CPU_REPACK=" << (env ? env : "(unset)");
+        for (const int64_t n : {int64_t{1}, int64_t{3}, int64_t{15}, int64_t{16}, int64_t{37}}) {
+          SCOPED_TRACE(testing::Message()
+                       << dtype_name(dtype) << " threads=" << threads << " n=" << n);
+          const auto xv = random_values(size_t(n * k), 9);
+          Tensor x = backend->alloc("x", DType::F32, {n, k});
+          std::memcpy(x.data(), xv.data(), xv.size() * 4);
+          Tensor out = backend->alloc("out", DType::F32, {n, m});
+          backend->matmul(x, w, out);
+          std::vector<double> want, bound;
+          if (n < cpu::kQuantPrefillRows) {
+            const int64_t act_bytes = cpu::activation_row_bytes(dtype, k);
+            std::vector<uint8_t> acts(size_t(n * act_bytes));
+            for (int64_t i = 0; i < n; ++i)
+              cpu::quantize_activation_row(dtype, xv.data() + i * k, k,
+                                           acts.data() + i * act_bytes);
+            reference(dtype, acts, n, k, wbytes, m, want, bound);
+          } else if (cpu::has_int8_gemm()) {
+            gemm_reference(dtype, xv, n, k, wbytes, m, want, bound);
+          } else {
+            reference_values(dtype, std::vector<double>(xv.begin(), xv.end()), n, k, wbytes, m,
+                             want, bound);
+          }
+          for (size_t i = 0; i < want.size(); ++i)
+            ASSERT_TRUE(std::fabs(out.data_as<float>()[i] - want[i]) <= bound[i])
+                << i << ": " << out.data_as<float>()[i] << " vs " << want[i];
+          if (n >= cpu::kQuantPrefillRows) {  // the non-VNNI prefill path on the same layout
+            cpu::ThreadPool pool(threads);
+            std::vector<float> panel_out(size_t(n * m), NAN);
+            cpu::matmul_quantized_f32_panels(
+                pool, xv.data(), n, k, w.data(), dtype, m, panel_out.data(),
+                repacked ? cpu::WeightLayout::RowGroups : cpu::WeightLayout::Rows);
+            reference_values(dtype, std::vector<double>(xv.begin(), xv.end()), n, k, wbytes, m,
+                             want, bound);
+            for (size_t i = 0; i < want.size(); ++i)
+              ASSERT_TRUE(std::fabs(panel_out[i] - want[i]) <= bound[i]) << "f32 panels " << i;
+          }
+        }
+        std::vector<int32_t> ids = {71, 0, 5, 71};
+        Tensor id_tensor("ids", DType::I32, {4}, Device::CPU, ids.data(), nullptr);
+        Tensor rows = backend->alloc("rows", DType::F32, {4, k});
+        backend->embedding(w, id_tensor, rows);
+        std::vector<float> want(static_cast<size_t>(k));
+        for (size_t i = 0; i < ids.size(); ++i) {
+          quant::dequantize_row(dtype,
+                                wbytes.data() + dtype_bytes(dtype, size_t(k)) * size_t(ids[i]), k,
+                                want.data());
+          ASSERT_EQ(0,
+                    std::memcmp(want.data(), rows.data_as<float>() + i * size_t(k), size_t(k) * 4));
+        }
+        if (repacked) {
+          Tensor x = backend->alloc("x", DType::F32, {1, k});
+          Tensor out = backend->alloc("out", DType::F32, {1, 8});
+          EXPECT_THROW(backend->matmul(x, w.rows(4, 8), out), InvalidArgument);
+        }
+      }
+    }
+  }
+}
+
+// matmul_multi / matmul_swiglu at decode sizes (cpu::matmul_quantized_multi): x quantized once per
+// activation format and shared by weights of different types (Q4_K and Q6_K read the same Q8K
+// blocks), every weight's rows split over the threads in one section. Each output is within
+// the kernels' bound of the reference (activations quantized whole by quantize_activation_row)
+// and bit for bit the plain matmul of its weight; gate = silu(gate) * up exactly as the swiglu op.
+TEST(QuantMatmul, FusedDecodeMatmulsShareOneQuantizedInput) {
+  const int64_t k = 768;  // 3 super-blocks, 6 Q4_0 groups: uneven shares over 2 threads
+  const DType types[] = {DType::Q4_K, DType::Q6_K, DType::Q4_0, DType::Q8_0};
+  const int64_t rows[] = {40, 40, 36, 20};
+  for (const int threads : {1, 2}) {
+    for (const char* env : {static_cast<const char*>(nullptr), "all"}) {
+      RepackEnv scoped(env);
+      auto backend = make_cpu_backend(threads);
+      std::vector<std::vector<uint8_t>> bytes(4);
+      std::vector<Tensor> ws;
+      for (size_t i = 0; i < 4; ++i) {
+        bytes[i] = make_weight(types[i], rows[i], k, false, uint32_t(31 + i));
+        ws.push_back(backend->prepare_weight(Tensor("w" + std::to_string(i), types[i], {rows[i], k},
+                                                    Device::CPU, bytes[i].data(), nullptr)));
+      }
+      for (const int64_t n : {int64_t{1}, int64_t{2}, int64_t{5}, cpu::kQuantPrefillRows - 1}) {
+        SCOPED_TRACE(testing::Message() << "threads=" << threads << " INFERA_CPU_REPACK="
+                                        << (env ? env : "(unset)") << " n=" << n);
+        const auto xv = random_values(size_t(n * k), uint32_t(7 + n));
+        Tensor x = backend->alloc("x", DType::F32, {n, k});
+        std::memcpy(x.data(), xv.data(), xv.size() * 4);
+        std::vector<Tensor> outs, sep;
+        for (size_t i = 0; i < 4; ++i) {
+          outs.push_back(backend->alloc("out", DType::F32, {n, rows[i]}));
+          sep.push_back(backend->alloc("sep", DType::F32, {n, rows[i]}));
+          backend->matmul(x, ws[i], sep[i]);
+        }
+        const Tensor* wp[] = {&ws[0], &ws[1], &ws[2], &ws[3]};
+        Tensor* op[] = {&outs[0], &outs[1], &outs[2], &outs[3]};
+        backend->matmul_multi(x, wp, op);
+        for (size_t i = 0; i < 4; ++i) {
+          SCOPED_TRACE(dtype_name(types[i]));
+          const int64_t act_bytes = cpu::activation_row_bytes(types[i], k);
+          std::vector<uint8_t> acts(size_t(n * act_bytes));
+          for (int64_t r = 0; r < n; ++r)
+            cpu::quantize_activation_row(types[i], xv.data() + r * k, k,
+                                         acts.data() + r * act_bytes);
+          std::vector<double> want, bound;
+          reference(types[i], acts, n, k, bytes[i], rows[i], want, bound);
+          const float* got = outs[i].data_as<float>();
+          for (size_t e = 0; e < want.size(); ++e)
+            ASSERT_TRUE(std::fabs(got[e] - want[e]) <= bound[e])
+                << e << ": " << got[e] << " vs " << want[e];
+          ASSERT_EQ(0, std::memcmp(got, sep[i].data(), want.size() * 4)) << "multi vs matmul";
+        }
+        Tensor gate = backend->alloc("gate", DType::F32, {n, rows[0]});
+        Tensor up = backend->alloc("up", DType::F32, {n, rows[0]});
+        backend->matmul_swiglu(x, ws[0], ws[1], gate, up);
+        for (int64_t e = 0; e < n * rows[0]; ++e) {
+          const float g = sep[0].data_as<float>()[e], u = sep[1].data_as<float>()[e];
+          const float want = g / (1.0f + std::exp(-g)) * u;
+          ASSERT_EQ(0, std::memcmp(&want, gate.data_as<float>() + e, 4))
+              << "swiglu " << e << ": " << gate.data_as<float>()[e] << " vs " << want;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace infera
