@@ -245,7 +245,7 @@ int64_t dense_tiles(const std::vector<int32_t>& lengths, int64_t hkv, int64_t qt
 // mode runs it on bf16 tensor cores where it applies (q, k, v and the probabilities rounded to
 // bf16: BF16 bound); everything else computes in f32.
 DType packed_bound(const std::string& backend) {
-  return backend == "cuda" ? DType::BF16 : DType::F32;
+  return tensor_core_cuda_target(backend) ? DType::BF16 : DType::F32;
 }
 
 // Runs one case; returns the key tiles the backend reports.

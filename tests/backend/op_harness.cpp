@@ -18,6 +18,23 @@
 
 namespace infera::test {
 
+#ifdef INFERA_WITH_CUDA
+namespace {
+CudaOptions harness_cuda_options(const std::string& name) {
+  CudaOptions o = cuda_options_from_env();
+  if (name == "cuda_exact") o.exact_f32 = true;
+  if (name == "cuda_skinny") o.skinny_gemm = true;             // 9..256-row bf16 matmuls
+  if (name == "cuda_unstaged") o.decode_staged = false;        // the register decode attention
+  if (name == "cuda_interleaved") o.flash_interleaved = true;  // the interleaved flash tile
+  return o;
+}
+}  // namespace
+#endif
+
+bool tensor_core_cuda_target(const std::string& name) {
+  return name.starts_with("cuda") && name != "cuda_exact";
+}
+
 std::vector<HarnessBackend> harness_backends() {
   std::vector<HarnessBackend> list = {
       {"cpu_1t", [] { return make_cpu_backend(1); }, true},
@@ -42,30 +59,13 @@ std::vector<HarnessBackend> harness_backends() {
     }
   }
 #ifdef INFERA_WITH_CUDA
-  // The CUDA backend's f32 paths too (tiled GEMM instead of cuBLAS, CUDA-core attention instead
-  // of tensor cores), which the default configuration reaches only for some shapes.
+  // cuda_exact: the CUDA backend's f32 paths (tiled GEMM instead of cuBLAS, CUDA-core attention
+  // instead of tensor cores), which the default configuration reaches only for some shapes. The
+  // others keep the kernels that are off by default tested: each turns one of them on (or the
+  // default one off) and runs every case.
   if (cuda_device_count() > 0)
-    list.push_back({"cuda_exact", [] {
-                      CudaOptions o = cuda_options_from_env();
-                      o.exact_f32 = true;
-                      return make_cuda_backend(0, o);
-                    }});
-  // The skinny tensor-core GEMM for 9..256-row bf16 matmuls (CudaOptions::skinny_gemm), off by
-  // default.
-  if (cuda_device_count() > 0)
-    list.push_back({"cuda_skinny", [] {
-                      CudaOptions o = cuda_options_from_env();
-                      o.skinny_gemm = true;
-                      return make_cuda_backend(0, o);
-                    }});
-  // The staged decode attention (CudaOptions::decode_staged, cp.async through shared memory),
-  // off by default; the harness runs it with its planned key splits.
-  if (cuda_device_count() > 0)
-    list.push_back({"cuda_staged", [] {
-                      CudaOptions o = cuda_options_from_env();
-                      o.decode_staged = true;
-                      return make_cuda_backend(0, o);
-                    }});
+    for (const char* name : {"cuda_exact", "cuda_skinny", "cuda_unstaged", "cuda_interleaved"})
+      list.push_back({name, [name] { return make_cuda_backend(0, harness_cuda_options(name)); }});
 #endif
   return list;
 }
@@ -73,9 +73,8 @@ std::vector<HarnessBackend> harness_backends() {
 std::unique_ptr<Backend> dense_schedule_backend(const HarnessBackend& hb) {
   if (hb.simd_targets) return make_cpu_backend(2, PackedAttentionSchedule::Dense);
 #ifdef INFERA_WITH_CUDA
-  if (hb.name == "cuda" || hb.name == "cuda_exact") {
-    CudaOptions o = cuda_options_from_env();
-    o.exact_f32 = hb.name == "cuda_exact";
+  if (hb.name.starts_with("cuda")) {
+    CudaOptions o = harness_cuda_options(hb.name);
     o.packed_dense = true;
     return make_cuda_backend(0, o);
   }

@@ -25,6 +25,10 @@ struct HarnessBackend {
 // device is visible (otherwise a printed note says it was skipped).
 std::vector<HarnessBackend> harness_backends();
 
+// The CUDA targets other than cuda_exact compute in bf16 on tensor cores where the default
+// backend does ("cuda", "cuda_skinny", ...): held to the bf16 bounds there.
+bool tensor_core_cuda_target(const std::string& name);
+
 // The same backend with attention_packed forced to its dense schedule (every key tile, the window
 // masked per row): the CPU with 2 threads, CUDA (and cuda_exact) with CudaOptions::packed_dense;
 // nullptr for a backend without one.

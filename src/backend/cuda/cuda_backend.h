@@ -34,8 +34,11 @@ struct CudaOptions {
   // cost more than the tail, which was ~13% of resident warps; bench/reference/cudaf_h200).
   bool flash_split_keys = false;
   // The flash kernel's interleaved tile: independent consecutive mma, fragments loaded a step
-  // ahead, tree reductions in the softmax (INFERA_CUDA_FLASH_INTERLEAVED=0: the earlier tile).
-  bool flash_interleaved = true;
+  // ahead, tree reductions in the softmax (INFERA_CUDA_FLASH_INTERLEAVED=1). Off: ncu put it at
+  // x1.06-1.12 per call, but end to end on the H200 (session 6's lead run, 3 alternating rounds,
+  // bench/reference/lead6_h200) prefill 8x512 ran 236k tok/s with it against 256k with the earlier
+  // tile and 1x2048 193k against 199k.
+  bool flash_interleaved = false;
   // Key tiles (64 keys) per chunk of a split query tile; 0: chosen from the batch's shape
   // (INFERA_CUDA_FLASH_SPLIT_TILES, for measuring the choice).
   int64_t flash_split_key_tiles = 0;
@@ -57,14 +60,15 @@ struct CudaOptions {
   bool decode_pipeline = true;
   // Decode attention through shared memory (attention_decode_staged.cu): each warp streams its
   // keys and values with cp.async through decode_stages stages of 8 keys (3, 4 or 6); splits
-  // planned from waves of resident blocks. OFF by default (INFERA_CUDA_DECODE_STAGED=1 turns it
-  // on; INFERA_CUDA_DECODE_STAGES; INFERA_CUDA_DECODE_SPLITS = a fixed split count, 0 =
-  // planned): f16/bf16 caches, head_dim 64 and 128. H200 run 1 (bench/reference/cudaa_h200):
-  // with 4 stages and many splits it lost end to end (b256 25-26k vs 29.4k tok/s); ncu per layer
+  // planned from waves of resident blocks. ON by default (INFERA_CUDA_DECODE_STAGED=0: the
+  // register kernel above; INFERA_CUDA_DECODE_STAGES; INFERA_CUDA_DECODE_SPLITS = a fixed split
+  // count, 0 = planned): f16/bf16 caches, head_dim 64 and 128. H200 run 1
+  // (bench/reference/cudaa_h200): with 4 stages and many splits it lost end to end; ncu per layer
   // at b256 unsplit: 3 stages (16 warps/SM) 156 us, 4 stages 175, 6 stages 208, old kernel 175.
-  // The defaults below (3 stages, splits only where a wave is not full) are that best
-  // configuration, not yet measured end to end.
-  bool decode_staged = false;
+  // With the defaults below (3 stages, splits only where a wave is not full), 3 alternating
+  // rounds end to end (bench/reference/lead6_h200): greedy decode b64 20.0k vs 17.9k tok/s, b256
+  // 31.2k vs 29.3k, b8 3.70k vs 3.62k.
+  bool decode_staged = true;
   int64_t decode_stages = 3;
   int64_t decode_splits = 0;
   // The fused ops (add_rmsnorm, matmul_multi, matmul_swiglu, qk_norm_rope_kv_write) as single
