@@ -175,18 +175,7 @@ TEST(QuantMatmul, BackendMatmulAndEmbeddingOnQuantizedWeights) {
         Tensor out = backend->alloc("out", DType::F32, {n, m});
         backend->matmul(x, w, out);
         std::vector<double> want, bound;
-        if (n < cpu::kQuantPrefillRows) {
-          const int64_t act_bytes = cpu::activation_row_bytes(dtype, k);
-          std::vector<uint8_t> acts(size_t(n * act_bytes));
-          for (int64_t i = 0; i < n; ++i)
-            cpu::quantize_activation_row(dtype, xv.data() + i * k, k, acts.data() + i * act_bytes);
-          reference(dtype, acts, n, k, wbytes, m, want, bound);
-        } else if (cpu::has_int8_gemm()) {
-          gemm_reference(dtype, xv, n, k, wbytes, m, want, bound);
-        } else {
-          reference_values(dtype, std::vector<double>(xv.begin(), xv.end()), n, k, wbytes, m, want,
-                           bound);
-        }
+        backend_matmul_reference(dtype, xv, n, k, wbytes, m, want, bound);
         for (size_t i = 0; i < want.size(); ++i)
           ASSERT_TRUE(std::fabs(out.data_as<float>()[i] - want[i]) <= bound[i])
               << i << ": " << out.data_as<float>()[i] << " vs " << want[i];

@@ -139,6 +139,25 @@ inline void gemm_reference(DType dtype, const std::vector<float>& x, int64_t n, 
   reference_values(dtype, a, n, k, w, m, want, bound);
 }
 
+// The reference for the CPU backend's quantized matmul of x [n, k]: decode rows (n <
+// kQuantPrefillRows) quantize x as the decode kernels do, prefill rows as the int8 GEMM specifies
+// where the CPU has it, and stay f32 on the panel fallback elsewhere.
+inline void backend_matmul_reference(DType dtype, const std::vector<float>& x, int64_t n, int64_t k,
+                                     const std::vector<uint8_t>& w, int64_t m,
+                                     std::vector<double>& want, std::vector<double>& bound) {
+  if (n < cpu::kQuantPrefillRows) {
+    const int64_t act_bytes = cpu::activation_row_bytes(dtype, k);
+    std::vector<uint8_t> acts(size_t(n * act_bytes));
+    for (int64_t i = 0; i < n; ++i)
+      cpu::quantize_activation_row(dtype, x.data() + i * k, k, acts.data() + i * act_bytes);
+    reference(dtype, acts, n, k, w, m, want, bound);
+  } else if (cpu::has_int8_gemm()) {
+    gemm_reference(dtype, x, n, k, w, m, want, bound);
+  } else {
+    reference_values(dtype, std::vector<double>(x.begin(), x.end()), n, k, w, m, want, bound);
+  }
+}
+
 template <typename Body>
 void for_each_simd_target(Body body) {
   int tested = 0;
