@@ -47,6 +47,14 @@ struct CudaOptions {
   // them without a conversion pass (INFERA_CUDA_BF16_SHADOW=0: a convert kernel before each GEMM).
   // Same bits either way: the shadow is the f32 value rounded as the conversion rounds it.
   bool bf16_shadow = true;
+  // matmul_swiglu past the GEMV with bf16 weights: the gate and up GEMMs write bf16 (into `up`'s
+  // memory, which the op contract leaves to the backend) and the SwiGLU kernel reads them, instead
+  // of two f32 GEMM outputs read back in f32: half the bytes on both sides. One more rounding
+  // (of x . w to bf16) before silu(g) * u. INFERA_CUDA_GLU_BF16=1/0.
+  bool glu_bf16_gemm = false;
+  // qk_norm_rope_kv_write with one block per token, 4 heads per warp, the token's RoPE row and
+  // the norm weights read before the PDL wait (INFERA_CUDA_QKNORM_TOKEN=1/0). Same arithmetic.
+  bool qk_norm_by_token = false;
   // Decode attention (<= 4 query vectors per kv head) with every warp on its own keys
   // (INFERA_CUDA_DECODE_ATTENTION=0: the general f32 kernel instead).
   bool decode_attention = true;
