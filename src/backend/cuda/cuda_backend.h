@@ -54,10 +54,10 @@ struct CudaOptions {
   // INFERA_CUDA_GLU_BF16=0: f32 GEMM outputs and the f32 swiglu.
   // qk_norm_rope_kv_write with one block per token, 4 heads per warp, the token's RoPE row and
   // the norm weights read before the PDL wait; the same arithmetic per head
-  // (INFERA_CUDA_QKNORM_TOKEN=0: one warp per head). Measured together on the H200 (cudapf run 2,
-  // bench/reference/cudapf, 3 interleaved rounds against main): prefill 1x2048 x1.08, 8x512
-  // x1.14, 1x512 x1.07; ncu per 8x512 step: qk_norm 1.66 -> 1.02 ms, swiglu 1.26 -> 1.01 ms,
-  // gate/up GEMMs 2.37 -> 2.12 ms.
+  // (INFERA_CUDA_QKNORM_TOKEN=0: one warp per head). Measured together on the H200 (cudapf runs
+  // 2 and 3, bench/reference/cudapf, 3 interleaved rounds each against main): prefill 1x2048
+  // x1.06-1.12, 8x512 x1.06-1.21, 1x512 x1.05-1.09, decode unchanged; ncu per 8x512 step:
+  // qk_norm 1.66 -> 1.02 ms, swiglu 1.26 -> 1.01 ms, gate/up GEMMs about 2.36 -> 2.12 ms.
   bool glu_bf16_gemm = true;
   bool qk_norm_by_token = true;
   // Decode attention (<= 4 query vectors per kv head) with every warp on its own keys
