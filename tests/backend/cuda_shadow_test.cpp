@@ -3,9 +3,11 @@
 // be used. Models of small dummy-weight configs with the real head sizes (Qwen3: head_dim 128,
 // GQA 2, so attention takes the flash kernel; ModernBERT: head_dim 64, local and global layers,
 // so attention_packed takes the flash kernel too), run once with shadows and once without.
-// Skips where no CUDA device is visible.
+// The prefill switches (CudaOptions::qk_norm_by_token, glu_bf16_gemm) are checked the same way,
+// each against its old path. Skips where no CUDA device is visible.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -54,9 +56,19 @@ CudaOptions with_shadows(bool on) {
   return o;
 }
 
+// Qwen3-0.6B's attention shape (16 q heads, 8 kv heads, head_dim 128): the per-token
+// qk_norm_rope_kv kernel takes it (heads in fours), the two-head config above does not.
+const char* const kQwen3Heads16 = R"({
+  "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "head_dim": 128,
+  "hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 16,
+  "num_key_value_heads": 8, "num_hidden_layers": 3, "max_position_embeddings": 4096,
+  "rms_norm_eps": 1e-06, "rope_theta": 1000000, "tie_word_embeddings": true,
+  "torch_dtype": "bfloat16", "vocab_size": 512})";
+
 // Logits of every row of a 150-token prompt.
-std::vector<float> qwen3_prefill(Backend& backend) {
-  auto model = load_causal_lm(config_dir("qwen3", kQwen3), backend, {.dummy_weights = true});
+std::vector<float> qwen3_prefill(Backend& backend, const char* config = kQwen3) {
+  auto model = load_causal_lm(config_dir(config == kQwen3 ? "qwen3" : "qwen3_h16", config), backend,
+                              {.dummy_weights = true});
   const int64_t n = 150, vocab = model->info().vocab;
   KvCache cache(backend, model->kv_shape(),
                 {.block_size = 16, .num_blocks = 16, .dtype = DType::BF16});
@@ -142,6 +154,50 @@ TEST_F(CudaShadowTest, ModernBertWithShadowsEqualsConvertingBitForBit) {
   // layernorm -> Wi, GeGLU -> Wo2.
   EXPECT_EQ(cuda_stats(*shadowed)->bf16_shadows, 4 * kLayers);
   EXPECT_EQ(cuda_stats(*plain)->bf16_shadows, 0);
+}
+
+double nmse(const std::vector<float>& got, const std::vector<float>& want) {
+  double err = 0, ref = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double d = double(got[i]) - double(want[i]);
+    err += d * d;
+    ref += double(want[i]) * double(want[i]);
+  }
+  return ref > 0 ? err / ref : std::nan("");  // NaN fails every bound
+}
+
+CudaOptions prefill_switches(bool glu_bf16, bool qk_by_token) {
+  CudaOptions o;
+  o.glu_bf16_gemm = glu_bf16;
+  o.qk_norm_by_token = qk_by_token;
+  return o;
+}
+
+// The per-token qk_norm_rope_kv kernel does each head's arithmetic as the per-head one: the same
+// logits bit for bit, at Qwen3-0.6B's head counts.
+TEST_F(CudaShadowTest, Qwen3PrefillQkNormByTokenEqualsPerHeadBitForBit) {
+  auto per_head = make_cuda_backend(0, prefill_switches(false, false));
+  auto by_token = make_cuda_backend(0, prefill_switches(false, true));
+  const std::vector<float> want = qwen3_prefill(*per_head, kQwen3Heads16);
+  const std::vector<float> got = qwen3_prefill(*by_token, kQwen3Heads16);
+  ASSERT_EQ(got.size(), want.size());
+  size_t differ = 0;
+  for (size_t i = 0; i < got.size(); ++i) differ += !(got[i] == want[i]);  // NaN differs
+  EXPECT_EQ(differ, 0u) << "logits that differ, of " << got.size();
+}
+
+// The bf16 gate/up GEMM outputs add one bf16 rounding before silu(g) * u: the logits stay within
+// the bf16 bound of the op harness (NMSE 1e-4) of the f32-output path, and are not the same bits
+// (so the switch really changes the path).
+TEST_F(CudaShadowTest, Qwen3PrefillGluBf16FollowsTheF32Path) {
+  auto f32 = make_cuda_backend(0, prefill_switches(false, true));
+  auto bf16 = make_cuda_backend(0, prefill_switches(true, true));
+  const std::vector<float> want = qwen3_prefill(*f32, kQwen3Heads16);
+  const std::vector<float> got = qwen3_prefill(*bf16, kQwen3Heads16);
+  ASSERT_EQ(got.size(), want.size());
+  const double e = nmse(got, want);
+  EXPECT_TRUE(e <= 1e-4) << "NMSE " << e;
+  EXPECT_GT(e, 0.0) << "the bf16 gate/up path was not taken";
 }
 
 }  // namespace

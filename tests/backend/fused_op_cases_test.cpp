@@ -101,7 +101,11 @@ TEST_P(FusedOps, MatmulMultiAndSwiglu) {
                              {64, 1024, 96},
                              {100, 72, 65},
                              {100, 1024, 64},
-                             {256, 128, 64}}) {
+                             {256, 128, 64},
+                             // Prefill sizes: CUDA's bf16 gate/up GEMMs and the bf16 SwiGLU
+                             // (16-byte path; 1030 x 133 is no multiple of 8: the scalar one).
+                             {600, 256, 200},
+                             {1030, 128, 133}}) {
         HostData x = make_host_data(DType::F32, size_t(n * k), rng);
         Tensor xt = to_backend(b, "x", DType::F32, {n, k}, x);
         const int ms[3] = {m, m / 2 + 1, 3};
@@ -184,7 +188,14 @@ TEST_P(FusedOps, QkNormRopeKvWrite) {
       }
       // n tokens of one sequence at positions 0..n-1, their slots spread over shuffled blocks.
       for (auto [n, hq, hkv, d, bs] :
-           {std::tuple{1, 2, 1, 8, 16}, {5, 4, 2, 34, 4}, {19, 6, 3, 64, 8}, {3, 16, 8, 128, 16}}) {
+           {std::tuple{1, 2, 1, 8, 16},
+            {5, 4, 2, 34, 4},
+            {19, 6, 3, 64, 8},
+            {3, 16, 8, 128, 16},
+            // Prefill sizes for CUDA's per-token kernel (heads in fours, d 64 / 128 / 256).
+            {300, 8, 4, 64, 32},
+            {130, 16, 8, 128, 16},
+            {37, 4, 4, 256, 16}}) {
         const int blocks = (n + bs - 1) / bs + 2;
         std::vector<int32_t> table(static_cast<size_t>(blocks));
         std::iota(table.begin(), table.end(), 0);

@@ -26,6 +26,10 @@ CudaOptions harness_cuda_options(const std::string& name) {
   if (name == "cuda_skinny") o.skinny_gemm = true;             // 9..256-row bf16 matmuls
   if (name == "cuda_unstaged") o.decode_staged = false;        // the register decode attention
   if (name == "cuda_interleaved") o.flash_interleaved = true;  // the interleaved flash tile
+  if (name == "cuda_prefill_toggled") {  // the prefill switches of cudapf, each flipped
+    o.glu_bf16_gemm = !o.glu_bf16_gemm;
+    o.qk_norm_by_token = !o.qk_norm_by_token;
+  }
   return o;
 }
 }  // namespace
@@ -64,7 +68,8 @@ std::vector<HarnessBackend> harness_backends() {
   // others keep the kernels that are off by default tested: each turns one of them on (or the
   // default one off) and runs every case.
   if (cuda_device_count() > 0)
-    for (const char* name : {"cuda_exact", "cuda_skinny", "cuda_unstaged", "cuda_interleaved"})
+    for (const char* name :
+         {"cuda_exact", "cuda_skinny", "cuda_unstaged", "cuda_interleaved", "cuda_prefill_toggled"})
       list.push_back({name, [name] { return make_cuda_backend(0, harness_cuda_options(name)); }});
 #endif
   return list;

@@ -47,6 +47,19 @@ struct CudaOptions {
   // them without a conversion pass (INFERA_CUDA_BF16_SHADOW=0: a convert kernel before each GEMM).
   // Same bits either way: the shadow is the f32 value rounded as the conversion rounds it.
   bool bf16_shadow = true;
+  // matmul_swiglu past the GEMV with bf16 weights: the gate and up GEMMs write bf16 (into `up`'s
+  // memory, which the op contract leaves to the backend) and the SwiGLU kernel reads them, instead
+  // of two f32 GEMM outputs read back in f32: half the bytes on both sides. One more rounding
+  // (of x . w to bf16) before silu(g) * u; op harness NMSE 1.5e-5 against 4.8e-6 (bound 1e-4).
+  // INFERA_CUDA_GLU_BF16=0: f32 GEMM outputs and the f32 swiglu.
+  // qk_norm_rope_kv_write with one block per token, 4 heads per warp, the token's RoPE row and
+  // the norm weights read before the PDL wait; the same arithmetic per head
+  // (INFERA_CUDA_QKNORM_TOKEN=0: one warp per head). Measured together on the H200 (cudapf runs
+  // 2 and 3, bench/reference/cudapf, 3 interleaved rounds each against main): prefill 1x2048
+  // x1.06-1.12, 8x512 x1.06-1.21, 1x512 x1.05-1.09, decode unchanged; ncu per 8x512 step:
+  // qk_norm 1.66 -> 1.02 ms, swiglu 1.26 -> 1.01 ms, gate/up GEMMs about 2.36 -> 2.12 ms.
+  bool glu_bf16_gemm = true;
+  bool qk_norm_by_token = true;
   // Decode attention (<= 4 query vectors per kv head) with every warp on its own keys
   // (INFERA_CUDA_DECODE_ATTENTION=0: the general f32 kernel instead).
   bool decode_attention = true;

@@ -108,6 +108,12 @@ class CudaBackend final : public Backend {
   // which later matmuls of the same x may pass as `converted` to skip the conversion.
   const void* record_matmul(const Tensor& x, const Tensor& w, Tensor& out, int64_t n, int64_t k,
                             int64_t m, const void* converted = nullptr);
+  // x [n, k] as bf16 for a tensor-core GEMM: `converted` when set, else x's bf16 shadow, else a
+  // conversion recorded into scratch.
+  const void* bf16_input(const Tensor& x, int64_t n, int64_t k, const void* converted = nullptr);
+  // out_bf16 [n, m] = x_bf16 [n, k] . w^T (bf16 w), f32 accumulation rounded to bf16 (cuBLAS).
+  void record_gemm_bf16_out(const void* x_bf16, const Tensor& w, void* out_bf16, int64_t n,
+                            int64_t k, int64_t m, const OpNote& nt);
   Tensor device_tensor(const std::string& name, DType dtype, Shape shape);
   // Records x . w^T for every weight through the skinny tensor-core GEMM (skinny_gemm.cu) as one
   // launch, or with swiglu (ws = {gate, up}) silu(x . gate^T) * (x . up^T) into outs[0]; returns

@@ -99,6 +99,21 @@ void CudaBackend::matmul_swiglu(const Tensor& x, const Tensor& w_gate, const Ten
     Tensor* outs[] = {&gate, &up};
     if (options_.fused && w_up.shape() == w_gate.shape() && record_skinny(x, ws, outs, true, op))
       return;
+    if (options_.glu_bf16_gemm && !options_.exact_f32 && w_gate.dtype() == DType::BF16 &&
+        w_up.shape() == w_gate.shape() && n > options_.gemv_max_rows) {
+      // gate . x and up . x as bf16 in `up`'s f32 memory ([n, m] f32 holds [2, n, m] bf16).
+      const int64_t m = w_gate.dim(0);
+      auto* g16 = static_cast<uint16_t*>(up.data());
+      const void* xb = bf16_input(x, n, k);
+      record_gemm_bf16_out(xb, w_gate, g16, n, k, m, note(op, "cublas_gemm_bf16", {&x, &w_gate}));
+      record_gemm_bf16_out(xb, w_up, g16 + n * m, n, k, m,
+                           note(op, "cublas_gemm_bf16", {&x, &w_up}));
+      void* shadow = shadow_buffer(gate);
+      ctx_->record(launch_swiglu_bf16,
+                   SwigluBf16Args{g16, g16 + n * m, gate.data_as<float>(), n * m, shadow},
+                   note(op, "swiglu_bf16", {&gate, &up}));
+      return publish_shadow(gate, shadow);
+    }
     const void* converted = record_matmul(x, w_gate, gate, n, k, w_gate.dim(0));
     record_matmul(x, w_up, up, n, k, w_up.dim(0), converted);
     return swiglu(gate, up, gate);
@@ -183,6 +198,7 @@ void CudaBackend::qk_norm_rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, c
   a.block_size = cache.keys.dim(2);
   a.num_blocks = cache.keys.dim(1);
   a.eps = eps;
+  a.by_token = options_.qk_norm_by_token ? 1 : 0;
   ctx_->record(launch_qk_norm_rope_kv, a, note(op, "qk_norm_rope_kv", {&q, &k, &cache.keys}));
 }
 

@@ -18,9 +18,10 @@ struct CublasGemmArgs {
   cublasHandle_t handle;
   const void* w;
   const void* x;  // bf16 (converted) or f32, matching w
-  float* out;
+  void* out;
   ElemType type;
   int64_t n, k, m;
+  ElemType out_type = ElemType::F32;  // BF16: matmul_swiglu's prefill GEMMs (bf16 weights only)
 };
 static_assert(sizeof(cublasHandle_t) == 8);
 
@@ -31,7 +32,8 @@ void launch_cublas_gemm(const void* p, cudaStream_t) {
   const auto m = static_cast<int>(a.m), n = static_cast<int>(a.n), k = static_cast<int>(a.k);
   check_cublas(
       cublasGemmEx(a.handle, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, a.w, t, k, a.x, t, k, &beta,
-                   a.out, CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                   a.out, a.out_type == ElemType::BF16 ? CUDA_R_16BF : CUDA_R_32F, m,
+                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
       "cublasGemmEx");
 }
 
@@ -176,19 +178,7 @@ const void* CudaBackend::record_matmul(const Tensor& x, const Tensor& w, Tensor&
     return nullptr;
   }
   const void* xin = x.data();
-  if (w.dtype() == DType::BF16) {
-    // x rounded to bf16 once for every weight that shares it (matmul_multi, matmul_swiglu), or
-    // by the kernel that made x (a bf16 shadow).
-    if (!converted) converted = take_shadow(x, n * k);
-    if (!converted) {
-      void* xb = ctx_->scratch(DeviceContext::kGemmInputBf16, static_cast<size_t>(n * k) * 2);
-      nt.kernel = "convert_bf16";
-      ctx_->record(launch_convert, ConvertArgs{x.data_as<const float>(), xb, ElemType::BF16, n * k},
-                   nt);
-      converted = xb;
-    }
-    xin = converted;
-  }
+  if (w.dtype() == DType::BF16) xin = converted = bf16_input(x, n, k, converted);
   if (options_.cublaslt_plans) {
     const cudaDataType_t t = w.dtype() == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F;
     GemmPlans& plans = ctx_->gemm_plans();
@@ -207,6 +197,25 @@ const void* CudaBackend::record_matmul(const Tensor& x, const Tensor& w, Tensor&
                               elem_type(w.dtype()), n, k, m},
                nt);
   return w.dtype() == DType::BF16 ? xin : nullptr;
+}
+
+const void* CudaBackend::bf16_input(const Tensor& x, int64_t n, int64_t k, const void* converted) {
+  // x rounded to bf16 once for every weight that shares it (matmul_multi, matmul_swiglu), or by
+  // the kernel that made x (a bf16 shadow).
+  if (!converted) converted = take_shadow(x, n * k);
+  if (converted) return converted;
+  void* xb = ctx_->scratch(DeviceContext::kGemmInputBf16, static_cast<size_t>(n * k) * 2);
+  ctx_->record(launch_convert, ConvertArgs{x.data_as<const float>(), xb, ElemType::BF16, n * k},
+               note("matmul", "convert_bf16", {&x}));
+  return xb;
+}
+
+void CudaBackend::record_gemm_bf16_out(const void* x_bf16, const Tensor& w, void* out_bf16,
+                                       int64_t n, int64_t k, int64_t m, const OpNote& nt) {
+  ctx_->record(launch_cublas_gemm,
+               CublasGemmArgs{ctx_->cublas(), w.data(), x_bf16, out_bf16, ElemType::BF16, n, k, m,
+                              ElemType::BF16},
+               nt);
 }
 
 void CudaBackend::rope(Tensor& x, const Tensor& positions, double theta) {

@@ -253,6 +253,63 @@ void launch_swiglu(const void* p, cudaStream_t s) {
   }
 }
 
+namespace {
+// SwiGLU over the bf16 GEMM results of matmul_swiglu's prefill path: 8 elements a step (one
+// 16-byte load of gate and of up), the f32 result and its bf16 shadow written together.
+__global__ void swiglu_bf16_vec8_kernel(const uint4* __restrict__ gate,
+                                        const uint4* __restrict__ up, float4* __restrict__ out,
+                                        uint4* __restrict__ ob, int64_t count8) {
+  const SwigluOp op;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count8;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const uint4 g = gate[i], u = up[i];
+    const auto* gh = reinterpret_cast<const __nv_bfloat162*>(&g);
+    const auto* uh = reinterpret_cast<const __nv_bfloat162*>(&u);
+    float r[8];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float2 gf = __bfloat1622float2(gh[j]), uf = __bfloat1622float2(uh[j]);
+      r[2 * j] = op(gf.x, uf.x);
+      r[2 * j + 1] = op(gf.y, uf.y);
+    }
+    out[2 * i] = make_float4(r[0], r[1], r[2], r[3]);
+    out[2 * i + 1] = make_float4(r[4], r[5], r[6], r[7]);
+    if (ob) {
+      uint4 packed;
+      auto* ph = reinterpret_cast<__nv_bfloat162*>(&packed);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) ph[j] = __floats2bfloat162_rn(r[2 * j], r[2 * j + 1]);
+      ob[i] = packed;
+    }
+  }
+}
+
+__global__ void swiglu_bf16_kernel(const __nv_bfloat16* __restrict__ gate,
+                                   const __nv_bfloat16* __restrict__ up, float* __restrict__ out,
+                                   __nv_bfloat16* __restrict__ ob, int64_t count) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float r = SwigluOp()(__bfloat162float(gate[i]), __bfloat162float(up[i]));
+    out[i] = r;
+    if (ob) ob[i] = __float2bfloat16_rn(r);
+  }
+}
+}  // namespace
+
+void launch_swiglu_bf16(const void* p, cudaStream_t s) {
+  const auto& a = *static_cast<const SwigluBf16Args*>(p);
+  if (a.count % 8 == 0 && aligned16(a.gate) && aligned16(a.up) && aligned16(a.out) &&
+      (!a.out_bf16 || aligned16(a.out_bf16))) {
+    swiglu_bf16_vec8_kernel<<<stride_blocks(a.count / 8), 256, 0, s>>>(
+        static_cast<const uint4*>(a.gate), static_cast<const uint4*>(a.up),
+        reinterpret_cast<float4*>(a.out), static_cast<uint4*>(a.out_bf16), a.count / 8);
+    return;
+  }
+  swiglu_bf16_kernel<<<stride_blocks(a.count), 256, 0, s>>>(
+      static_cast<const __nv_bfloat16*>(a.gate), static_cast<const __nv_bfloat16*>(a.up), a.out,
+      static_cast<__nv_bfloat16*>(a.out_bf16), a.count);
+}
+
 void launch_add(const void* p, cudaStream_t s) {
   const auto& a = *static_cast<const BinaryArgs*>(p);
   launch_pdl(add_kernel, stride_blocks(a.count), 256, 0, s, a.a, a.b, a.out, a.count);
@@ -280,10 +337,10 @@ void launch_kv_write(const void* p, cudaStream_t s) {
                                                a.block_size, a.head_dim, a.num_blocks);
       break;
     case ElemType::BF16:
-      kv_write_kernel<<<grid, threads, 0, s>>>(
-          a.k, a.v, a.slots, static_cast<__nv_bfloat16*>(a.key_pool),
-          static_cast<__nv_bfloat16*>(a.value_pool), a.kv_heads, a.block_size, a.head_dim,
-          a.num_blocks);
+      kv_write_kernel<<<grid, threads, 0, s>>>(a.k, a.v, a.slots,
+                                               static_cast<__nv_bfloat16*>(a.key_pool),
+                                               static_cast<__nv_bfloat16*>(a.value_pool),
+                                               a.kv_heads, a.block_size, a.head_dim, a.num_blocks);
       break;
   }
 }

@@ -173,8 +173,127 @@ __global__ void qk_norm_rope_kv_kernel(const QkNormRopeKvArgs a) {
   }
 }
 
+// The same op with one block per token: warp w takes kHeads heads of q (the first hq / kHeads
+// warps), k or v. A warp's heads are loaded together (kHeads independent loads and reductions in
+// flight instead of one), and the token's position, slot, cos/sin row and the norm weights are
+// read before pdl_wait(), while the q/k/v GEMM may still run (nothing in the step writes them).
+// Per head the arithmetic is the one-head kernel's, in the same order.
+template <typename W, typename T, int kPer>
+__global__ void qk_norm_rope_kv_token_kernel(const QkNormRopeKvArgs a) {
+  constexpr int kHeads = 4, kHp = kPer / 2, d = kPer * 32, half = d / 2;
+  const int token = static_cast<int>(blockIdx.x), warp = static_cast<int>(threadIdx.x / 32);
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const int qw = static_cast<int>(a.hq) / kHeads, kw = static_cast<int>(a.hkv) / kHeads;
+  const int kind = warp < qw ? 0 : warp < qw + kw ? 1 : 2;  // q, k, v
+  const int h0 = (warp - (kind == 0 ? 0 : kind == 1 ? qw : qw + kw)) * kHeads;
+  const int bs = static_cast<int>(a.block_size);
+  const int slot = a.slots[token], pos = a.positions[token];
+  const int64_t block = slot / bs, offset = slot % bs;
+  float c[kHp], sn[kHp], wlo[kHp], whi[kHp];
+  if (kind < 2) {
+    const W* w = static_cast<const W*>(kind == 0 ? a.q_norm : a.k_norm);
+#pragma unroll
+    for (int i = 0; i < kHp; ++i) {
+      const int j = lane + 32 * i;
+      c[i] = a.cos[static_cast<int64_t>(pos) * half + j];
+      sn[i] = a.sin[static_cast<int64_t>(pos) * half + j];
+      wlo[i] = to_f32(w[j]);
+      whi[i] = to_f32(w[j + half]);
+    }
+  }
+  pdl_wait();
+  pdl_trigger();
+  const int hkv = static_cast<int>(a.hkv);
+  if (kind == 2) {  // v heads: straight to the cache
+    const float* src = a.v + (static_cast<int64_t>(token) * hkv + h0) * d;
+    float v[kHeads][kPer];
+#pragma unroll
+    for (int hh = 0; hh < kHeads; ++hh)
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) v[hh][i] = src[hh * d + lane + 32 * i];
+#pragma unroll
+    for (int hh = 0; hh < kHeads; ++hh) {
+      T* dst = static_cast<T*>(a.value_pool) +
+               ((static_cast<int64_t>(h0 + hh) * a.num_blocks + block) * bs + offset) * d;
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) dst[lane + 32 * i] = from_f32<T>(v[hh][i]);
+    }
+    return;
+  }
+  float* x = kind == 0 ? a.q + (static_cast<int64_t>(token) * a.hq + h0) * d
+                       : a.k + (static_cast<int64_t>(token) * hkv + h0) * d;
+  float v[kHeads][kPer], ss[kHeads];
+#pragma unroll
+  for (int hh = 0; hh < kHeads; ++hh) {
+    ss[hh] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      v[hh][i] = x[hh * d + lane + 32 * i];
+      ss[hh] += v[hh][i] * v[hh][i];
+    }
+  }
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1)
+#pragma unroll
+    for (int hh = 0; hh < kHeads; ++hh) ss[hh] += __shfl_xor_sync(0xffffffffu, ss[hh], off);
+  const float eps = static_cast<float>(a.eps);
+#pragma unroll
+  for (int hh = 0; hh < kHeads; ++hh) {
+    const float inv = 1.0f / sqrtf(ss[hh] / static_cast<float>(d) + eps);
+    T* cache = kind == 0
+                   ? nullptr
+                   : static_cast<T*>(a.key_pool) +
+                         ((static_cast<int64_t>(h0 + hh) * a.num_blocks + block) * bs + offset) * d;
+#pragma unroll
+    for (int i = 0; i < kHp; ++i) {
+      const int j = lane + 32 * i;
+      const float lo = wlo[i] * (v[hh][i] * inv), hi = whi[i] * (v[hh][i + kHp] * inv);
+      const float r0 = lo * c[i] - hi * sn[i], r1 = hi * c[i] + lo * sn[i];
+      x[hh * d + j] = r0;
+      x[hh * d + j + half] = r1;
+      if (cache) {
+        cache[j] = from_f32<T>(r0);
+        cache[j + half] = from_f32<T>(r1);
+      }
+    }
+  }
+}
+
+template <typename W, typename T>
+bool launch_qk_norm_rope_kv_token(const QkNormRopeKvArgs& a, cudaStream_t s) {
+  const int64_t warps = (a.hq + 2 * a.hkv) / 4;
+  if (!a.by_token || a.hq % 4 != 0 || a.hkv % 4 != 0 || warps * 32 > 1024 || a.n > 2147483647)
+    return false;
+  const auto grid = static_cast<unsigned>(a.n);
+  const auto threads = static_cast<unsigned>(warps * 32);
+  switch (a.head_dim) {
+    case 64:
+      launch_pdl(qk_norm_rope_kv_token_kernel<W, T, 2>, grid, threads, 0, s, a);
+      return true;
+    case 128:
+      launch_pdl(qk_norm_rope_kv_token_kernel<W, T, 4>, grid, threads, 0, s, a);
+      return true;
+    case 256:
+      launch_pdl(qk_norm_rope_kv_token_kernel<W, T, 8>, grid, threads, 0, s, a);
+      return true;
+    default:
+      return false;
+  }
+}
+
 template <typename W>
 void qk_norm_rope_kv_for(const QkNormRopeKvArgs& a, cudaStream_t s) {
+  switch (a.cache_type) {
+    case ElemType::F32:
+      if (launch_qk_norm_rope_kv_token<W, float>(a, s)) return;
+      break;
+    case ElemType::F16:
+      if (launch_qk_norm_rope_kv_token<W, __half>(a, s)) return;
+      break;
+    case ElemType::BF16:
+      if (launch_qk_norm_rope_kv_token<W, __nv_bfloat16>(a, s)) return;
+      break;
+  }
   constexpr int kWarps = 8;
   const unsigned grid = blocks_for(a.n * (a.hq + 2 * a.hkv), kWarps);
   switch (a.cache_type) {

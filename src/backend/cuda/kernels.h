@@ -65,6 +65,17 @@ struct BinaryArgs {
 void launch_swiglu(const void* args, cudaStream_t stream);
 void launch_add(const void* args, cudaStream_t stream);
 
+// out = silu(gate) * up from bf16 gate and up (matmul_swiglu's prefill GEMMs write bf16), f32
+// math; out_bf16 as in BinaryArgs.
+struct SwigluBf16Args {
+  const void* gate;
+  const void* up;
+  float* out;
+  int64_t count;
+  void* out_bf16 = nullptr;
+};
+void launch_swiglu_bf16(const void* args, cudaStream_t stream);
+
 // dst[i, :] = src[rows[i], :].
 struct GatherRowsArgs {
   const float* src;
@@ -120,6 +131,9 @@ struct QkNormRopeKvArgs {
   int64_t n, hq, hkv, head_dim, block_size;
   int64_t num_blocks;  // of the pools [hkv, num_blocks, block_size, head_dim]
   double eps;
+  // 1: one block per token, each warp 4 heads of q, k or v, the token's RoPE row and the norm
+  // weights loaded before the PDL wait (CudaOptions::qk_norm_by_token); where the shape allows.
+  int64_t by_token = 0;
 };
 void launch_qk_norm_rope_kv(const void* args, cudaStream_t stream);
 
