@@ -77,6 +77,11 @@ void pack_bf16_pairs(const uint16_t* w, int64_t m, int64_t k, uint16_t* dst) {
     for (int64_t r = 0; r < kBf16GroupRows; ++r) {
       const int64_t row = g * kBf16GroupRows + r;
       const uint16_t* src = row < m ? w + row * k : nullptr;
+      if (src && k % 2 == 0) {  // the common case, a pair at a time (load time: see the note)
+        for (int64_t p = 0; p < pairs; ++p)
+          std::memcpy(gdst + p * 2 * kBf16GroupRows + 2 * r, src + 2 * p, 4);
+        continue;
+      }
       for (int64_t p = 0; p < pairs; ++p) {
         uint16_t* d = gdst + p * 2 * kBf16GroupRows + 2 * r;
         d[0] = src ? src[2 * p] : 0;
