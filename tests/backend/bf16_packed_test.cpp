@@ -143,32 +143,39 @@ TEST(Bf16Packed, KernelMatchesScalarReference) {
         std::vector<uint16_t> xb(size_t(n * cpu::bf16_pairs_width(k)));
         cpu::round_rows_to_bf16_pairs(x.data(), n, k, xb.data());
         const Reference r = reference(x, n, w, m, k);
-        // The whole range, and a sub-range starting at a group boundary (as threads take them),
-        // into a wider output whose other columns must stay untouched (NaN).
+        // The whole range, group-aligned and arbitrary sub-ranges (a thread's groups, a view's
+        // rows), into a wider output at column j - col0 whose other columns must stay NaN.
         for (auto [jb, je] : {std::pair<int64_t, int64_t>{0, m},
                               {16, std::min<int64_t>(m, 48)},
-                              {m / 32 * 16, m}}) {
-          if (jb >= je) continue;
-          const int64_t ldo = m + 3;
-          std::vector<float> out(size_t(n * ldo), std::numeric_limits<float>::quiet_NaN());
-          cpu::matmul_rows_bf16_pairs(xb.data(), n, k, p.data(), m, jb, je, out.data(), ldo);
-          ++cases;
-          for (int64_t i = 0; i < n; ++i)
-            for (int64_t j = 0; j < ldo; ++j) {
-              const float got = out[size_t(i * ldo + j)];
-              if (j < jb || j >= je) {
-                ASSERT_TRUE(std::isnan(got)) << "wrote outside [" << jb << ", " << je << ") at "
-                                             << j << " n " << n << " m " << m << " k " << k;
-                continue;
+                              {m / 32 * 16, m},
+                              {3, m - 2},
+                              {m / 3, m},
+                              {17, 18}}) {
+          if (jb < 0 || jb >= je || je > m) continue;
+          for (int64_t col0 : {int64_t{0}, jb}) {
+            const int64_t ldo = m + 3 - col0;
+            std::vector<float> out(size_t(n * ldo), std::numeric_limits<float>::quiet_NaN());
+            cpu::matmul_rows_bf16_pairs(xb.data(), n, k, p.data(), jb, je, out.data(), ldo, col0);
+            ++cases;
+            for (int64_t i = 0; i < n; ++i)
+              for (int64_t c = 0; c < ldo; ++c) {
+                const float got = out[size_t(i * ldo + c)];
+                const int64_t j = c + col0;
+                if (j < jb || j >= je) {
+                  ASSERT_TRUE(std::isnan(got)) << "wrote outside [" << jb << ", " << je << ") at "
+                                               << j << " n " << n << " m " << m << " k " << k;
+                  continue;
+                }
+                const size_t at = size_t(i * m + j);
+                ASSERT_LE(std::fabs(double(got) - r.want[at]), r.bound[at])
+                    << "n " << n << " m " << m << " k " << k << " rows [" << jb << ", " << je
+                    << ") col0 " << col0 << " out[" << i << "][" << j << "] = " << got << " want "
+                    << r.want[at];
               }
-              const size_t at = size_t(i * m + j);
-              ASSERT_LE(std::fabs(double(got) - r.want[at]), r.bound[at])
-                  << "n " << n << " m " << m << " k " << k << " out[" << i << "][" << j
-                  << "] = " << got << " want " << r.want[at];
-            }
+          }
         }
       }
-  EXPECT_GT(cases, 400);
+  EXPECT_GT(cases, 2000);
 }
 
 // The header's contract: one summation order, so a row computed alone (decode tiles) has the same
@@ -184,11 +191,11 @@ TEST(Bf16Packed, DecodeAndPrefillGiveTheSameBits) {
     std::vector<uint16_t> xb(size_t(n * kp));
     cpu::round_rows_to_bf16_pairs(x.data(), n, k, xb.data());
     std::vector<float> all(size_t(n * m));
-    cpu::matmul_rows_bf16_pairs(xb.data(), n, k, p.data(), m, 0, m, all.data(), m);
+    cpu::matmul_rows_bf16_pairs(xb.data(), n, k, p.data(), 0, m, all.data(), m, 0);
     for (int64_t rows : {1, 2, 3, 4, 5}) {
       for (int64_t i = 0; i + rows <= n; i += rows) {
         std::vector<float> part(size_t(rows * m));
-        cpu::matmul_rows_bf16_pairs(xb.data() + i * kp, rows, k, p.data(), m, 0, m, part.data(), m);
+        cpu::matmul_rows_bf16_pairs(xb.data() + i * kp, rows, k, p.data(), 0, m, part.data(), m, 0);
         ASSERT_EQ(std::memcmp(part.data(), all.data() + i * m, part.size() * 4), 0)
             << "rows " << i << ".." << i + rows - 1 << " of " << n << " (m " << m << ", k " << k
             << ") computed " << rows << " at a time";
@@ -257,6 +264,44 @@ TEST(Bf16Packed, BackendPacksMultipliesAndLooksRowsUp) {
                       from_bf16(w[size_t(ids[i] * k + p)]))
                 << what << " embedding row " << ids[i] << " element " << p;
       }
+}
+
+// ModernBERT splits its fused Wqkv / Wi by rows (Tensor::rows) after prepare_weight: a row view
+// of a packed weight multiplies and looks rows up through the packed matrix, at any first row.
+TEST(Bf16Packed, RowViewsOfAPackedWeight) {
+  if (!cpu::has_bf16_dot()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  const int64_t part = 13, m = 3 * part, k = 66;  // views start at rows 0, 13, 26: mid-group
+  auto w = random_weights(m, k, 23);
+  const Tensor host("wqkv", DType::BF16, {m, k}, Device::CPU, w.data(), nullptr);
+  auto backend = make_cpu_backend(2, PackedAttentionSchedule::Windowed, MatmulPrecision::BF16);
+  const Tensor pw = backend->prepare_weight(host);
+  ASSERT_NE(pw.data(), host.data()) << "not packed";
+  const Reference r5 = reference(random_rows(5, k, 31), 5, w, m, k);
+  for (int64_t v = 0; v < 3; ++v) {
+    const Tensor view = pw.rows(v * part, part);
+    for (int64_t n : {1, 5}) {
+      const auto x = random_rows(n, k, 31);
+      const Reference r = n == 5 ? r5 : reference(x, n, w, m, k);
+      const Tensor xt("x", DType::F32, {n, k}, Device::CPU, const_cast<float*>(x.data()), nullptr);
+      Tensor out = backend->alloc("out", DType::F32, {n, part});
+      backend->matmul(xt, view, out);
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < part; ++j) {
+          const size_t at = size_t(i * m + v * part + j);
+          ASSERT_LE(std::fabs(double(out.data_as<float>()[i * part + j]) - r.want[at]), r.bound[at])
+              << "view " << v << " n " << n << " row " << i << " column " << j;
+        }
+    }
+    std::vector<int32_t> ids = {0, 12, 5};
+    const Tensor id_t("ids", DType::I32, {3}, Device::CPU, ids.data(), nullptr);
+    Tensor rows = backend->alloc("rows", DType::F32, {3, k});
+    backend->embedding(view, id_t, rows);
+    for (size_t i = 0; i < ids.size(); ++i)
+      for (int64_t p = 0; p < k; ++p)
+        ASSERT_EQ(rows.data_as<float>()[int64_t(i) * k + p],
+                  from_bf16(w[size_t((v * part + ids[i]) * k + p)]))
+            << "view " << v << " embedding row " << ids[i];
+  }
 }
 
 }  // namespace

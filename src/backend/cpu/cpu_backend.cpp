@@ -135,7 +135,9 @@ class CpuBackend final : public Backend {
     expect_i32_rows(ids, out.dim(0), "embedding", "ids");
     const int64_t dim = table.dim(1);
     const int32_t* id = ids.data_as<const int32_t>();
-    const cpu::WeightLayout layout = repacked_.layout_of(table);
+    const void* packed = nullptr;  // a packed bf16 table's start, the view's first row in it
+    int64_t first_row = 0;
+    const cpu::WeightLayout layout = repacked_.layout_of(table, &packed, &first_row);
     std::vector<uint8_t> row_bytes;  // a repacked table's row as in the file
     for (int64_t i = 0; i < out.dim(0); ++i) {
       expect(id[i] >= 0 && id[i] < table.dim(0), "embedding",
@@ -151,7 +153,7 @@ class CpuBackend final : public Backend {
       if (layout == cpu::WeightLayout::Bf16Pairs) {  // e.g. Qwen3's embedding tied to the head
         row_bytes.resize(static_cast<size_t>(dim) * sizeof(uint16_t));
         auto* row = reinterpret_cast<uint16_t*>(row_bytes.data());
-        cpu::bf16_pairs_row(table.data_as<const uint16_t>(), dim, id[i], row);
+        cpu::bf16_pairs_row(static_cast<const uint16_t*>(packed), dim, first_row + id[i], row);
         cpu::weight_row_to_f32(row, DType::BF16, dim, dst);
         continue;
       }
@@ -240,8 +242,10 @@ class CpuBackend final : public Backend {
     float* os = out.data_as<float>();
     // bf16 dot products: the activations rounded to bf16 once for every thread's panels.
     const bool bf16_dot = bf16_dot_ && w.dtype() == DType::BF16;
-    if (bf16_dot && repacked_.layout_of(w) == cpu::WeightLayout::Bf16Pairs)
-      return matmul_bf16_pairs(xs, n, k, w, m, os);
+    const void* packed = nullptr;
+    int64_t first_row = 0;
+    if (bf16_dot && repacked_.layout_of(w, &packed, &first_row) == cpu::WeightLayout::Bf16Pairs)
+      return matmul_bf16_pairs(xs, n, k, static_cast<const uint16_t*>(packed), first_row, m, os);
     if (bf16_dot) {
       bf16_rows_.resize(static_cast<size_t>(n * k));
       cpu::round_rows_to_bf16(xs, n * k, bf16_rows_.data());
@@ -263,16 +267,18 @@ class CpuBackend final : public Backend {
     });
   }
 
-  // bf16 weights packed at prepare time (matmul_bf16_packed.h): threads take whole 16-row groups.
-  void matmul_bf16_pairs(const float* xs, int64_t n, int64_t k, const Tensor& w, int64_t m,
-                         float* os) {
+  // bf16 weights packed at prepare time (matmul_bf16_packed.h): rows [r0, r0 + m) of the packed
+  // matrix at `w` (r0 > 0 for a view); threads take whole 16-row groups.
+  void matmul_bf16_pairs(const float* xs, int64_t n, int64_t k, const uint16_t* w, int64_t r0,
+                         int64_t m, float* os) {
     bf16_rows_.resize(static_cast<size_t>(n * cpu::bf16_pairs_width(k)));
     cpu::round_rows_to_bf16_pairs(xs, n, k, bf16_rows_.data());
-    const int64_t groups = (m + cpu::kBf16GroupRows - 1) / cpu::kBf16GroupRows;
+    const int64_t g0 = r0 / cpu::kBf16GroupRows;
+    const int64_t groups = (r0 + m + cpu::kBf16GroupRows - 1) / cpu::kBf16GroupRows - g0;
     pool_.parallel_for(groups, 1, [&](int64_t begin, int64_t end) {
-      cpu::matmul_rows_bf16_pairs(bf16_rows_.data(), n, k, w.data_as<const uint16_t>(), m,
-                                  begin * cpu::kBf16GroupRows,
-                                  std::min(m, end * cpu::kBf16GroupRows), os, m);
+      const int64_t j_begin = std::max(r0, (g0 + begin) * cpu::kBf16GroupRows);
+      const int64_t j_end = std::min(r0 + m, (g0 + end) * cpu::kBf16GroupRows);
+      cpu::matmul_rows_bf16_pairs(bf16_rows_.data(), n, k, w, j_begin, j_end, os, m, r0);
     });
   }
 

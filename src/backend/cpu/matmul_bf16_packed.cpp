@@ -20,11 +20,12 @@ constexpr int kDecodeG = 8;     // groups per decode tile: 8 independent weight 
 constexpr int kDecodeRows = 4;  // fewer activation rows than this: the decode (GEMV) tiles
 constexpr int kMaxX = kPrefillX, kMaxG = kDecodeG;
 
-// NX activation rows x NG groups (16 weight rows each). w: the first group; valid: how many of
-// the tile's 16 * NG output columns exist (the rest are padding or another thread's).
+// NX activation rows x NG groups (16 weight rows each). w: the first group. Of the tile's 16 * NG
+// output columns, [lo, hi) are stored (the rest are padding, another thread's, or outside a view),
+// column lo at out[0], lo < 16.
 template <int NX, int NG>
 INFERA_BF16_TARGET void tile(const uint16_t* x, int64_t kp, const uint16_t* w, float* out,
-                             int64_t ldo, int64_t valid) {
+                             int64_t ldo, int64_t lo, int64_t hi) {
   const int64_t group = kp * kBf16GroupRows, pairs = kp / 2;
   __m512 acc[NX][NG];
   for (int a = 0; a < NX; ++a)
@@ -41,19 +42,24 @@ INFERA_BF16_TARGET void tile(const uint16_t* x, int64_t kp, const uint16_t* w, f
     }
   }
   for (int b = 0; b < NG; ++b) {
-    const int64_t left = valid - b * kBf16GroupRows;
-    if (left <= 0) break;
+    const int64_t first = std::max<int64_t>(lo, b * kBf16GroupRows) - b * kBf16GroupRows;
+    const int64_t last = std::min<int64_t>(hi - b * kBf16GroupRows, kBf16GroupRows);
+    if (last <= first) continue;
+    const int64_t at = b * kBf16GroupRows + first - lo;  // where lane `first` goes
     for (int a = 0; a < NX; ++a) {
-      float* o = out + a * ldo + b * kBf16GroupRows;
-      if (left >= kBf16GroupRows)
+      float* o = out + a * ldo + at;
+      if (first == 0 && last == kBf16GroupRows) {
         _mm512_storeu_ps(o, acc[a][b]);
-      else
-        _mm512_mask_storeu_ps(o, static_cast<__mmask16>((1u << left) - 1), acc[a][b]);
+      } else {  // lanes [first, last) to o[0 ..): a compress of a contiguous lane range
+        const auto mask = static_cast<__mmask16>(((1u << last) - 1) & ~((1u << first) - 1));
+        _mm512_mask_compressstoreu_ps(o, mask, acc[a][b]);
+      }
     }
   }
 }
 
-using TileFn = void (*)(const uint16_t*, int64_t, const uint16_t*, float*, int64_t, int64_t);
+using TileFn = void (*)(const uint16_t*, int64_t, const uint16_t*, float*, int64_t, int64_t,
+                        int64_t);
 
 template <int NX, int... G>
 constexpr std::array<TileFn, kMaxG> tiles_for_rows(std::integer_sequence<int, G...>) {
@@ -117,15 +123,17 @@ INFERA_BF16_TARGET void round_rows_to_bf16_pairs(const float* src, int64_t n, in
   }
 }
 
-void matmul_rows_bf16_pairs(const uint16_t* x, int64_t n, int64_t k, const uint16_t* w, int64_t m,
-                            int64_t j_begin, int64_t j_end, float* out, int64_t ldo) {
+void matmul_rows_bf16_pairs(const uint16_t* x, int64_t n, int64_t k, const uint16_t* w,
+                            int64_t j_begin, int64_t j_end, float* out, int64_t ldo, int64_t col0) {
+  if (n <= 0 || j_end <= j_begin) return;
   const int64_t kp = bf16_pairs_width(k), group = kp * kBf16GroupRows;
   const int64_t g_begin = j_begin / kBf16GroupRows;
-  const int64_t g_end = (std::min(j_end, m) + kBf16GroupRows - 1) / kBf16GroupRows;
+  const int64_t g_end = (j_end + kBf16GroupRows - 1) / kBf16GroupRows;
   auto run = [&](int64_t i, int nx, int64_t g, int ng) {
-    const int64_t j = g * kBf16GroupRows;
+    const int64_t j0 = g * kBf16GroupRows, first = std::max(j0, j_begin);
     kTiles[static_cast<size_t>(nx - 1)][static_cast<size_t>(ng - 1)](
-        x + i * kp, kp, w + g * group, out + i * ldo + j, ldo, std::min(j_end, m) - j);
+        x + i * kp, kp, w + g * group, out + i * ldo + (first - col0), ldo, first - j0,
+        std::min(j_end, j0 + ng * kBf16GroupRows) - j0);
   };
   if (n < kDecodeRows) {  // decode: each weight group streamed once for the few rows
     for (int64_t g = g_begin; g < g_end; g += kDecodeG)

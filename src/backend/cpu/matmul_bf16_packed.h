@@ -5,8 +5,8 @@
 // with zero rows), k padded to an even kp with a zero. Group g is kp / 2 vectors of 64 bytes,
 // one after the other; vector p holds, for r = 0..15, the pair w[16g + r][2p], w[16g + r][2p + 1]
 // at 16-bit elements 2r and 2r + 1 (32-bit lane r = row 16g + r). Bytes: ceil(m / 16) * 16 * kp * 2
-// (the file's size when m % 16 == 0 and k is even). A [r, k] prefix of the rows (r <= m) is the
-// same layout's first ceil(r / 16) groups.
+// (the file's size when m % 16 == 0 and k is even). A view of rows [r0, r0 + r) (Tensor::rows, as
+// ModernBERT splits its fused Wqkv / Wi) is read through the whole packed matrix's rows r0.. .
 //
 // The kernel broadcasts one activation pair (32 bits) over the 16 lanes and multiplies it into a
 // group's vector with one vdpbf16ps: lane r accumulates row r's dot product. Every output (i, j)
@@ -42,11 +42,11 @@ void bf16_pairs_row(const uint16_t* packed, int64_t k, int64_t row, uint16_t* ds
 // activation rows the packed kernel reads. Requires has_bf16_dot().
 void round_rows_to_bf16_pairs(const float* src, int64_t n, int64_t k, uint16_t* dst);
 
-// out[i * ldo + j] = sum_p x[i * kp + p] * w[j][p] for i < n, j in [j_begin, j_end), x bf16
-// rows of stride kp = bf16_pairs_width(k) (round_rows_to_bf16_pairs), w packed [m, k] as above,
-// sums in f32 in the order the header states. j_begin % 16 == 0; j_end % 16 == 0 or j_end == m.
-// Requires has_bf16_dot().
-void matmul_rows_bf16_pairs(const uint16_t* x, int64_t n, int64_t k, const uint16_t* w, int64_t m,
-                            int64_t j_begin, int64_t j_end, float* out, int64_t ldo);
+// out[i * ldo + j - col0] = sum_p x[i * kp + p] * w[j][p] for i < n, j in [j_begin, j_end) (rows
+// of the packed matrix, j_end <= its m; any range: a thread's groups, or the rows of a view),
+// x bf16 rows of stride kp = bf16_pairs_width(k) (round_rows_to_bf16_pairs), w packed [m, k] as
+// above, sums in f32 in the order the header states. col0 <= j_begin. Requires has_bf16_dot().
+void matmul_rows_bf16_pairs(const uint16_t* x, int64_t n, int64_t k, const uint16_t* w,
+                            int64_t j_begin, int64_t j_end, float* out, int64_t ldo, int64_t col0);
 
 }  // namespace infera::cpu

@@ -81,7 +81,7 @@ Tensor RepackedWeights::prepare(const Tensor& w) {
   {
     std::lock_guard<std::mutex> lock(registry_->mutex);
     registry_->spans[begin] = {begin + bytes,
-                               bf16 ? WeightLayout::Bf16Pairs : WeightLayout::RowGroups};
+                               bf16 ? WeightLayout::Bf16Pairs : WeightLayout::RowGroups, w.dim(1)};
   }
   std::shared_ptr<void> owner(p, [registry = registry_, begin](void* q) {
     {
@@ -93,7 +93,8 @@ Tensor RepackedWeights::prepare(const Tensor& w) {
   return Tensor(w.name(), w.dtype(), w.shape(), Device::CPU, p, std::move(owner));
 }
 
-WeightLayout RepackedWeights::layout_of(const Tensor& t) const {
+WeightLayout RepackedWeights::layout_of(const Tensor& t, const void** base,
+                                        int64_t* first_row) const {
   if (t.dtype() != DType::BF16 && !rowgroups_fit(t.dtype(), kGroupRows, kUnitElements))
     return WeightLayout::Rows;
   const auto at = reinterpret_cast<uintptr_t>(t.data());
@@ -102,11 +103,18 @@ WeightLayout RepackedWeights::layout_of(const Tensor& t) const {
   if (it == registry_->spans.begin()) return WeightLayout::Rows;
   --it;  // the last buffer starting at or before `at`
   if (at >= it->second.end) return WeightLayout::Rows;
-  if (at != it->first)
+  const Registry::Span& span = it->second;
+  // Tensor::rows(r0, n) of a packed [m, k] bf16 weight points r0 * k elements past its start.
+  const auto row_bytes = static_cast<uintptr_t>(span.row_width) * sizeof(uint16_t);
+  const bool row_view = span.layout == WeightLayout::Bf16Pairs && t.rank() == 2 &&
+                        t.dim(1) == span.row_width && (at - it->first) % row_bytes == 0;
+  if (at != it->first && !row_view)
     throw InvalidArgument("tensor " + t.name() +
                           " is a view inside a repacked weight; views of prepared weights "
                           "are not supported on the cpu");
-  return it->second.layout;
+  if (base) *base = reinterpret_cast<const void*>(it->first);
+  if (first_row) *first_row = row_view ? static_cast<int64_t>((at - it->first) / row_bytes) : 0;
+  return span.layout;
 }
 
 }  // namespace infera::cpu

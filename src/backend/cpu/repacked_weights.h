@@ -41,8 +41,11 @@ class RepackedWeights {
   explicit RepackedWeights(bool pack_bf16 = false);
   // host_weight itself, or a repacked copy (freed with the returned tensor's last reference).
   Tensor prepare(const Tensor& host_weight);
-  // The layout of t's bytes; throws InvalidArgument for a view inside a repacked tensor.
-  WeightLayout layout_of(const Tensor& t) const;
+  // The layout of t's bytes; throws InvalidArgument for a view inside a repacked tensor, except
+  // whole-row views (Tensor::rows) of packed bf16, which read the packed matrix: then *base (if
+  // given) is its start and *first_row the view's first row in it.
+  WeightLayout layout_of(const Tensor& t, const void** base = nullptr,
+                         int64_t* first_row = nullptr) const;
 
  private:
   struct Registry {
@@ -50,6 +53,7 @@ class RepackedWeights {
     struct Span {
       uintptr_t end;
       WeightLayout layout;
+      int64_t row_width;  // k of a packed bf16 [m, k] (its views' row width)
     };
     std::map<uintptr_t, Span> spans;  // begin -> end and layout of every live repacked buffer
   };
