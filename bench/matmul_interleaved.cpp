@@ -100,14 +100,16 @@ int main(int argc, char** argv) {
   // "bf16_dot": the same bf16 weights through --matmul-precision bf16 (AVX512-BF16 dot products).
   auto bf16_backend = infera::make_cpu_backend(threads, infera::PackedAttentionSchedule::Windowed,
                                                infera::MatmulPrecision::BF16);
-  const DType types[] = {DType::BF16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_0,
-                         DType::Q4_K, DType::Q4_K, DType::Q6_K, DType::Q6_K};
-  const char* labels[] = {"bf16", "bf16_dot", "q8_0", "q4_0",   "q4_0_rg",
-                          "q4_k", "q4_k_rg",  "q6_k", "q6_k_rg"};
-  // Through prepare_weight (row groups where the setting and the CPU allow).
-  const auto prepared = [](size_t ti) { return ti == 4 || ti == 6 || ti == 8; };
+  // "bf16_pk": the same through prepare_weight, packed in the broadcast form
+  // (matmul_bf16_packed.h).
+  const DType types[] = {DType::BF16, DType::BF16, DType::BF16, DType::Q8_0, DType::Q4_0,
+                         DType::Q4_0, DType::Q4_K, DType::Q4_K, DType::Q6_K, DType::Q6_K};
+  const char* labels[] = {"bf16",    "bf16_dot", "bf16_pk", "q8_0", "q4_0",
+                          "q4_0_rg", "q4_k",     "q4_k_rg", "q6_k", "q6_k_rg"};
+  // Through prepare_weight (row groups / bf16 pairs where the setting and the CPU allow).
+  const auto prepared = [](size_t ti) { return ti == 2 || ti == 5 || ti == 7 || ti == 9; };
   const auto backend_for = [&](size_t ti) -> infera::Backend& {
-    return ti == 1 ? *bf16_backend : *backend;
+    return ti == 1 || ti == 2 ? *bf16_backend : *backend;
   };
   const Case cases[] = {{"lm_head_decode", 1, 151936, 1024},
                         {"mlp_up_decode_x48_dram", 1, 3072, 1024, 48},
@@ -141,7 +143,7 @@ int main(int argc, char** argv) {
         storage[ti].push_back(random_weight(types[ti], c.m, c.k, 7 + uint32_t(cp)));
         Tensor t("w", types[ti], infera::Shape{c.m, c.k}, infera::Device::CPU,
                  storage[ti].back().data(), nullptr);
-        w[ti].push_back(prepared(ti) ? backend->prepare_weight(t) : t);
+        w[ti].push_back(prepared(ti) ? backend_for(ti).prepare_weight(t) : t);
       }
     }
     Tensor x = backend->alloc("x", DType::F32, {c.n, c.k});

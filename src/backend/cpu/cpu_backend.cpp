@@ -12,6 +12,7 @@
 #include "backend/cpu/cpu_attention.h"
 #include "backend/cpu/encoder_ops.h"
 #include "backend/cpu/matmul_bf16_dot.h"
+#include "backend/cpu/matmul_bf16_packed.h"
 #include "backend/cpu/quant_matmul.h"
 #include "backend/cpu/repacked_weights.h"
 #include "backend/cpu/simd_kernels.h"
@@ -64,6 +65,7 @@ class CpuBackend final : public Backend {
  public:
   CpuBackend(int threads, PackedAttentionSchedule schedule, MatmulPrecision precision)
       : pool_(threads),
+        repacked_(precision == MatmulPrecision::BF16 && cpu::has_bf16_dot()),
         panels_(static_cast<size_t>(pool_.size())),
         schedule_(schedule),
         bf16_dot_(precision == MatmulPrecision::BF16 && cpu::has_bf16_dot()) {}
@@ -102,7 +104,8 @@ class CpuBackend final : public Backend {
     expect(supports_weight(host_weight.dtype()), "prepare_weight",
            "tensor " + host_weight.name() + ": dtype " +
                std::string(dtype_name(host_weight.dtype())) + " is not supported on the cpu");
-    return repacked_.prepare(host_weight);  // Q4_0 / Q4_K into row groups where that pays
+    // Q4_0 / Q4_K into row groups where that pays; bf16 into pairs for the bf16 dot products.
+    return repacked_.prepare(host_weight);
   }
 
   void to_host(const Tensor& src, std::span<float> dst) override {
@@ -132,8 +135,10 @@ class CpuBackend final : public Backend {
     expect_i32_rows(ids, out.dim(0), "embedding", "ids");
     const int64_t dim = table.dim(1);
     const int32_t* id = ids.data_as<const int32_t>();
-    const cpu::WeightLayout layout = repacked_.layout_of(table);
-    std::vector<uint8_t> row_bytes;  // a row-group table's row as in the file
+    const void* packed = nullptr;  // a packed bf16 table's start, the view's first row in it
+    int64_t first_row = 0;
+    const cpu::WeightLayout layout = repacked_.layout_of(table, &packed, &first_row);
+    std::vector<uint8_t> row_bytes;  // a repacked table's row as in the file
     for (int64_t i = 0; i < out.dim(0); ++i) {
       expect(id[i] >= 0 && id[i] < table.dim(0), "embedding",
              "token id " + std::to_string(id[i]) + " outside the vocabulary [0, " +
@@ -143,6 +148,13 @@ class CpuBackend final : public Backend {
         row_bytes.resize(dtype_bytes(table.dtype(), static_cast<size_t>(dim)));
         cpu::rowgroups_row(table.dtype(), table.data(), dim, id[i], row_bytes.data());
         cpu::weight_row_to_f32(row_bytes.data(), table.dtype(), dim, dst);
+        continue;
+      }
+      if (layout == cpu::WeightLayout::Bf16Pairs) {  // e.g. Qwen3's embedding tied to the head
+        row_bytes.resize(static_cast<size_t>(dim) * sizeof(uint16_t));
+        auto* row = reinterpret_cast<uint16_t*>(row_bytes.data());
+        cpu::bf16_pairs_row(static_cast<const uint16_t*>(packed), dim, first_row + id[i], row);
+        cpu::weight_row_to_f32(row, DType::BF16, dim, dst);
         continue;
       }
       const char* row = static_cast<const char*>(table.data()) +
@@ -230,6 +242,10 @@ class CpuBackend final : public Backend {
     float* os = out.data_as<float>();
     // bf16 dot products: the activations rounded to bf16 once for every thread's panels.
     const bool bf16_dot = bf16_dot_ && w.dtype() == DType::BF16;
+    const void* packed = nullptr;
+    int64_t first_row = 0;
+    if (bf16_dot && repacked_.layout_of(w, &packed, &first_row) == cpu::WeightLayout::Bf16Pairs)
+      return matmul_bf16_pairs(xs, n, k, static_cast<const uint16_t*>(packed), first_row, m, os);
     if (bf16_dot) {
       bf16_rows_.resize(static_cast<size_t>(n * k));
       cpu::round_rows_to_bf16(xs, n * k, bf16_rows_.data());
@@ -248,6 +264,21 @@ class CpuBackend final : public Backend {
       }
       std::vector<float>& panel = panels_[static_cast<size_t>(slot.fetch_add(1))];
       cpu::matmul_rows(xs, n, k, w.data(), w.dtype(), j_begin, j_end, os, m, panel.data());
+    });
+  }
+
+  // bf16 weights packed at prepare time (matmul_bf16_packed.h): rows [r0, r0 + m) of the packed
+  // matrix at `w` (r0 > 0 for a view); threads take whole 16-row groups.
+  void matmul_bf16_pairs(const float* xs, int64_t n, int64_t k, const uint16_t* w, int64_t r0,
+                         int64_t m, float* os) {
+    bf16_rows_.resize(static_cast<size_t>(n * cpu::bf16_pairs_width(k)));
+    cpu::round_rows_to_bf16_pairs(xs, n, k, bf16_rows_.data());
+    const int64_t g0 = r0 / cpu::kBf16GroupRows;
+    const int64_t groups = (r0 + m + cpu::kBf16GroupRows - 1) / cpu::kBf16GroupRows - g0;
+    pool_.parallel_for(groups, 1, [&](int64_t begin, int64_t end) {
+      const int64_t j_begin = std::max(r0, (g0 + begin) * cpu::kBf16GroupRows);
+      const int64_t j_end = std::min(r0 + m, (g0 + end) * cpu::kBf16GroupRows);
+      cpu::matmul_rows_bf16_pairs(bf16_rows_.data(), n, k, w, j_begin, j_end, os, m, r0);
     });
   }
 

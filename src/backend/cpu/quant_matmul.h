@@ -70,7 +70,8 @@ void matmul_rows_quantized(const void* acts, int64_t n, int64_t k, const void* w
 // `layout` says how w's rows are stored: as in the file, or (Q4_0, Q4_K) in the row groups of
 // weight_rowgroups.h that prepare_weight makes where the CPU has the 512-bit kernels.
 constexpr int64_t kQuantPrefillRows = 16;
-enum class WeightLayout { Rows, RowGroups };
+// Bf16Pairs: bf16 weights in the broadcast form of matmul_bf16_packed.h (never a quantized type).
+enum class WeightLayout { Rows, RowGroups, Bf16Pairs };
 void matmul_quantized(ThreadPool& pool, const float* x, int64_t n, int64_t k, const void* w,
                       DType wtype, int64_t m, float* out, WeightLayout layout = WeightLayout::Rows);
 

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string>
 
+#include "backend/cpu/matmul_bf16_packed.h"
 #include "backend/cpu/weight_rowgroups.h"
 #include "infera/error.h"
 
@@ -18,7 +19,8 @@ namespace {
 // type, else a list of type names ("q4_0,q6_k").
 bool repack_enabled(DType dtype) {
   const char* v = std::getenv("INFERA_CPU_REPACK");
-  bool wanted = dtype == DType::Q4_0 || dtype == DType::Q4_K;  // the default set
+  // The default set (bf16 only where the backend asks for it, see the constructor).
+  bool wanted = dtype == DType::Q4_0 || dtype == DType::Q4_K || dtype == DType::BF16;
   if (v && std::strcmp(v, "0") == 0) {
     wanted = false;
   } else if (v && std::strcmp(v, "all") == 0) {
@@ -29,7 +31,7 @@ bool repack_enabled(DType dtype) {
     for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     wanted = list.find(name) != std::string::npos;
   }
-  return wanted && rowgroups_native(dtype);
+  return wanted && (dtype == DType::BF16 || rowgroups_native(dtype));
 }
 
 // The source of a repacked weight is usually the model file's mapping, whose pages the repack has
@@ -50,28 +52,36 @@ void release_source_pages(const void* data, size_t bytes) {
 }
 }  // namespace
 
-RepackedWeights::RepackedWeights()
+RepackedWeights::RepackedWeights(bool pack_bf16)
     : registry_(std::make_shared<Registry>()),
       enabled_q4_0_(repack_enabled(DType::Q4_0)),
       enabled_q4_k_(repack_enabled(DType::Q4_K)),
-      enabled_q6_k_(repack_enabled(DType::Q6_K)) {}
+      enabled_q6_k_(repack_enabled(DType::Q6_K)),
+      enabled_bf16_(pack_bf16 && repack_enabled(DType::BF16)) {}
 
 Tensor RepackedWeights::prepare(const Tensor& w) {
+  const bool bf16 = w.dtype() == DType::BF16;
   const bool enabled = w.dtype() == DType::Q4_0   ? enabled_q4_0_
                        : w.dtype() == DType::Q4_K ? enabled_q4_k_
-                                                  : enabled_q6_k_;
-  if (!enabled || w.rank() != 2 || w.device() != Device::CPU ||
-      !rowgroups_fit(w.dtype(), w.dim(0), w.dim(1)))
+                       : w.dtype() == DType::Q6_K ? enabled_q6_k_
+                                                  : bf16 && enabled_bf16_;
+  // One-row bf16 tensors stay rows: nothing to gain, and a [1, d] norm weight reads them as such.
+  if (!enabled || w.rank() != 2 || w.device() != Device::CPU || w.numel() == 0 ||
+      (bf16 && w.dim(0) < 2) || (!bf16 && !rowgroups_fit(w.dtype(), w.dim(0), w.dim(1))))
     return w;
-  const size_t bytes = w.nbytes();
+  const size_t bytes = bf16 ? bf16_pairs_bytes(w.dim(0), w.dim(1)) : w.nbytes();
   void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
   if (!p) throw Error("out of memory repacking " + w.name() + " " + w.shape().str());
-  to_rowgroups(w.dtype(), w.data(), w.dim(0), w.dim(1), p);
-  release_source_pages(w.data(), bytes);
+  if (bf16)
+    pack_bf16_pairs(w.data_as<const uint16_t>(), w.dim(0), w.dim(1), static_cast<uint16_t*>(p));
+  else
+    to_rowgroups(w.dtype(), w.data(), w.dim(0), w.dim(1), p);
+  release_source_pages(w.data(), w.nbytes());
   const auto begin = reinterpret_cast<uintptr_t>(p);
   {
     std::lock_guard<std::mutex> lock(registry_->mutex);
-    registry_->spans[begin] = begin + bytes;
+    registry_->spans[begin] = {begin + bytes,
+                               bf16 ? WeightLayout::Bf16Pairs : WeightLayout::RowGroups, w.dim(1)};
   }
   std::shared_ptr<void> owner(p, [registry = registry_, begin](void* q) {
     {
@@ -83,19 +93,28 @@ Tensor RepackedWeights::prepare(const Tensor& w) {
   return Tensor(w.name(), w.dtype(), w.shape(), Device::CPU, p, std::move(owner));
 }
 
-WeightLayout RepackedWeights::layout_of(const Tensor& t) const {
-  if (!rowgroups_fit(t.dtype(), kGroupRows, kUnitElements)) return WeightLayout::Rows;
+WeightLayout RepackedWeights::layout_of(const Tensor& t, const void** base,
+                                        int64_t* first_row) const {
+  if (t.dtype() != DType::BF16 && !rowgroups_fit(t.dtype(), kGroupRows, kUnitElements))
+    return WeightLayout::Rows;
   const auto at = reinterpret_cast<uintptr_t>(t.data());
   std::lock_guard<std::mutex> lock(registry_->mutex);
   auto it = registry_->spans.upper_bound(at);
   if (it == registry_->spans.begin()) return WeightLayout::Rows;
   --it;  // the last buffer starting at or before `at`
-  if (at >= it->second) return WeightLayout::Rows;
-  if (at != it->first)
+  if (at >= it->second.end) return WeightLayout::Rows;
+  const Registry::Span& span = it->second;
+  // Tensor::rows(r0, n) of a packed [m, k] bf16 weight points r0 * k elements past its start.
+  const auto row_bytes = static_cast<uintptr_t>(span.row_width) * sizeof(uint16_t);
+  const bool row_view = span.layout == WeightLayout::Bf16Pairs && t.rank() == 2 &&
+                        t.dim(1) == span.row_width && (at - it->first) % row_bytes == 0;
+  if (at != it->first && !row_view)
     throw InvalidArgument("tensor " + t.name() +
                           " is a view inside a repacked weight; views of prepared weights "
                           "are not supported on the cpu");
-  return WeightLayout::RowGroups;
+  if (base) *base = reinterpret_cast<const void*>(it->first);
+  if (first_row) *first_row = row_view ? static_cast<int64_t>((at - it->first) / row_bytes) : 0;
+  return span.layout;
 }
 
 }  // namespace infera::cpu
