@@ -88,9 +88,12 @@ TEST_P(FusedOps, MatmulMultiAndSwiglu) {
         continue;
       }
       // k = 100 is no multiple of 8 (no 16-byte loads of 16-bit rows); n = 9 and 12 are past the
-      // 8-row GEMV.
+      // 8-row GEMV. k = 2056 and 3072 with 1-2 rows: the bf16 GEMV's preloaded round of 8 loads
+      // per lane (kTuneGemvPreload), then a second round with a partial tail.
       for (auto [n, k, m] : {std::tuple{1, 64, 37},
                              {1, 1024, 48},
+                             {1, 2056, 11},
+                             {2, 3072, 6},
                              {3, 100, 20},
                              {8, 256, 33},
                              {9, 128, 40},

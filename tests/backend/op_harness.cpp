@@ -26,6 +26,12 @@ CudaOptions harness_cuda_options(const std::string& name) {
   if (name == "cuda_skinny") o.skinny_gemm = true;             // 9..256-row bf16 matmuls
   if (name == "cuda_unstaged") o.decode_staged = false;        // the register decode attention
   if (name == "cuda_interleaved") o.flash_interleaved = true;  // the interleaved flash tile
+  if (name == "cuda_b1") {  // the batch-1 decode-chain switches that are off (kernels.h kTune*)
+    o.pdl_early_trigger = 2;
+    o.decode_kv_prefetch = true;
+    o.params_early = true;
+  }
+  if (name == "cuda_exact") o.gemv_preload = false;  // the GEMV without the preload
   return o;
 }
 }  // namespace
@@ -64,7 +70,8 @@ std::vector<HarnessBackend> harness_backends() {
   // others keep the kernels that are off by default tested: each turns one of them on (or the
   // default one off) and runs every case.
   if (cuda_device_count() > 0)
-    for (const char* name : {"cuda_exact", "cuda_skinny", "cuda_unstaged", "cuda_interleaved"})
+    for (const char* name :
+         {"cuda_exact", "cuda_skinny", "cuda_unstaged", "cuda_interleaved", "cuda_b1"})
       list.push_back({name, [name] { return make_cuda_backend(0, harness_cuda_options(name)); }});
 #endif
   return list;

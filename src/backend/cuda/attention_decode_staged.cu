@@ -58,18 +58,9 @@ __global__ void __launch_bounds__(kWarps * 32, NV == 2 ? (S <= 3 ? 4 : 3) : 2)
   const int len = a.seq_lens[b];
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const float scale = static_cast<float>(a.scale);
-  pdl_wait();  // q and the cache are written by the step's earlier kernels
-  pdl_trigger();
-  for (int i = tid; i < NV * D; i += blockDim.x) {
-    const int v = i / D, e = i % D;
-    float val = 0.0f;
-    if (v < nv) {
-      int row, head;
-      vector_row_head(a, row_begin, g, v, row, head);
-      val = a.q[(static_cast<int64_t>(row) * a.hq + head) * D + e] * scale;
-    }
-    qs[v][e] = val;
-  }
+  if (a.tune & kTuneEarlyTrigger) pdl_trigger();
+  // The key ranges come from the batch's positions (uploaded before the step's first kernel):
+  // known before the wait.
   if (tid < NV) {
     int lo = 0, hi = 0;
     if (tid < nv) {
@@ -95,6 +86,34 @@ __global__ void __launch_bounds__(kWarps * 32, NV == 2 ? (S <= 3 ? 4 : 3) : 2)
   }
   __syncthreads();
   const int key_lo = span[0], key_hi = span[1];
+  const T* keys = static_cast<const T*>(a.keys);
+  const T* values = static_cast<const T*>(a.values);
+  if (a.tune & kTuneKvPrefetch) {
+    // This block's keys and values head for L2 while the previous kernels finish. The newest
+    // key is written by the kernel before this one: an L2 prefetch of its line is harmless (L2
+    // is the point of coherence; nothing lands in registers or L1 before the wait).
+    constexpr int kLineElems = 128 / static_cast<int>(sizeof(T)), kLines = D / kLineElems;
+    static_assert(D % kLineElems == 0);
+    const int count = (key_hi - key_lo) * kLines;
+    for (int i = tid; i < count; i += blockDim.x) {
+      const int64_t off = key_offset(a, b, g, key_lo + i / kLines) + (i % kLines) * kLineElems;
+      prefetch_l2(keys + off);
+      prefetch_l2(values + off);
+    }
+  }
+  pdl_wait();  // q and the cache are written by the step's earlier kernels
+  pdl_trigger();
+  for (int i = tid; i < NV * D; i += blockDim.x) {
+    const int v = i / D, e = i % D;
+    float val = 0.0f;
+    if (v < nv) {
+      int row, head;
+      vector_row_head(a, row_begin, g, v, row, head);
+      val = a.q[(static_cast<int64_t>(row) * a.hq + head) * D + e] * scale;
+    }
+    qs[v][e] = val;
+  }
+  __syncthreads();
   const int c = lane % kLpk, kg = lane / kLpk;  // chunks c, c + 8, ... of key kg of each step
   float qv[NV][CH * V], acc[NV][CH * V], m[NV], l[NV];
   int lov[NV], hiv[NV];
@@ -112,8 +131,6 @@ __global__ void __launch_bounds__(kWarps * 32, NV == 2 ? (S <= 3 ? 4 : 3) : 2)
     lov[v] = vr[v][0];
     hiv[v] = vr[v][1];
   }
-  const T* keys = static_cast<const T*>(a.keys);
-  const T* values = static_cast<const T*>(a.values);
   T* const stages = reinterpret_cast<T*>(staged_smem) + warp * S * kStageElems<T, D>;
   constexpr int kStride = kWarps * kKT;  // keys between a warp's consecutive tiles
   const int first = key_lo + warp * kKT;

@@ -306,6 +306,11 @@ CudaOptions cuda_options_from_env() {
       cuda::env_flag("INFERA_CUDA_LAYERNORM_REGISTERS", o.layernorm_in_registers);
   o.profile = cuda::env_flag("INFERA_CUDA_PROFILE", o.profile);
   o.programmatic_launch = cuda::env_flag("INFERA_CUDA_PDL", o.programmatic_launch);
+  if (const char* v = std::getenv("INFERA_CUDA_PDL_EARLY"); v && *v)
+    o.pdl_early_trigger = std::clamp(std::atoi(v), 0, 2);
+  o.gemv_preload = cuda::env_flag("INFERA_CUDA_GEMV_PRELOAD", o.gemv_preload);
+  o.decode_kv_prefetch = cuda::env_flag("INFERA_CUDA_KV_PREFETCH", o.decode_kv_prefetch);
+  o.params_early = cuda::env_flag("INFERA_CUDA_PARAMS_EARLY", o.params_early);
   if (const char* v = std::getenv("INFERA_CUDA_GEMV_ROWS"); v && *v) o.gemv_max_rows = std::atoi(v);
   o.skinny_gemm = cuda::env_flag("INFERA_CUDA_SKINNY", o.skinny_gemm);
   if (const char* v = std::getenv("INFERA_CUDA_SKINNY_ROWS"); v && *v)

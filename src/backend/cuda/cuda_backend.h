@@ -107,6 +107,22 @@ struct CudaOptions {
   // predecessor finishes and streams its weights into L2 before waiting for it
   // (INFERA_CUDA_PDL=0: plain launches). Process-wide: the last backend made sets it.
   bool programmatic_launch = true;
+  // Batch-1 decode chain (kernels.h kTune*; docs/notes/2026-11-30/issue-11-cudab1.md).
+  // The GEMV (1..2 rows, bf16 weights) loads its first round of weight rows into registers
+  // before its PDL wait, so each GEMV's weights stream while the kernel before it runs
+  // (INFERA_CUDA_GEMV_PRELOAD=0: only the L2 prefetch). H200, b1 greedy decode, same run:
+  // 1.077-1.089 ms/step against main's 1.120-1.128 (bench/reference/cudab1_h200/run1).
+  bool gemv_preload = true;
+  // PDL kernels trigger their successor when they start instead of after their wait
+  // (INFERA_CUDA_PDL_EARLY=1: add_rmsnorm, qk-norm/RoPE/KV, staged decode attention; 2: the GEMV
+  // as well). Off: with the GEMV too, b1 decode ran 1.28-1.31 ms/step (run 1).
+  int64_t pdl_early_trigger = 0;
+  // The staged decode attention prefetches its keys and values into L2 before its wait
+  // (INFERA_CUDA_KV_PREFETCH=1).
+  bool decode_kv_prefetch = false;
+  // add_rmsnorm and the qk-norm/RoPE/KV kernel read their norm weights (and RoPE table) before
+  // their wait (INFERA_CUDA_PARAMS_EARLY=1).
+  bool params_early = false;
   // A step never seen before (its first 16 launches match no earlier step's) has its kernels
   // launched as the host records them instead of all at the end (INFERA_CUDA_STREAM=0: at the
   // end). Prefill steps, whose shapes rarely repeat, stop waiting for the host's whole pass.

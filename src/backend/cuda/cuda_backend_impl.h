@@ -109,6 +109,14 @@ class CudaBackend final : public Backend {
   const void* record_matmul(const Tensor& x, const Tensor& w, Tensor& out, int64_t n, int64_t k,
                             int64_t m, const void* converted = nullptr);
   Tensor device_tensor(const std::string& name, DType dtype, Shape shape);
+  // The kTune* bits (kernels.h) of the decode-chain switches in options_.
+  int64_t decode_tune() const {
+    return (options_.pdl_early_trigger >= 1 ? kTuneEarlyTrigger : 0) |
+           (options_.pdl_early_trigger >= 2 ? kTuneGemvEarlyTrigger : 0) |
+           (options_.gemv_preload ? kTuneGemvPreload : 0) |
+           (options_.decode_kv_prefetch ? kTuneKvPrefetch : 0) |
+           (options_.params_early ? kTuneParamsEarly : 0);
+  }
   // Records x . w^T for every weight through the skinny tensor-core GEMM (skinny_gemm.cu) as one
   // launch, or with swiglu (ws = {gate, up}) silu(x . gate^T) * (x . up^T) into outs[0]; returns
   // false, recording nothing, where it does not apply (CudaOptions::skinny_gemm off, rows outside

@@ -33,7 +33,8 @@ void CudaBackend::add_rmsnorm(Tensor& x, const Tensor& delta, const Tensor& weig
                    dim,
                    elem_type(weight.dtype()),
                    eps,
-                   shadow_buffer(out)};
+                   shadow_buffer(out),
+                   decode_tune()};
   ctx_->record(launch_add_rmsnorm, a, note(op, "add_rmsnorm", {&x, &weight}));
   publish_shadow(out, a.out_bf16);
 }
@@ -79,6 +80,7 @@ void CudaBackend::matmul_multi(const Tensor& x, std::span<const Tensor* const> w
   a.weight_type = elem_type(ws[0]->dtype());
   a.n = n;
   a.k = k;
+  a.tune = decode_tune();
   ctx_->record(launch_gemv_multi, a, note(op, "gemv_multi", {&x, ws[0], outs[0]}));
 }
 
@@ -125,6 +127,7 @@ void CudaBackend::matmul_swiglu(const Tensor& x, const Tensor& w_gate, const Ten
   a.weight_type = elem_type(w_gate.dtype());
   a.n = n;
   a.k = k;
+  a.tune = decode_tune();
   ctx_->record(launch_gemv_multi, a, note(op, "gemv_swiglu", {&x, &w_gate, &gate}));
 }
 
@@ -183,6 +186,7 @@ void CudaBackend::qk_norm_rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, c
   a.block_size = cache.keys.dim(2);
   a.num_blocks = cache.keys.dim(1);
   a.eps = eps;
+  a.tune = decode_tune();
   ctx_->record(launch_qk_norm_rope_kv, a, note(op, "qk_norm_rope_kv", {&q, &k, &cache.keys}));
 }
 

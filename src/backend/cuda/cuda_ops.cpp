@@ -162,10 +162,11 @@ void CudaBackend::matmul(const Tensor& x, const Tensor& w, Tensor& out) {
 const void* CudaBackend::record_matmul(const Tensor& x, const Tensor& w, Tensor& out, int64_t n,
                                        int64_t k, int64_t m, const void* converted) {
   OpNote nt = note("matmul", "", {&x, &w, &out});
-  const MatmulArgs a{
+  MatmulArgs a{
       x.data_as<const float>(), w.data(), out.data_as<float>(), elem_type(w.dtype()), n, k, m};
   if (n <= options_.gemv_max_rows) {
     nt.kernel = "gemv";
+    a.tune = decode_tune();
     ctx_->record(launch_gemv, a, nt);
     return nullptr;
   }
@@ -451,6 +452,7 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& 
     a.vectors_per_tile = vectors;
     a.tiles = 1;
     a.stages = options_.decode_stages;
+    a.tune = decode_tune();
     const int64_t slots = sms * attention_decode_staged_blocks_per_sm(head_dim, vectors, a.stages);
     use_splits(options_.decode_splits > 0
                    ? options_.decode_splits

@@ -21,6 +21,25 @@ using LaunchFn = void (*)(const void* args, cudaStream_t stream);
 void set_programmatic_launch(bool on);
 bool programmatic_launch();
 
+// Batch-1 decode-chain switches, bits of the `tune` member of the launch structs that carry one
+// (filled by the backend from CudaOptions):
+// kTuneEarlyTrigger: the small PDL kernels of the chain (add_rmsnorm, qk-norm/RoPE/KV write,
+//   staged decode attention) call pdl_trigger() when they start, before their pdl_wait(), so the
+//   next kernel's blocks become resident and start their pre-wait work (the GEMV's weights) while
+//   this one still runs; kTuneGemvEarlyTrigger: the GEMV too. Safe: every kernel's pdl_wait()
+//   waits for its predecessor's completion, which waited for its own.
+// kTuneGemvPreload: the GEMV loads the first round of its weight rows into registers before its
+//   pdl_wait() (the whole row up to k = 2048 in bf16), not only an L2 prefetch.
+// kTuneKvPrefetch: the staged decode attention prefetches its keys and values into L2 before its
+//   pdl_wait() (positions and block tables are uploaded before the step's first kernel).
+constexpr int64_t kTuneEarlyTrigger = 1;
+constexpr int64_t kTuneGemvPreload = 2;
+constexpr int64_t kTuneKvPrefetch = 4;
+constexpr int64_t kTuneGemvEarlyTrigger = 8;
+// kTuneParamsEarly: add_rmsnorm and the qk-norm/RoPE/KV kernel read their constant parameters
+//   (norm weights, RoPE table, the batch's slots and positions) before their pdl_wait().
+constexpr int64_t kTuneParamsEarly = 16;
+
 // out[i, :] = table[ids[i], :] widened to f32.
 struct EmbeddingArgs {
   const void* table;
@@ -98,6 +117,7 @@ struct AddRmsNormArgs {
   ElemType weight_type;
   double eps;
   void* out_bf16 = nullptr;  // when set: out rounded to bf16 as well (BinaryArgs::out_bf16)
+  int64_t tune = 0;          // kTune* bits
 };
 void launch_add_rmsnorm(const void* args, cudaStream_t stream);
 
@@ -120,6 +140,7 @@ struct QkNormRopeKvArgs {
   int64_t n, hq, hkv, head_dim, block_size;
   int64_t num_blocks;  // of the pools [hkv, num_blocks, block_size, head_dim]
   double eps;
+  int64_t tune;  // kTune* bits
 };
 void launch_qk_norm_rope_kv(const void* args, cudaStream_t stream);
 
@@ -229,6 +250,7 @@ struct MatmulArgs {
   float* out;
   ElemType weight_type;
   int64_t n, k, m;
+  int64_t tune = 0;  // kTune* bits (the GEMV path)
 };
 // Q8_0 / Q4_0 weights (raw ggml blocks, k a multiple of 32), dequantized inside the kernel
 // (quant_matmul.cu).
@@ -255,6 +277,7 @@ struct GemvArgs {
   int64_t segments, swiglu;
   ElemType weight_type;
   int64_t n, k;
+  int64_t tune;  // kTune* bits
 };
 void launch_gemv_multi(const void* args, cudaStream_t stream);
 
@@ -314,6 +337,7 @@ struct AttentionArgs {
   // Flash kernel with fast_softmax: the interleaved tile (CudaOptions::flash_interleaved).
   int64_t interleaved;
   void* out_bf16;  // flash kernel, when set: out rounded to bf16 as well (BinaryArgs::out_bf16)
+  int64_t tune;    // staged decode kernel: kTune* bits
 };
 // CUDA cores, f32 throughout: any cache type and head_dim <= kSimtMaxHeadDim; decode's path.
 constexpr int64_t kSimtMaxHeadDim = 512;
