@@ -30,6 +30,7 @@ CudaOptions harness_cuda_options(const std::string& name) {
     o.pdl_early_trigger = 2;
     o.decode_kv_prefetch = true;
     o.params_early = true;
+    o.fuse_qk_attention = true;
   }
   if (name == "cuda_exact") o.gemv_preload = false;  // the GEMV without the preload
   return o;

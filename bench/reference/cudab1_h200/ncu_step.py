@@ -1,3 +1,6 @@
+# Session tooling (cudab1): per-kernel table of one batch-1 decode step from an ncu --csv --page raw log
+# (gpu__time_duration, dram__bytes_read, grid, registers), the first decode step after the prompts.
+# Usage: python3 ncu_step.py ncu_x.csv.xz ...
 import csv, sys, lzma, re, collections
 def load(path):
     f = lzma.open(path, 'rt')

@@ -78,9 +78,15 @@ CudaBackend::CudaBackend(int device, const CudaOptions& options)
   if (options_.skinny_max_rows < 0 || options_.skinny_max_rows > 4096)
     throw InvalidArgument("CUDA skinny GEMM row limit must be within [0, 4096]");
   set_programmatic_launch(options_.programmatic_launch);
+  ctx_->set_before_record([this] { record_pending_qk(); });
 }
 
 CudaBackend::~CudaBackend() {
+  try {
+    record_pending_qk();
+  } catch (const std::exception&) {
+  }
+  ctx_->set_before_record(nullptr);
   try {
     ctx_->synchronize("finish pending work");
   } catch (const std::exception&) {
@@ -311,6 +317,7 @@ CudaOptions cuda_options_from_env() {
   o.gemv_preload = cuda::env_flag("INFERA_CUDA_GEMV_PRELOAD", o.gemv_preload);
   o.decode_kv_prefetch = cuda::env_flag("INFERA_CUDA_KV_PREFETCH", o.decode_kv_prefetch);
   o.params_early = cuda::env_flag("INFERA_CUDA_PARAMS_EARLY", o.params_early);
+  o.fuse_qk_attention = cuda::env_flag("INFERA_CUDA_FUSE_QK", o.fuse_qk_attention);
   if (const char* v = std::getenv("INFERA_CUDA_GEMV_ROWS"); v && *v) o.gemv_max_rows = std::atoi(v);
   o.skinny_gemm = cuda::env_flag("INFERA_CUDA_SKINNY", o.skinny_gemm);
   if (const char* v = std::getenv("INFERA_CUDA_SKINNY_ROWS"); v && *v)

@@ -123,6 +123,10 @@ struct CudaOptions {
   // add_rmsnorm and the qk-norm/RoPE/KV kernel read their norm weights (and RoPE table) before
   // their wait (INFERA_CUDA_PARAMS_EARLY=1).
   bool params_early = false;
+  // The qk-norm/RoPE/KV-write kernel folded into the staged decode attention when a decode step
+  // has one query row per sequence (bf16 norms, head_dim 64/128, 3 stages): one launch fewer per
+  // layer (INFERA_CUDA_FUSE_QK=1; AttentionArgs::fused_qk says how).
+  bool fuse_qk_attention = false;
   // A step never seen before (its first 16 launches match no earlier step's) has its kernels
   // launched as the host records them instead of all at the end (INFERA_CUDA_STREAM=0: at the
   // end). Prefill steps, whose shapes rarely repeat, stop waiting for the host's whole pass.

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -140,6 +141,14 @@ class CudaBackend final : public Backend {
   const void* take_shadow(const Tensor& x, int64_t numel);  // nullptr: convert x
   Bf16Shadow shadow_;
   int64_t shadow_uses_ = 0;
+
+  // CudaOptions::fuse_qk_attention: qk_norm_rope_kv_write records nothing and leaves its launch
+  // here; attention() takes it into the staged decode kernel (AttentionArgs::fused_qk) when it is
+  // the very next op on the same q and cache, and any other record or flush records it first
+  // (DeviceContext::set_before_record), so the order of effects is unchanged.
+  void record_pending_qk();
+  std::optional<QkNormRopeKvArgs> pending_qk_;
+  OpNote pending_qk_note_;
 
   CudaOptions options_;
   std::shared_ptr<DeviceContext> ctx_;

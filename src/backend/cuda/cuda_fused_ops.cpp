@@ -187,7 +187,21 @@ void CudaBackend::qk_norm_rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, c
   a.num_blocks = cache.keys.dim(1);
   a.eps = eps;
   a.tune = decode_tune();
+  if (options_.fuse_qk_attention && a.norm_type == ElemType::BF16 && (d == 64 || d == 128) &&
+      a.cache_type != ElemType::F32) {
+    record_pending_qk();  // an earlier one that found no attention
+    pending_qk_ = a;
+    pending_qk_note_ = note(op, "qk_norm_rope_kv", {&q, &k, &cache.keys});
+    return;
+  }
   ctx_->record(launch_qk_norm_rope_kv, a, note(op, "qk_norm_rope_kv", {&q, &k, &cache.keys}));
+}
+
+void CudaBackend::record_pending_qk() {
+  if (!pending_qk_) return;
+  const QkNormRopeKvArgs a = *pending_qk_;
+  pending_qk_.reset();
+  ctx_->record(launch_qk_norm_rope_kv, a, pending_qk_note_);
 }
 
 void CudaBackend::argmax_rows(const Tensor& x, std::span<int32_t> ids) {

@@ -338,6 +338,14 @@ struct AttentionArgs {
   int64_t interleaved;
   void* out_bf16;  // flash kernel, when set: out rounded to bf16 as well (BinaryArgs::out_bf16)
   int64_t tune;    // staged decode kernel: kTune* bits
+  // Staged decode kernel, one query row per sequence, when fused_qk = 1: the step's
+  // qk_norm_rope_kv_write (bf16 norm weights, head_dim 64/128) done inside this launch instead
+  // of its own kernel (CudaOptions::fuse_qk_attention). q and k hold the projections on entry;
+  // each block normalizes and rotates its q heads itself, the block whose keys include the new
+  // position writes the new key and value to the pools (and k in place) before reading them,
+  // and the block that finishes (sequence, kv head) last writes the rotated q heads back.
+  int64_t fused_qk;
+  QkNormRopeKvArgs qk;
 };
 // CUDA cores, f32 throughout: any cache type and head_dim <= kSimtMaxHeadDim; decode's path.
 constexpr int64_t kSimtMaxHeadDim = 512;
