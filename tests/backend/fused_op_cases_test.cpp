@@ -88,9 +88,12 @@ TEST_P(FusedOps, MatmulMultiAndSwiglu) {
         continue;
       }
       // k = 100 is no multiple of 8 (no 16-byte loads of 16-bit rows); n = 9 and 12 are past the
-      // 8-row GEMV.
+      // 8-row GEMV. k = 2056 and 3072 with 1-2 rows: the bf16 GEMV's preloaded round of 8 loads
+      // per lane (kTuneGemvPreload), then a second round with a partial tail.
       for (auto [n, k, m] : {std::tuple{1, 64, 37},
                              {1, 1024, 48},
+                             {1, 2056, 11},
+                             {2, 3072, 6},
                              {3, 100, 20},
                              {8, 256, 33},
                              {9, 128, 40},
@@ -264,6 +267,132 @@ TEST_P(FusedOps, QkNormRopeKvWrite) {
         Doubles want(size_t(n * hq * d));
         attend(qa.values, kc, vc, n, hq, hkv, d, want);
         report.check(Op::QkNormRopeKvWrite, ct, name + " cache", read_back(b, out), want);
+      }
+    }
+  });
+}
+
+// A decode step's qk-norm/RoPE/KV write followed by attention of that q over the cache: one
+// sequence of len keys, the first len - 1 written by a prompt step, then one new row. The CUDA
+// backend may fold the pair into one launch (CudaOptions::fuse_qk_attention, target cuda_b1);
+// every backend must give the scalar reference's attention, q and k rotated in place, and the
+// new key in the cache (seen by the attention).
+TEST_P(FusedOps, QkNormRopeThenDecodeAttention) {
+  for_each_target(GetParam(), [](Backend& b, const std::string& label) {
+    OpReport report(label);
+    std::mt19937 rng(35);
+    for (DType ct : kFloatTypes) {
+      if (!b.supports(Op::KvWrite, {ct}) || !b.supports(Op::Attention, {ct})) {
+        report.declined(Op::QkNormRopeKvWrite, ct);
+        continue;
+      }
+      // Group 2 and 4, head_dim 128 and 64, and a length whose keys are split across blocks.
+      for (auto [len, hq, hkv, d, bs] :
+           {std::tuple{70, 16, 8, 128, 16}, {45, 8, 2, 64, 8}, {600, 16, 8, 128, 16}}) {
+        const int blocks = (len + bs - 1) / bs + 1;
+        std::vector<int32_t> table(static_cast<size_t>(blocks));
+        std::iota(table.begin(), table.end(), 0);
+        std::shuffle(table.begin(), table.end(), rng);
+        auto slot = [&](int t) { return table[size_t(t / bs)] * bs + t % bs; };
+        BatchDesc pre, dec;
+        pre.max_blocks = dec.max_blocks = blocks;
+        pre.block_table = dec.block_table = table;
+        pre.query_start = {0, len - 1};
+        pre.seq_lens = {len - 1};
+        for (int i = 0; i < len - 1; ++i) {
+          pre.tokens.push_back(0);
+          pre.positions.push_back(i);
+          pre.slots.push_back(slot(i));
+        }
+        dec.query_start = {0, 1};
+        dec.seq_lens = {len};
+        dec.tokens = {0};
+        dec.positions = {len - 1};
+        dec.slots = {slot(len - 1)};
+        const int n0 = len - 1;
+        HostData q0 = make_host_data(DType::F32, size_t(n0 * hq * d), rng, 2.0f);
+        HostData k0 = make_host_data(DType::F32, size_t(n0 * hkv * d), rng, 2.0f);
+        HostData v0 = make_host_data(DType::F32, size_t(n0 * hkv * d), rng);
+        HostData q1 = make_host_data(DType::F32, size_t(hq * d), rng, 2.0f);
+        HostData k1 = make_host_data(DType::F32, size_t(hkv * d), rng, 2.0f);
+        HostData v1 = make_host_data(DType::F32, size_t(hkv * d), rng);
+        HostData qn = make_host_data(DType::BF16, size_t(d), rng);
+        HostData kn = make_host_data(DType::BF16, size_t(d), rng);
+        Tensor qnt = to_backend(b, "q_norm", DType::BF16, {d}, qn),
+               knt = to_backend(b, "k_norm", DType::BF16, {d}, kn);
+        const Shape pool{hkv, blocks, bs, d};
+        KvLayer cache{b.alloc("keys", ct, pool), b.alloc("values", ct, pool)};
+        const double theta = 1e6;
+        const float eps = 1e-6f;
+        {
+          const Batch batch = b.upload_batch(pre);
+          Tensor qt = to_backend(b, "q0", DType::F32, {n0, hq, d}, q0);
+          Tensor kt = to_backend(b, "k0", DType::F32, {n0, hkv, d}, k0);
+          Tensor vt = to_backend(b, "v0", DType::F32, {n0, hkv, d}, v0);
+          b.qk_norm_rope_kv_write(qt, kt, vt, qnt, knt, eps, theta, cache, batch);
+        }
+        const Batch batch = b.upload_batch(dec);
+        Tensor qt = to_backend(b, "q1", DType::F32, {1, hq, d}, q1);
+        Tensor kt = to_backend(b, "k1", DType::F32, {1, hkv, d}, k1);
+        Tensor vt = to_backend(b, "v1", DType::F32, {1, hkv, d}, v1);
+        Tensor out = b.alloc("out", DType::F32, {1, hq, d});
+        b.qk_norm_rope_kv_write(qt, kt, vt, qnt, knt, eps, theta, cache, batch);
+        b.attention(qt, cache, batch, {.scale = 1.0f / std::sqrt(float(d)), .causal = true}, out);
+
+        // Reference: RMSNorm per head, RoPE with f32 angles at `pos`, as QkNormRopeKvWrite's.
+        auto norm_rope = [&](const float* x, const std::vector<float>& w, int pos, double* y) {
+          double ss = 0;
+          for (int e = 0; e < d; ++e) ss += double(x[e]) * x[e];
+          const double inv = 1.0 / std::sqrt(ss / d + double(eps));
+          for (int j = 0; j < d / 2; ++j) {
+            const float fi = 1.0f / float(std::pow(float(theta), float(2 * j) / float(d)));
+            const double ang = float(pos) * fi;
+            const double a = w[size_t(j)] * x[j] * inv,
+                         c = w[size_t(j + d / 2)] * x[j + d / 2] * inv;
+            y[j] = a * std::cos(ang) - c * std::sin(ang);
+            y[j + d / 2] = c * std::cos(ang) + a * std::sin(ang);
+          }
+        };
+        Doubles keys(size_t(len * hkv * d)), values(keys.size()), qw(size_t(hq * d)),
+            kw(size_t(hkv * d));
+        for (int t = 0; t < len; ++t)
+          for (int g = 0; g < hkv; ++g) {
+            const size_t at = size_t((t * hkv + g) * d);
+            const float* kx = t < n0 ? &k0.values[at] : &k1.values[size_t(g * d)];
+            const float* vx = t < n0 ? &v0.values[at] : &v1.values[size_t(g * d)];
+            norm_rope(kx, kn.values, t, &keys[at]);
+            if (t == n0) std::copy_n(&keys[at], d, &kw[size_t(g * d)]);
+            for (int e = 0; e < d; ++e) {
+              keys[at + size_t(e)] = round_to(ct, keys[at + size_t(e)]);
+              values[at + size_t(e)] = round_to(ct, vx[e]);
+            }
+          }
+        for (int h = 0; h < hq; ++h)
+          norm_rope(&q1.values[size_t(h * d)], qn.values, n0, &qw[size_t(h * d)]);
+        Doubles want(size_t(hq * d));
+        const double scale = double(1.0f / std::sqrt(float(d)));
+        for (int h = 0; h < hq; ++h) {
+          const int g = h / (hq / hkv);
+          Doubles s(static_cast<size_t>(len));
+          double mx = -1e300, sum = 0;
+          for (int t = 0; t < len; ++t) {
+            double dot = 0;
+            for (int e = 0; e < d; ++e)
+              dot += double(float(qw[size_t(h * d + e)])) * keys[size_t((t * hkv + g) * d + e)];
+            mx = std::max(mx, s[size_t(t)] = dot * scale);
+          }
+          for (double& v : s) sum += (v = std::exp(v - mx));
+          for (int e = 0; e < d; ++e) {
+            double o = 0;
+            for (int t = 0; t < len; ++t)
+              o += s[size_t(t)] / sum * values[size_t((t * hkv + g) * d + e)];
+            want[size_t(h * d + e)] = o;
+          }
+        }
+        const std::string name = dims({len, hq, hkv, d, bs});
+        report.check(Op::Attention, ct, name + " decode out", read_back(b, out), want);
+        report.check(Op::QkNormRopeKvWrite, DType::F32, name + " decode q", read_back(b, qt), qw);
+        report.check(Op::QkNormRopeKvWrite, DType::F32, name + " decode k", read_back(b, kt), kw);
       }
     }
   });

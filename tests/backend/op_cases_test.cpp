@@ -50,6 +50,10 @@ TEST_P(OpHarness, Matmul) {
                              {33, 256, 33},
                              {4, 1, 1},
                              {1, 1024, 16},
+                             // The bf16 GEMV's preload (kTuneGemvPreload): k past its first
+                             // round of 8 loads per lane (2048), with a partial tail.
+                             {1, 2056, 13},
+                             {2, 3080, 5},
                              // CUDA's skinny tensor-core GEMM (9..256 rows): partial x and
                              // weight tiles, k past a 64 chunk, k split across CTAs, and past
                              // its row limit (cuBLAS).

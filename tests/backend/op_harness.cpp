@@ -30,6 +30,13 @@ CudaOptions harness_cuda_options(const std::string& name) {
     o.glu_bf16_gemm = !o.glu_bf16_gemm;
     o.qk_norm_by_token = !o.qk_norm_by_token;
   }
+  if (name == "cuda_b1") {  // the batch-1 decode-chain switches that are off (kernels.h kTune*)
+    o.pdl_early_trigger = 2;
+    o.decode_kv_prefetch = true;
+    o.params_early = true;
+    o.fuse_qk_attention = true;
+  }
+  if (name == "cuda_exact") o.gemv_preload = false;  // the GEMV without the preload
   return o;
 }
 }  // namespace
@@ -69,7 +76,8 @@ std::vector<HarnessBackend> harness_backends() {
   // default one off) and runs every case.
   if (cuda_device_count() > 0)
     for (const char* name :
-         {"cuda_exact", "cuda_skinny", "cuda_unstaged", "cuda_interleaved", "cuda_prefill_toggled"})
+         {"cuda_exact", "cuda_skinny", "cuda_unstaged", "cuda_interleaved", "cuda_prefill_toggled",
+          "cuda_b1"})
       list.push_back({name, [name] { return make_cuda_backend(0, harness_cuda_options(name)); }});
 #endif
   return list;

@@ -42,7 +42,8 @@ __device__ __forceinline__ void vector_row_head(const AttentionArgs& a, int row_
 // its tile's last split merges all of them into out (no second kernel). Each block publishes its
 // partials, then counts itself done; the one that brings the count to `splits` sees every other
 // block's partials and resets the counter for the next launch (graph replays).
-__device__ inline void merge_splits_if_last(const AttentionArgs& a, int b, int g, int v0, int nv,
+// Returns whether this block merged (then every other block of the tile has finished).
+__device__ inline bool merge_splits_if_last(const AttentionArgs& a, int b, int g, int v0, int nv,
                                             int row_begin) {
   __shared__ __align__(16) int merge_flag[4];  // [0] used; padded as attention_decode.cu says
   int& merge = merge_flag[0];
@@ -54,7 +55,7 @@ __device__ inline void merge_splits_if_last(const AttentionArgs& a, int b, int g
     if (merge) a.split_counters[tile] = 0;
   }
   __syncthreads();
-  if (!merge) return;
+  if (!merge) return false;
   __threadfence();
   const int d = static_cast<int>(a.head_dim);
   const int64_t stride = a.num_tokens * a.hq;
@@ -84,6 +85,7 @@ __device__ inline void merge_splits_if_last(const AttentionArgs& a, int b, int g
     }
     a.out[vec * d + e] = l > 0.0f ? o / l : 0.0f;
   }
+  return true;
 }
 
 }  // namespace infera::cuda

@@ -37,7 +37,33 @@ __device__ __forceinline__ void stage_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-template <typename T, int D, int NV, int S>
+// qk_norm_rope_kv_kernel's head in registers (fused.cu), for one warp: RMSNorm of the head at x
+// with bf16 weights w, then rotate-half RoPE at position pos; lane's elements j = lane + 32 i.
+template <int D>
+__device__ __forceinline__ void norm_rope_head(const QkNormRopeKvArgs& f, const float* x,
+                                               const __nv_bfloat16* w, int64_t pos, int lane,
+                                               float (&r)[D / 32]) {
+  constexpr int kPer = D / 32, kHp = D / 64, kHalf = D / 2;
+  float v[kPer];
+  float ss = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    v[i] = x[lane + 32 * i];
+    ss += v[i] * v[i];
+  }
+  ss = warp_sum(ss);
+  const float inv = 1.0f / sqrtf(ss / static_cast<float>(D) + static_cast<float>(f.eps));
+#pragma unroll
+  for (int i = 0; i < kHp; ++i) {
+    const int j = lane + 32 * i;
+    const float lo = to_f32(w[j]) * (v[i] * inv), hi = to_f32(w[j + kHalf]) * (v[i + kHp] * inv);
+    const float c = f.cos[pos * kHalf + j], sn = f.sin[pos * kHalf + j];
+    r[i] = lo * c - hi * sn;
+    r[i + kHp] = hi * c + lo * sn;
+  }
+}
+
+template <typename T, int D, int NV, int S, bool FQ = false>
 __global__ void __launch_bounds__(kWarps * 32, NV == 2 ? (S <= 3 ? 4 : 3) : 2)
     attention_decode_staged_kernel(const AttentionArgs a) {
   constexpr int V = 8, CH = D / (kLpk * V), KPS = 32 / kLpk, STEPS = kKT / KPS;
@@ -58,18 +84,9 @@ __global__ void __launch_bounds__(kWarps * 32, NV == 2 ? (S <= 3 ? 4 : 3) : 2)
   const int len = a.seq_lens[b];
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const float scale = static_cast<float>(a.scale);
-  pdl_wait();  // q and the cache are written by the step's earlier kernels
-  pdl_trigger();
-  for (int i = tid; i < NV * D; i += blockDim.x) {
-    const int v = i / D, e = i % D;
-    float val = 0.0f;
-    if (v < nv) {
-      int row, head;
-      vector_row_head(a, row_begin, g, v, row, head);
-      val = a.q[(static_cast<int64_t>(row) * a.hq + head) * D + e] * scale;
-    }
-    qs[v][e] = val;
-  }
+  if (a.tune & kTuneEarlyTrigger) pdl_trigger();
+  // The key ranges come from the batch's positions (uploaded before the step's first kernel):
+  // known before the wait.
   if (tid < NV) {
     int lo = 0, hi = 0;
     if (tid < nv) {
@@ -95,6 +112,72 @@ __global__ void __launch_bounds__(kWarps * 32, NV == 2 ? (S <= 3 ? 4 : 3) : 2)
   }
   __syncthreads();
   const int key_lo = span[0], key_hi = span[1];
+  const T* keys = static_cast<const T*>(a.keys);
+  const T* values = static_cast<const T*>(a.values);
+  if (a.tune & kTuneKvPrefetch) {
+    // This block's keys and values head for L2 while the previous kernels finish. The newest
+    // key is written by the kernel before this one: an L2 prefetch of its line is harmless (L2
+    // is the point of coherence; nothing lands in registers or L1 before the wait).
+    constexpr int kLineElems = 128 / static_cast<int>(sizeof(T)), kLines = D / kLineElems;
+    static_assert(D % kLineElems == 0);
+    const int count = (key_hi - key_lo) * kLines;
+    for (int i = tid; i < count; i += blockDim.x) {
+      const int64_t off = key_offset(a, b, g, key_lo + i / kLines) + (i % kLines) * kLineElems;
+      prefetch_l2(keys + off);
+      prefetch_l2(values + off);
+    }
+  }
+  pdl_wait();  // q and the cache are written by the step's earlier kernels
+  pdl_trigger();
+  if constexpr (FQ) {
+    // The fused qk_norm_rope_kv_write (one query row per sequence, see AttentionArgs::fused_qk).
+    const QkNormRopeKvArgs& f = a.qk;
+    const auto* qn = static_cast<const __nv_bfloat16*>(f.q_norm);
+    const auto* kn = static_cast<const __nv_bfloat16*>(f.k_norm);
+    const int64_t pos = a.positions[row_begin];
+    float r[D / 32];
+    if (warp < NV) {
+      float* qrow = qs[warp];
+      if (warp < nv) {
+        int row, head;
+        vector_row_head(a, row_begin, g, warp, row, head);
+        norm_rope_head<D>(f, a.q + (static_cast<int64_t>(row) * a.hq + head) * D, qn, pos, lane, r);
+#pragma unroll
+        for (int i = 0; i < D / 32; ++i) qrow[lane + 32 * i] = r[i];
+      } else {
+        for (int e = lane; e < D; e += 32) qrow[e] = 0.0f;
+      }
+    }
+    if (pos >= key_lo && pos < key_hi && warp < 2) {  // this block reads the new key
+      const int slot = f.slots[row_begin], bs = static_cast<int>(f.block_size);
+      const int64_t at = ((g * f.num_blocks + slot / bs) * f.block_size + slot % bs) * D;
+      const int64_t src = (static_cast<int64_t>(row_begin) * f.hkv + g) * D;
+      if (warp == 0) {
+        norm_rope_head<D>(f, f.k + src, kn, pos, lane, r);
+#pragma unroll
+        for (int i = 0; i < D / 32; ++i) {
+          f.k[src + lane + 32 * i] = r[i];
+          static_cast<T*>(f.key_pool)[at + lane + 32 * i] = from_f32<T>(r[i]);
+        }
+      } else {
+        for (int e = lane; e < D; e += 32)
+          static_cast<T*>(f.value_pool)[at + e] = from_f32<T>(f.v[src + e]);
+      }
+      __threadfence_block();  // the pool writes before this block's copies of them
+    }
+  } else {
+    for (int i = tid; i < NV * D; i += blockDim.x) {
+      const int v = i / D, e = i % D;
+      float val = 0.0f;
+      if (v < nv) {
+        int row, head;
+        vector_row_head(a, row_begin, g, v, row, head);
+        val = a.q[(static_cast<int64_t>(row) * a.hq + head) * D + e];
+      }
+      qs[v][e] = val;
+    }
+  }
+  __syncthreads();
   const int c = lane % kLpk, kg = lane / kLpk;  // chunks c, c + 8, ... of key kg of each step
   float qv[NV][CH * V], acc[NV][CH * V], m[NV], l[NV];
   int lov[NV], hiv[NV];
@@ -104,7 +187,7 @@ __global__ void __launch_bounds__(kWarps * 32, NV == 2 ? (S <= 3 ? 4 : 3) : 2)
     for (int h = 0; h < CH; ++h)
 #pragma unroll
       for (int x = 0; x < V; ++x) {
-        qv[v][h * V + x] = qs[v][(c + h * kLpk) * V + x];
+        qv[v][h * V + x] = qs[v][(c + h * kLpk) * V + x] * scale;
         acc[v][h * V + x] = 0.0f;
       }
     m[v] = -INFINITY;
@@ -112,8 +195,6 @@ __global__ void __launch_bounds__(kWarps * 32, NV == 2 ? (S <= 3 ? 4 : 3) : 2)
     lov[v] = vr[v][0];
     hiv[v] = vr[v][1];
   }
-  const T* keys = static_cast<const T*>(a.keys);
-  const T* values = static_cast<const T*>(a.values);
   T* const stages = reinterpret_cast<T*>(staged_smem) + warp * S * kStageElems<T, D>;
   constexpr int kStride = kWarps * kKT;  // keys between a warp's consecutive tiles
   const int first = key_lo + warp * kKT;
@@ -268,25 +349,35 @@ __global__ void __launch_bounds__(kWarps * 32, NV == 2 ? (S <= 3 ? 4 : 3) : 2)
       }
     }
   }
-  if (a.splits > 1) merge_splits_if_last(a, b, g, 0, nv, row_begin);
+  const bool last = a.splits == 1 || merge_splits_if_last(a, b, g, 0, nv, row_begin);
+  if constexpr (FQ) {
+    // Every block of this (sequence, kv head) has read q: the rotated heads go back in place.
+    if (last)
+      for (int i = tid; i < nv * D; i += blockDim.x) {
+        int row, head;
+        vector_row_head(a, row_begin, g, i / D, row, head);
+        a.qk.q[(static_cast<int64_t>(row) * a.hq + head) * D + i % D] = qs[i / D][i % D];
+      }
+  }
 }
 
-template <typename T, int D, int NV, int S>
+template <typename T, int D, int NV, int S, bool FQ = false>
 void launch_dns(const AttentionArgs& a, cudaStream_t s) {
   static const bool attr_set = [] {
-    return cudaFuncSetAttribute(attention_decode_staged_kernel<T, D, NV, S>,
+    return cudaFuncSetAttribute(attention_decode_staged_kernel<T, D, NV, S, FQ>,
                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
                                 static_cast<int>(kSmemBytes<T, D, S>)) == cudaSuccess;
   }();
   if (!attr_set)
     throw std::runtime_error("cannot raise the staged decode attention's shared memory");
   const dim3 grid(1, static_cast<unsigned>(a.num_seqs), static_cast<unsigned>(a.hkv * a.splits));
-  launch_pdl(attention_decode_staged_kernel<T, D, NV, S>, grid, kWarps * 32, kSmemBytes<T, D, S>, s,
-             a);
+  launch_pdl(attention_decode_staged_kernel<T, D, NV, S, FQ>, grid, kWarps * 32,
+             kSmemBytes<T, D, S>, s, a);
 }
 
 template <typename T, int D, int NV>
 void launch_dn(const AttentionArgs& a, cudaStream_t s) {
+  if (a.fused_qk) return launch_dns<T, D, NV, 3, true>(a, s);  // the host asks for 3 stages
   switch (a.stages) {
     case 3:
       return launch_dns<T, D, NV, 3>(a, s);

@@ -78,9 +78,15 @@ CudaBackend::CudaBackend(int device, const CudaOptions& options)
   if (options_.skinny_max_rows < 0 || options_.skinny_max_rows > 4096)
     throw InvalidArgument("CUDA skinny GEMM row limit must be within [0, 4096]");
   set_programmatic_launch(options_.programmatic_launch);
+  ctx_->set_before_record([this] { record_pending_qk(); });
 }
 
 CudaBackend::~CudaBackend() {
+  try {
+    record_pending_qk();
+  } catch (const std::exception&) {
+  }
+  ctx_->set_before_record(nullptr);
   try {
     ctx_->synchronize("finish pending work");
   } catch (const std::exception&) {
@@ -308,6 +314,12 @@ CudaOptions cuda_options_from_env() {
       cuda::env_flag("INFERA_CUDA_LAYERNORM_REGISTERS", o.layernorm_in_registers);
   o.profile = cuda::env_flag("INFERA_CUDA_PROFILE", o.profile);
   o.programmatic_launch = cuda::env_flag("INFERA_CUDA_PDL", o.programmatic_launch);
+  if (const char* v = std::getenv("INFERA_CUDA_PDL_EARLY"); v && *v)
+    o.pdl_early_trigger = std::clamp(std::atoi(v), 0, 2);
+  o.gemv_preload = cuda::env_flag("INFERA_CUDA_GEMV_PRELOAD", o.gemv_preload);
+  o.decode_kv_prefetch = cuda::env_flag("INFERA_CUDA_KV_PREFETCH", o.decode_kv_prefetch);
+  o.params_early = cuda::env_flag("INFERA_CUDA_PARAMS_EARLY", o.params_early);
+  o.fuse_qk_attention = cuda::env_flag("INFERA_CUDA_FUSE_QK", o.fuse_qk_attention);
   if (const char* v = std::getenv("INFERA_CUDA_GEMV_ROWS"); v && *v) o.gemv_max_rows = std::atoi(v);
   o.skinny_gemm = cuda::env_flag("INFERA_CUDA_SKINNY", o.skinny_gemm);
   if (const char* v = std::getenv("INFERA_CUDA_SKINNY_ROWS"); v && *v)

@@ -120,6 +120,31 @@ struct CudaOptions {
   // predecessor finishes and streams its weights into L2 before waiting for it
   // (INFERA_CUDA_PDL=0: plain launches). Process-wide: the last backend made sets it.
   bool programmatic_launch = true;
+  // Batch-1 decode chain (kernels.h kTune*; docs/notes/2026-11-30/issue-11-cudab1.md; H200 runs
+  // under bench/reference/cudab1_h200, b1 greedy decode, Qwen3-0.6B shape, ctx 512).
+  // The GEMV (1..2 rows, bf16 weights) loads its first round of weight rows into registers
+  // before its PDL wait, so each GEMV's weights stream while the kernel before it runs
+  // (INFERA_CUDA_GEMV_PRELOAD=0: only the L2 prefetch). Against main's binary, same runs: run 1
+  // x1.03 / x1.05, run 2 x1.08 / x1.04, run 3 x1.01-x1.06 in 6 ABBA pairs (median step 1.149 vs
+  // 1.200 ms); against PRELOAD=0 in the same binary x1.01 (run 2), x1.03 (run 3).
+  bool gemv_preload = true;
+  // PDL kernels trigger their successor when they start instead of after their wait
+  // (INFERA_CUDA_PDL_EARLY=1: add_rmsnorm, qk-norm/RoPE/KV, staged decode attention; 2: the GEMV
+  // as well). Off: slower (2: 1.28-1.31 ms/step against 1.08-1.14, run 1; 1: 1.07 against 1.04,
+  // run 2): blocks parked at their wait crowd the running kernel's.
+  int64_t pdl_early_trigger = 0;
+  // The staged decode attention prefetches its keys and values into L2 before its wait
+  // (INFERA_CUDA_KV_PREFETCH=1). Off: no gain measured (run 2: 1.050 against 1.044 ms).
+  bool decode_kv_prefetch = false;
+  // add_rmsnorm and the qk-norm/RoPE/KV kernel read their norm weights (and RoPE table) before
+  // their wait (INFERA_CUDA_PARAMS_EARLY=1). Off: within the noise (runs 2-3).
+  bool params_early = false;
+  // The qk-norm/RoPE/KV-write kernel folded into the staged decode attention when a decode step
+  // has one query row per sequence (bf16 norms, head_dim 64/128, 3 stages): one launch fewer per
+  // layer (INFERA_CUDA_FUSE_QK=1; AttentionArgs::fused_qk says how). Off: 201 instead of 229
+  // kernels and 1222 instead of 1308 us of kernel time per b1 step (ncu), but the steps were not
+  // faster end to end (run 3: median 1.160 against 1.149 ms).
+  bool fuse_qk_attention = false;
   // A step never seen before (its first 16 launches match no earlier step's) has its kernels
   // launched as the host records them instead of all at the end (INFERA_CUDA_STREAM=0: at the
   // end). Prefill steps, whose shapes rarely repeat, stop waiting for the host's whole pass.

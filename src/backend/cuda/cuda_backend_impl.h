@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -115,6 +116,14 @@ class CudaBackend final : public Backend {
   void record_gemm_bf16_out(const void* x_bf16, const Tensor& w, void* out_bf16, int64_t n,
                             int64_t k, int64_t m, const OpNote& nt);
   Tensor device_tensor(const std::string& name, DType dtype, Shape shape);
+  // The kTune* bits (kernels.h) of the decode-chain switches in options_.
+  int64_t decode_tune() const {
+    return (options_.pdl_early_trigger >= 1 ? kTuneEarlyTrigger : 0) |
+           (options_.pdl_early_trigger >= 2 ? kTuneGemvEarlyTrigger : 0) |
+           (options_.gemv_preload ? kTuneGemvPreload : 0) |
+           (options_.decode_kv_prefetch ? kTuneKvPrefetch : 0) |
+           (options_.params_early ? kTuneParamsEarly : 0);
+  }
   // Records x . w^T for every weight through the skinny tensor-core GEMM (skinny_gemm.cu) as one
   // launch, or with swiglu (ws = {gate, up}) silu(x . gate^T) * (x . up^T) into outs[0]; returns
   // false, recording nothing, where it does not apply (CudaOptions::skinny_gemm off, rows outside
@@ -138,6 +147,14 @@ class CudaBackend final : public Backend {
   const void* take_shadow(const Tensor& x, int64_t numel);  // nullptr: convert x
   Bf16Shadow shadow_;
   int64_t shadow_uses_ = 0;
+
+  // CudaOptions::fuse_qk_attention: qk_norm_rope_kv_write records nothing and leaves its launch
+  // here; attention() takes it into the staged decode kernel (AttentionArgs::fused_qk) when it is
+  // the very next op on the same q and cache, and any other record or flush records it first
+  // (DeviceContext::set_before_record), so the order of effects is unchanged.
+  void record_pending_qk();
+  std::optional<QkNormRopeKvArgs> pending_qk_;
+  OpNote pending_qk_note_;
 
   CudaOptions options_;
   std::shared_ptr<DeviceContext> ctx_;

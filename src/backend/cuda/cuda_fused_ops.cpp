@@ -33,7 +33,8 @@ void CudaBackend::add_rmsnorm(Tensor& x, const Tensor& delta, const Tensor& weig
                    dim,
                    elem_type(weight.dtype()),
                    eps,
-                   shadow_buffer(out)};
+                   shadow_buffer(out),
+                   decode_tune()};
   ctx_->record(launch_add_rmsnorm, a, note(op, "add_rmsnorm", {&x, &weight}));
   publish_shadow(out, a.out_bf16);
 }
@@ -79,6 +80,7 @@ void CudaBackend::matmul_multi(const Tensor& x, std::span<const Tensor* const> w
   a.weight_type = elem_type(ws[0]->dtype());
   a.n = n;
   a.k = k;
+  a.tune = decode_tune();
   ctx_->record(launch_gemv_multi, a, note(op, "gemv_multi", {&x, ws[0], outs[0]}));
 }
 
@@ -140,6 +142,7 @@ void CudaBackend::matmul_swiglu(const Tensor& x, const Tensor& w_gate, const Ten
   a.weight_type = elem_type(w_gate.dtype());
   a.n = n;
   a.k = k;
+  a.tune = decode_tune();
   ctx_->record(launch_gemv_multi, a, note(op, "gemv_swiglu", {&x, &w_gate, &gate}));
 }
 
@@ -199,7 +202,22 @@ void CudaBackend::qk_norm_rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, c
   a.num_blocks = cache.keys.dim(1);
   a.eps = eps;
   a.by_token = options_.qk_norm_by_token ? 1 : 0;
+  a.tune = decode_tune();
+  if (options_.fuse_qk_attention && a.norm_type == ElemType::BF16 && (d == 64 || d == 128) &&
+      a.cache_type != ElemType::F32) {
+    record_pending_qk();  // an earlier one that found no attention
+    pending_qk_ = a;
+    pending_qk_note_ = note(op, "qk_norm_rope_kv", {&q, &k, &cache.keys});
+    return;
+  }
   ctx_->record(launch_qk_norm_rope_kv, a, note(op, "qk_norm_rope_kv", {&q, &k, &cache.keys}));
+}
+
+void CudaBackend::record_pending_qk() {
+  if (!pending_qk_) return;
+  const QkNormRopeKvArgs a = *pending_qk_;
+  pending_qk_.reset();
+  ctx_->record(launch_qk_norm_rope_kv, a, pending_qk_note_);
 }
 
 void CudaBackend::argmax_rows(const Tensor& x, std::span<int32_t> ids) {

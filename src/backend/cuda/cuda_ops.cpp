@@ -164,10 +164,11 @@ void CudaBackend::matmul(const Tensor& x, const Tensor& w, Tensor& out) {
 const void* CudaBackend::record_matmul(const Tensor& x, const Tensor& w, Tensor& out, int64_t n,
                                        int64_t k, int64_t m, const void* converted) {
   OpNote nt = note("matmul", "", {&x, &w, &out});
-  const MatmulArgs a{
+  MatmulArgs a{
       x.data_as<const float>(), w.data(), out.data_as<float>(), elem_type(w.dtype()), n, k, m};
   if (n <= options_.gemv_max_rows) {
     nt.kernel = "gemv";
+    a.tune = decode_tune();
     ctx_->record(launch_gemv, a, nt);
     return nullptr;
   }
@@ -460,6 +461,17 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& 
     a.vectors_per_tile = vectors;
     a.tiles = 1;
     a.stages = options_.decode_stages;
+    a.tune = decode_tune();
+    // The deferred qk-norm of this q and cache (CudaOptions::fuse_qk_attention), one row per
+    // sequence: done by this launch.
+    if (pending_qk_ && pending_qk_->q == a.q && pending_qk_->key_pool == a.keys &&
+        pending_qk_->value_pool == a.values && d.max_query_len() == 1 && a.stages == 3 &&
+        pending_qk_->head_dim == head_dim && pending_qk_->n == tokens &&
+        pending_qk_->positions == a.positions) {
+      a.fused_qk = 1;
+      a.qk = *pending_qk_;
+      pending_qk_.reset();
+    }
     const int64_t slots = sms * attention_decode_staged_blocks_per_sm(head_dim, vectors, a.stages);
     use_splits(options_.decode_splits > 0
                    ? options_.decode_splits

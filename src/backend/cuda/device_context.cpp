@@ -102,6 +102,7 @@ void* DeviceContext::allocate(size_t bytes, const std::string& what) {
 
 void DeviceContext::release(void* p) {
   if (!p) return;
+  run_before_record();  // a deferred launch may name p: record it, so that the free waits
   if (!offsets_.empty()) {
     deferred_free_.push_back(p);  // a pending launch may still name it
     return;
@@ -168,7 +169,20 @@ void DeviceContext::batch_staging_used() {
   check_cuda(cudaEventRecord(batch_staging_done_, stream_), "record an event");
 }
 
+void DeviceContext::run_before_record() {
+  if (!before_record_ || in_before_record_) return;
+  in_before_record_ = true;
+  try {
+    before_record_();
+  } catch (...) {
+    in_before_record_ = false;
+    throw;
+  }
+  in_before_record_ = false;
+}
+
 void DeviceContext::append(LaunchFn fn, const void* args, size_t bytes, const OpNote& note) {
+  run_before_record();
   if (offsets_.empty()) step_began_ = std::chrono::steady_clock::now();
   if (host_timers_ && !offsets_.empty()) {  // the op pass since the previous record
     HostTimer& t = host_timer_[std::string("op pass before ") + note.op];
@@ -289,6 +303,7 @@ bool DeviceContext::capture(Graph& graph) {
 }
 
 void DeviceContext::flush() {
+  run_before_record();
   if (offsets_.empty()) {
     free_deferred();
     return;

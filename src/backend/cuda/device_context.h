@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -119,6 +120,10 @@ class DeviceContext {
   // Launch records appended since the context was made: an op can tell whether another op was
   // recorded after it (CudaBackend's bf16 shadows are valid for the very next op only).
   uint64_t records_appended() const { return appended_; }
+  // Called before each record is appended, each flush and each release (never from inside
+  // itself): the owner's deferred launch (CudaBackend's qk-norm awaiting a fusion with the next
+  // attention) is recorded ahead of anything else. nullptr: none.
+  void set_before_record(std::function<void()> fn) { before_record_ = std::move(fn); }
   // Issues the pending launches (a graph replay when this exact step ran before).
   void flush();
   // flush(), then waits for the device; errors name `what`.
@@ -134,6 +139,9 @@ class DeviceContext {
     uint64_t last_used = 0;
   };
   void append(LaunchFn fn, const void* args, size_t bytes, const OpNote& note);
+  void run_before_record();
+  std::function<void()> before_record_;
+  bool in_before_record_ = false;
   void run_eagerly();
   bool capture(Graph& graph);  // false: this step cannot be captured; run it eagerly
   void launch_record(size_t offset, size_t note_index);

@@ -14,12 +14,26 @@ namespace {
 template <typename W, int K>
 __global__ void add_rmsnorm_rows_kernel(float* x, const float* delta, const W* __restrict__ w,
                                         float* __restrict__ out, __nv_bfloat16* __restrict__ ob,
-                                        int64_t dim, float eps) {
+                                        int64_t dim, float eps, int64_t tune) {
   __shared__ float part[32];
-  pdl_wait();
-  pdl_trigger();
+  if (tune & kTuneEarlyTrigger) pdl_trigger();
   const int64_t row = blockIdx.x;
   const int chunks = static_cast<int>(dim / 4), lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  // The norm's weights are constant during a step: with kTuneParamsEarly they are read before
+  // the wait, off the chain of dependent loads.
+  float4 wk[K];
+  auto load_weights = [&] {
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int c = threadIdx.x + k * blockDim.x;
+      const W* wc = w + 4 * static_cast<int64_t>(c);
+      wk[k] = c < chunks ? make_float4(to_f32(wc[0]), to_f32(wc[1]), to_f32(wc[2]), to_f32(wc[3]))
+                         : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+  };
+  if (tune & kTuneParamsEarly) load_weights();
+  pdl_wait();
+  pdl_trigger();
   float4* xr = reinterpret_cast<float4*>(x + row * dim);
   const float4* dr = reinterpret_cast<const float4*>(delta + row * dim);
   float4 v[K];
@@ -46,13 +60,13 @@ __global__ void add_rmsnorm_rows_kernel(float* x, const float* delta, const W* _
   __syncthreads();
   const float inv = 1.0f / sqrtf(part[0] / static_cast<float>(dim) + eps);
   float4* yr = reinterpret_cast<float4*>(out + row * dim);
+  if (!(tune & kTuneParamsEarly)) load_weights();
 #pragma unroll
   for (int k = 0; k < K; ++k) {
     const int c = threadIdx.x + k * blockDim.x;
     if (c >= chunks) continue;
-    const W* wc = w + 4 * static_cast<int64_t>(c);
-    const float4 y = make_float4(to_f32(wc[0]) * (v[k].x * inv), to_f32(wc[1]) * (v[k].y * inv),
-                                 to_f32(wc[2]) * (v[k].z * inv), to_f32(wc[3]) * (v[k].w * inv));
+    const float4 y = make_float4(wk[k].x * (v[k].x * inv), wk[k].y * (v[k].y * inv),
+                                 wk[k].z * (v[k].z * inv), wk[k].w * (v[k].w * inv));
     yr[c] = y;
     if (ob) store_bf16x4(ob + row * dim + 4 * static_cast<int64_t>(c), y);
   }
@@ -84,12 +98,12 @@ void add_rmsnorm_typed(const AddRmsNormArgs& a, cudaStream_t s) {
   const auto eps = static_cast<float>(a.eps);
   if (k == 1)
     return launch_pdl(add_rmsnorm_rows_kernel<W, 1>, grid, block, 0, s, a.x, a.delta, w, a.out, ob,
-                      a.dim, eps);
+                      a.dim, eps, a.tune);
   if (k == 2)
     return launch_pdl(add_rmsnorm_rows_kernel<W, 2>, grid, block, 0, s, a.x, a.delta, w, a.out, ob,
-                      a.dim, eps);
+                      a.dim, eps, a.tune);
   launch_pdl(add_rmsnorm_rows_kernel<W, 4>, grid, block, 0, s, a.x, a.delta, w, a.out, ob, a.dim,
-             eps);
+             eps, a.tune);
 }
 
 // One warp per (token, head slot): slots [0, hq) are q heads, [hq, hq + hkv) k heads, then hkv v
@@ -98,39 +112,63 @@ void add_rmsnorm_typed(const AddRmsNormArgs& a, cudaStream_t s) {
 // pool. v: copied to the value pool. Pool writes round to nearest even, as kv_write_kernel.
 template <typename W, typename T>
 __global__ void qk_norm_rope_kv_kernel(const QkNormRopeKvArgs a) {
-  pdl_wait();
-  pdl_trigger();
+  if (a.tune & kTuneEarlyTrigger) pdl_trigger();
   // 32-bit indices (the host checks n * heads and the slots fit): 64-bit division is emulated
   // and was a large share of this kernel's instructions.
   const int unit = static_cast<int>(blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32);
   const int lane = threadIdx.x % 32;
   const int heads = static_cast<int>(a.hq + 2 * a.hkv), d = static_cast<int>(a.head_dim);
   const int half = d / 2, bs = static_cast<int>(a.block_size);
+  // The batch's slots and positions, the norm weights and the RoPE table are constant during a
+  // step: with kTuneParamsEarly the head's parameters are read before the wait.
+  const bool params_early = (a.tune & kTuneParamsEarly) != 0;
+  if (!params_early) {
+    pdl_wait();
+    pdl_trigger();
+  }
   if (unit >= static_cast<int>(a.n) * heads) return;
   const int token = unit / heads, h = unit % heads;
   const int slot = a.slots[token];
   const int64_t block = slot / bs, offset = slot % bs;
   T* const keys = static_cast<T*>(a.key_pool);
   T* const values = static_cast<T*>(a.value_pool);
-  if (h >= a.hq + a.hkv) {  // a v head: straight to the cache
+  const bool is_q = h < a.hq, is_v = h >= a.hq + a.hkv;
+  const W* w = static_cast<const W*>(is_q ? a.q_norm : a.k_norm);
+  const int64_t pos = a.positions[token];
+  constexpr int kMax = 8;
+  const bool in_registers = d % 64 == 0 && d <= 256;
+  const int hp = half / 32;
+  float wlo[kMax / 2], whi[kMax / 2], cs[kMax / 2], sn[kMax / 2];
+  if (in_registers && !is_v) {
+#pragma unroll
+    for (int i = 0; i < kMax / 2; ++i) {
+      const int j = lane + 32 * i;
+      const bool ok = i < hp;
+      wlo[i] = ok ? to_f32(w[j]) : 0.0f;
+      whi[i] = ok ? to_f32(w[j + half]) : 0.0f;
+      cs[i] = ok ? a.cos[pos * half + j] : 0.0f;
+      sn[i] = ok ? a.sin[pos * half + j] : 0.0f;
+    }
+  }
+  if (params_early) {
+    pdl_wait();
+    pdl_trigger();
+  }
+  if (is_v) {  // a v head: straight to the cache
     const int64_t hk = h - a.hq - a.hkv;
     const float* src = a.v + (token * a.hkv + hk) * d;
     T* dst = values + ((hk * a.num_blocks + block) * a.block_size + offset) * d;
     for (int j = lane; j < d; j += 32) dst[j] = from_f32<T>(src[j]);
     return;
   }
-  const bool is_q = h < a.hq;
   const int64_t hk = h - a.hq;
   float* x = is_q ? a.q + (token * a.hq + h) * d : a.k + (token * a.hkv + hk) * d;
-  const W* w = static_cast<const W*>(is_q ? a.q_norm : a.k_norm);
-  const int64_t pos = a.positions[token];
   T* cache = is_q ? nullptr : keys + ((hk * a.num_blocks + block) * a.block_size + offset) * d;
   const float eps = static_cast<float>(a.eps);
-  if (d % 64 == 0 && d <= 256) {
+  if (in_registers) {
     // The head in registers (x read once): lane holds j = lane + 32 i, and the RoPE partner
     // j + half is the same lane's element i + half / 32.
-    constexpr int kMax = 8;
-    const int per = d / 32, hp = half / 32;
+    const int per = d / 32;
     float v[kMax];
     float ss = 0.0f;
 #pragma unroll
@@ -144,9 +182,8 @@ __global__ void qk_norm_rope_kv_kernel(const QkNormRopeKvArgs a) {
     for (int i = 0; i < kMax / 2; ++i) {
       if (i >= hp) break;
       const int j = lane + 32 * i;
-      const float lo = to_f32(w[j]) * (v[i] * inv), hi = to_f32(w[j + half]) * (v[i + hp] * inv);
-      const float c = a.cos[pos * half + j], sn = a.sin[pos * half + j];
-      const float r0 = lo * c - hi * sn, r1 = hi * c + lo * sn;
+      const float lo = wlo[i] * (v[i] * inv), hi = whi[i] * (v[i + hp] * inv);
+      const float r0 = lo * cs[i] - hi * sn[i], r1 = hi * cs[i] + lo * sn[i];
       x[j] = r0;
       x[j + half] = r1;
       if (cache) {

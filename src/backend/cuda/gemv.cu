@@ -4,6 +4,7 @@
 // rows of x (read through L1, they are small), accumulating in f32. One pass over the weights is
 // the whole cost, so this runs at close to memory bandwidth when the grid fills the GPU.
 #include <algorithm>
+#include <type_traits>
 
 #include "backend/cuda/device_util.cuh"
 #include "backend/cuda/kernels.h"
@@ -38,10 +39,14 @@ __device__ __forceinline__ WarpRows warp_rows(const GemvArgs& a, int64_t warp, i
 // k % kVec16<W> == 0 and 16-byte aligned rows: 16-byte loads. G = 1: out[s] = x . w[s]^T for
 // the warp's segment; G = 2 (SwiGLU): the warp reads the same R rows of w[0] (gate) and w[1]
 // (up) and writes silu(gate) * up to out[0], so the MLP's first half is one pass and no
-// intermediate [n, f] round trip.
-template <typename W, int N, int R, int G>
+// intermediate [n, f] round trip. U: 16-byte weight loads per lane per row in flight at once;
+// P (GemvArgs::tune has kTuneGemvPreload): the first round of U loads is issued before
+// pdl_wait(), so the weights stream while the previous kernel finishes (they are constant
+// during a step).
+template <typename W, int N, int R, int G, int U = 4, bool P = false>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_vec_kernel(const GemvArgs a) {
   constexpr int V = kVec16<W>;
+  if (a.tune & kTuneGemvEarlyTrigger) pdl_trigger();
   const int64_t warp = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   // SwiGLU: one row space (gate and up rows pair up), the grid's spare warps find no row.
@@ -52,9 +57,26 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_vec_kernel(const Gem
   const W* __restrict__ w[G];
 #pragma unroll
   for (int g = 0; g < G; ++g) w[g] = static_cast<const W*>(G == 1 ? pick(a.w, wr.seg) : a.w[g]);
-  // The weights are constant during a step: their first lines head for L2 before the wait for
-  // the kernel that writes x (PDL, see device_util.cuh), so the stream starts during its tail.
-  for (int64_t base = static_cast<int64_t>(lane) * V; base < k; base += 32 * V)
+  uint4 wu[G][R][U];
+  auto load_round = [&](int64_t base0) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t base = base0 + static_cast<int64_t>(u) * 32 * V;
+#pragma unroll
+      for (int g = 0; g < G; ++g)
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+          wu[g][r][u] = (base < k && row0 + r < m)
+                            ? __ldg(reinterpret_cast<const uint4*>(w[g] + (row0 + r) * k + base))
+                            : make_uint4(0, 0, 0, 0);
+    }
+  };
+  const int64_t first = static_cast<int64_t>(lane) * V;
+  if constexpr (P) load_round(first);
+  // The weights are constant during a step: their first lines (past the preloaded round) head
+  // for L2 before the wait for the kernel that writes x (PDL, see device_util.cuh), so the
+  // stream starts during its tail.
+  for (int64_t base = first + (P ? int64_t{32} * V * U : 0); base < k; base += 32 * V)
 #pragma unroll
     for (int g = 0; g < G; ++g)
 #pragma unroll
@@ -69,24 +91,12 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_vec_kernel(const Gem
     for (int r = 0; r < R; ++r)
 #pragma unroll
       for (int n = 0; n < N; ++n) acc[g][r][n] = 0.0f;
-  // kUnroll 16-byte weight loads per row in flight before any is used (k = 1024 in bf16 is one
-  // round): a warp alone on a row is otherwise latency-bound.
-  constexpr int kUnroll = 4;
-  for (int64_t base0 = static_cast<int64_t>(lane) * V; base0 < k; base0 += 32 * V * kUnroll) {
-    uint4 wu[G][R][kUnroll];
+  // U 16-byte weight loads per row in flight before any is used (k = 1024 in bf16 is one round
+  // of 4): a warp alone on a row is otherwise latency-bound.
+  for (int64_t base0 = first; base0 < k; base0 += 32 * V * U) {
+    if (!P || base0 != first) load_round(base0);
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t base = base0 + static_cast<int64_t>(u) * 32 * V;
-#pragma unroll
-      for (int g = 0; g < G; ++g)
-#pragma unroll
-        for (int r = 0; r < R; ++r)
-          wu[g][r][u] = (base < k && row0 + r < m)
-                            ? __ldg(reinterpret_cast<const uint4*>(w[g] + (row0 + r) * k + base))
-                            : make_uint4(0, 0, 0, 0);
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
+    for (int u = 0; u < U; ++u) {
       const int64_t base = base0 + static_cast<int64_t>(u) * 32 * V;
       if (base >= k) break;
       float wv[G][R][V];
@@ -167,6 +177,21 @@ void gemv_for(const GemvArgs& a, cudaStream_t s) {
     int64_t warps = 0;
     for (int64_t g = 0; g < (a.swiglu ? 1 : a.segments); ++g) warps += (a.m[g] + R - 1) / R;
     const unsigned grid = blocks_for(warps, kWarpsPerBlock);
+    // Preloading (bf16 weights, one or two x rows): the whole row in registers up to k = 2048
+    // (8 loads per lane), 4 loads for SwiGLU's two rows at k <= 1024 (registers bound how many
+    // blocks stay resident while they wait).
+    if constexpr (std::is_same_v<W, __nv_bfloat16> && N <= 2) {
+      if (a.tune & kTuneGemvPreload) {
+        const bool short_row = a.k <= 4 * 32 * kVec16<W>;
+        if (a.swiglu)
+          launch_pdl(gemv_vec_kernel<W, N, R, 2, 4, true>, grid, kWarpsPerBlock * 32, 0, s, a);
+        else if (short_row)
+          launch_pdl(gemv_vec_kernel<W, N, R, 1, 4, true>, grid, kWarpsPerBlock * 32, 0, s, a);
+        else
+          launch_pdl(gemv_vec_kernel<W, N, R, 1, 8, true>, grid, kWarpsPerBlock * 32, 0, s, a);
+        return;
+      }
+    }
     if (a.swiglu)
       launch_pdl(gemv_vec_kernel<W, N, R, 2>, grid, kWarpsPerBlock * 32, 0, s, a);
     else
@@ -232,6 +257,7 @@ void launch_gemv(const void* p, cudaStream_t s) {
   a.weight_type = m.weight_type;
   a.n = m.n;
   a.k = m.k;
+  a.tune = m.tune;
   launch_gemv_multi(&a, s);
 }
 

@@ -21,6 +21,25 @@ using LaunchFn = void (*)(const void* args, cudaStream_t stream);
 void set_programmatic_launch(bool on);
 bool programmatic_launch();
 
+// Batch-1 decode-chain switches, bits of the `tune` member of the launch structs that carry one
+// (filled by the backend from CudaOptions):
+// kTuneEarlyTrigger: the small PDL kernels of the chain (add_rmsnorm, qk-norm/RoPE/KV write,
+//   staged decode attention) call pdl_trigger() when they start, before their pdl_wait(), so the
+//   next kernel's blocks become resident and start their pre-wait work (the GEMV's weights) while
+//   this one still runs; kTuneGemvEarlyTrigger: the GEMV too. Safe: every kernel's pdl_wait()
+//   waits for its predecessor's completion, which waited for its own.
+// kTuneGemvPreload: the GEMV loads the first round of its weight rows into registers before its
+//   pdl_wait() (the whole row up to k = 2048 in bf16), not only an L2 prefetch.
+// kTuneKvPrefetch: the staged decode attention prefetches its keys and values into L2 before its
+//   pdl_wait() (positions and block tables are uploaded before the step's first kernel).
+constexpr int64_t kTuneEarlyTrigger = 1;
+constexpr int64_t kTuneGemvPreload = 2;
+constexpr int64_t kTuneKvPrefetch = 4;
+constexpr int64_t kTuneGemvEarlyTrigger = 8;
+// kTuneParamsEarly: add_rmsnorm and the qk-norm/RoPE/KV kernel read their constant parameters
+//   (norm weights, RoPE table, the batch's slots and positions) before their pdl_wait().
+constexpr int64_t kTuneParamsEarly = 16;
+
 // out[i, :] = table[ids[i], :] widened to f32.
 struct EmbeddingArgs {
   const void* table;
@@ -109,6 +128,7 @@ struct AddRmsNormArgs {
   ElemType weight_type;
   double eps;
   void* out_bf16 = nullptr;  // when set: out rounded to bf16 as well (BinaryArgs::out_bf16)
+  int64_t tune = 0;          // kTune* bits
 };
 void launch_add_rmsnorm(const void* args, cudaStream_t stream);
 
@@ -134,6 +154,7 @@ struct QkNormRopeKvArgs {
   // 1: one block per token, each warp 4 heads of q, k or v, the token's RoPE row and the norm
   // weights loaded before the PDL wait (CudaOptions::qk_norm_by_token); where the shape allows.
   int64_t by_token = 0;
+  int64_t tune;  // kTune* bits
 };
 void launch_qk_norm_rope_kv(const void* args, cudaStream_t stream);
 
@@ -243,6 +264,7 @@ struct MatmulArgs {
   float* out;
   ElemType weight_type;
   int64_t n, k, m;
+  int64_t tune = 0;  // kTune* bits (the GEMV path)
 };
 // Q8_0 / Q4_0 weights (raw ggml blocks, k a multiple of 32), dequantized inside the kernel
 // (quant_matmul.cu).
@@ -269,6 +291,7 @@ struct GemvArgs {
   int64_t segments, swiglu;
   ElemType weight_type;
   int64_t n, k;
+  int64_t tune;  // kTune* bits
 };
 void launch_gemv_multi(const void* args, cudaStream_t stream);
 
@@ -328,6 +351,15 @@ struct AttentionArgs {
   // Flash kernel with fast_softmax: the interleaved tile (CudaOptions::flash_interleaved).
   int64_t interleaved;
   void* out_bf16;  // flash kernel, when set: out rounded to bf16 as well (BinaryArgs::out_bf16)
+  int64_t tune;    // staged decode kernel: kTune* bits
+  // Staged decode kernel, one query row per sequence, when fused_qk = 1: the step's
+  // qk_norm_rope_kv_write (bf16 norm weights, head_dim 64/128) done inside this launch instead
+  // of its own kernel (CudaOptions::fuse_qk_attention). q and k hold the projections on entry;
+  // each block normalizes and rotates its q heads itself, the block whose keys include the new
+  // position writes the new key and value to the pools (and k in place) before reading them,
+  // and the block that finishes (sequence, kv head) last writes the rotated q heads back.
+  int64_t fused_qk;
+  QkNormRopeKvArgs qk;
 };
 // CUDA cores, f32 throughout: any cache type and head_dim <= kSimtMaxHeadDim; decode's path.
 constexpr int64_t kSimtMaxHeadDim = 512;
