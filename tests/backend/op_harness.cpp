@@ -75,9 +75,8 @@ std::vector<HarnessBackend> harness_backends() {
   // others keep the kernels that are off by default tested: each turns one of them on (or the
   // default one off) and runs every case.
   if (cuda_device_count() > 0)
-    for (const char* name :
-         {"cuda_exact", "cuda_skinny", "cuda_unstaged", "cuda_interleaved", "cuda_prefill_toggled",
-          "cuda_b1"})
+    for (const char* name : {"cuda_exact", "cuda_skinny", "cuda_unstaged", "cuda_interleaved",
+                             "cuda_prefill_toggled", "cuda_b1"})
       list.push_back({name, [name] { return make_cuda_backend(0, harness_cuda_options(name)); }});
 #endif
   return list;
