@@ -18,6 +18,11 @@ ProbeReading MachineMonitor::probe(BenchResult& result, int bandwidth_passes, in
   const Stopwatch wall;
   const BandwidthProbe bw = measure_read_bandwidth(threads_, buffer_bytes_, bandwidth_passes);
   const FmaProbe fma = measure_fma_peak(threads_, fma_samples, 0.2);
+  std::vector<double> matmul_gflops;
+  if (matmul_kind_)
+    matmul_gflops = *matmul_kind_ == DotKind::F32Fma
+                        ? fma.gflops
+                        : measure_dot_peak(*matmul_kind_, threads_, fma_samples, 0.2).gflops;
   // As run.cpu_share for the workload: the probes' limits are only comparable with the
   // workload's speed when both got a similar share of the cores.
   result.series("machine.probe_cpu_share", "fraction", true, false)
@@ -34,7 +39,14 @@ ProbeReading MachineMonitor::probe(BenchResult& result, int bandwidth_passes, in
                                       {"fma_accumulators", fma.accumulators},
                                       {"fma_f32_lanes", fma.lanes},
                                       {"fma_iterations_per_sample", fma.iterations}};
-  return {summarize(bw.gb_per_s).p50, summarize(fma.gflops).p50};
+  ProbeReading reading{summarize(bw.gb_per_s).p50, summarize(fma.gflops).p50};
+  if (matmul_kind_) {
+    Metric& m = result.series("machine.matmul_peak_gflops", "GFLOP/s", true);
+    m.samples.insert(m.samples.end(), matmul_gflops.begin(), matmul_gflops.end());
+    result.config()["machine_probe"]["matmul_peak_kind"] = dot_kind_name(*matmul_kind_);
+    reading.matmul_gflops_p50 = summarize(matmul_gflops).p50;
+  }
+  return reading;
 }
 
 int64_t MachineMonitor::workload_peak_rss_bytes() const {

@@ -3,8 +3,11 @@
 // probes' scratch memory is kept out of the workload's peak RSS.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <optional>
 
+#include "bench/dot_kernels.h"
 #include "bench/result.h"
 
 namespace infera::bench {
@@ -12,6 +15,9 @@ namespace infera::bench {
 struct ProbeReading {
   double bandwidth_gbs_p50 = 0;  // read bandwidth, 1e9 bytes/s
   double fma_gflops_p50 = 0;     // f32 multiply-add peak, all threads
+  // The peak of the instruction the workload's matmuls use (set_matmul_kind), all threads; NaN
+  // before the kind is set.
+  double matmul_gflops_p50 = NAN;
 };
 
 class MachineMonitor {
@@ -23,7 +29,14 @@ class MachineMonitor {
   // samples), appends every sample to `result`'s "machine.read_bandwidth_gbs" and
   // "machine.fma_peak_gflops" and returns this probe's medians. The peak RSS reached before the
   // probe is remembered and the kernel's peak reset after it.
+  // Once set_matmul_kind() was called, also measures that instruction's peak (`fma_samples`
+  // samples; f32 reuses the FMA samples) into "machine.matmul_peak_gflops".
   ProbeReading probe(BenchResult& result, int bandwidth_passes, int fma_samples);
+
+  // The instruction the workload's matmuls run on (known once the model is loaded); probes from
+  // here on measure its peak, the denominator of prefill's fraction of peak.
+  void set_matmul_kind(DotKind kind) { matmul_kind_ = kind; }
+  std::optional<DotKind> matmul_kind() const { return matmul_kind_; }
 
   // The peak RSS of the process leaving out the probes' buffers (when the kernel allowed the
   // reset: excludes_probes()).
@@ -38,6 +51,7 @@ class MachineMonitor {
   int64_t buffer_bytes_;
   int64_t peak_before_probes_ = 0;
   bool resets_ok_ = true;
+  std::optional<DotKind> matmul_kind_;
 };
 
 }  // namespace infera::bench

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <thread>
 
 #include "bench/environment.h"
@@ -90,24 +91,35 @@ BandwidthProbe measure_read_bandwidth(int threads, int64_t buffer_bytes, int pas
   return probe;
 }
 
+namespace {
+
+// Grows a one-thread run of `chains(iterations)` until it takes long enough to time, then scales
+// it to `seconds_per_sample`.
+int64_t calibrate_iterations(const std::function<double(int64_t)>& chains,
+                             double seconds_per_sample) {
+  int64_t iterations = 1 << 16;
+  double took = 0;
+  for (;;) {
+    Stopwatch watch;
+    g_sink = g_sink + chains(iterations);
+    took = watch.seconds();
+    if (took > 0.02 || iterations > (int64_t{1} << 40)) break;
+    iterations *= 4;
+  }
+  return std::max<int64_t>(
+      1, static_cast<int64_t>(static_cast<double>(iterations) * seconds_per_sample / took));
+}
+
+}  // namespace
+
 FmaProbe measure_fma_peak(int threads, int samples, double seconds_per_sample) {
   if (samples < 1 || !(seconds_per_sample > 0))
     throw InvalidArgument("FMA probe: need at least one sample of positive length");
   FmaProbe probe;
   probe.threads = threads;
   probe.lanes = static_cast<int64_t>(float_lanes());
-  // Calibrate on one thread: grow the loop until it runs long enough to time reliably.
-  int64_t iterations = 1 << 16;
-  double took = 0;
-  for (;;) {
-    Stopwatch watch;
-    g_sink = g_sink + fma_chains(iterations, 1.0f);
-    took = watch.seconds();
-    if (took > 0.02 || iterations > (int64_t{1} << 40)) break;
-    iterations *= 4;
-  }
-  probe.iterations = std::max<int64_t>(
-      1, static_cast<int64_t>(static_cast<double>(iterations) * seconds_per_sample / took));
+  probe.iterations = calibrate_iterations(
+      [](int64_t n) { return static_cast<double>(fma_chains(n, 1.0f)); }, seconds_per_sample);
 
   std::vector<float> results(static_cast<size_t>(threads));
   const std::vector<double> seconds = run_parallel_passes(threads, samples, [&](int t, int) {
@@ -115,6 +127,34 @@ FmaProbe measure_fma_peak(int threads, int samples, double seconds_per_sample) {
   });
   for (float r : results) g_sink = g_sink + r;
   const double flops_per_pass = 2.0 * probe.accumulators * static_cast<double>(probe.lanes) *
+                                static_cast<double>(probe.iterations) * threads;
+  for (double s : seconds) probe.gflops.push_back(flops_per_pass / s / 1e9);
+  return probe;
+}
+
+DotProbe measure_dot_peak(DotKind kind, int threads, int samples, double seconds_per_sample) {
+  DotProbe probe;
+  probe.kind = kind;
+  probe.threads = threads;
+  if (kind == DotKind::F32Fma) {
+    const FmaProbe f = measure_fma_peak(threads, samples, seconds_per_sample);
+    probe.iterations = f.iterations;
+    probe.gflops = f.gflops;
+    return probe;
+  }
+  if (samples < 1 || !(seconds_per_sample > 0))
+    throw InvalidArgument("dot probe: need at least one sample of positive length");
+  if (!dot_kind_supported(kind))
+    throw InvalidArgument(std::string("dot probe: this CPU has no ") + dot_kind_name(kind));
+  probe.iterations = calibrate_iterations([kind](int64_t n) { return dot_chains(kind, n, 1.0f); },
+                                          seconds_per_sample);
+  std::vector<double> results(static_cast<size_t>(threads));
+  const std::vector<double> seconds = run_parallel_passes(threads, samples, [&](int t, int) {
+    results[static_cast<size_t>(t)] +=
+        dot_chains(kind, probe.iterations, 1.0f + static_cast<float>(t));
+  });
+  for (double r : results) g_sink = g_sink + r;
+  const double flops_per_pass = kDotAccumulators * dot_flops_per_instruction(kind) *
                                 static_cast<double>(probe.iterations) * threads;
   for (double s : seconds) probe.gflops.push_back(flops_per_pass / s / 1e9);
   return probe;

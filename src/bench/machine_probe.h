@@ -7,6 +7,7 @@
 #include <functional>
 #include <vector>
 
+#include "bench/dot_kernels.h"
 #include "bench/machine_kernels.h"
 
 namespace infera::bench {
@@ -42,5 +43,16 @@ struct FmaProbe {
 // Runs the register-resident FMA chains on every thread at once, each sample about
 // `seconds_per_sample` long (calibrated on one thread first).
 FmaProbe measure_fma_peak(int threads, int samples, double seconds_per_sample);
+
+struct DotProbe {
+  DotKind kind = DotKind::F32Fma;
+  int threads = 1;
+  int64_t iterations = 0;      // per thread per sample
+  std::vector<double> gflops;  // all threads together, one sample per pass
+};
+
+// The peak rate of `kind`'s instruction, measured as measure_fma_peak measures f32 (F32Fma runs
+// exactly that). InvalidArgument where the CPU lacks the instruction (dot_kind_supported).
+DotProbe measure_dot_peak(DotKind kind, int threads, int samples, double seconds_per_sample);
 
 }  // namespace infera::bench

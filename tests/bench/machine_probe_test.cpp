@@ -79,6 +79,47 @@ TEST(MachineProbe, ProbesReturnOneFinitePositiveSamplePerPass) {
   for (double v : fma.gflops) EXPECT_TRUE(std::isfinite(v) && v > 0) << v;
 }
 
+TEST(MachineProbe, DotChainsEqualScalarSums) {
+  // Accumulator j of each of the 16 lanes starts at seed + j and adds, per step, the pair sum
+  // 0.5 * 0.25 * 2 = 0.25 (bf16) or the quad sum 4 x 1 x 1 = 4 (int8); every value is exact.
+  const int64_t iterations = 1000;
+  double bf16 = 0, int8 = 0;
+  for (int j = 0; j < kDotAccumulators; ++j) {
+    bf16 += 16 * (2.0 + j + 0.25 * iterations);
+    int8 += 16 * (2.0 + j + 4.0 * iterations);
+  }
+  EXPECT_THROW(dot_chains(DotKind::F32Fma, 10, 2.0f), std::exception);
+  int ran = 0;
+  if (dot_kind_supported(DotKind::Bf16Dot)) {
+    EXPECT_EQ(dot_chains(DotKind::Bf16Dot, iterations, 2.0f), bf16);
+    ++ran;
+  } else {
+    EXPECT_THROW(dot_chains(DotKind::Bf16Dot, 10, 2.0f), std::exception);
+  }
+  if (dot_kind_supported(DotKind::Int8Dot)) {
+    EXPECT_EQ(dot_chains(DotKind::Int8Dot, iterations, 2.0f), int8);
+    ++ran;
+  } else {
+    EXPECT_THROW(dot_chains(DotKind::Int8Dot, 10, 2.0f), std::exception);
+  }
+  if (ran == 0) GTEST_SKIP() << "this CPU has neither AVX512-BF16 nor AVX512-VNNI";
+}
+
+TEST(MachineProbe, DotPeakOfEachSupportedKind) {
+  for (DotKind kind : {DotKind::F32Fma, DotKind::Bf16Dot, DotKind::Int8Dot}) {
+    if (!dot_kind_supported(kind)) {
+      EXPECT_THROW(measure_dot_peak(kind, 2, 1, 0.005), std::exception) << dot_kind_name(kind);
+      continue;
+    }
+    const DotProbe p = measure_dot_peak(kind, 2, 2, 0.005);
+    EXPECT_EQ(p.kind, kind);
+    EXPECT_GT(p.iterations, 0);
+    ASSERT_EQ(p.gflops.size(), 2u);
+    for (double v : p.gflops) EXPECT_TRUE(std::isfinite(v) && v > 0) << dot_kind_name(kind);
+  }
+  EXPECT_THROW(measure_dot_peak(DotKind::Bf16Dot, 2, 0, 0.005), std::exception);
+}
+
 TEST(BenchEnvironment, NamesBuildAndMachine) {
   const nlohmann::json env = capture_environment();
   for (const char* key : {"git_revision", "compiler", "cxx_flags", "build_type", "cpu_model",

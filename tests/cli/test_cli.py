@@ -322,6 +322,8 @@ class Bench(CliTestCase):
         # Before and after: 2 passes / 1 sample each; after each repeat: 1 pass and 1 sample.
         self.assertEqual(len(m["machine.read_bandwidth_gbs"]["samples"]), 2 + 2 + 2)
         self.assertEqual(len(m["machine.fma_peak_gflops"]["samples"]), 1 + 1 + 2)
+        # The matmuls' own peak is probed once the weights are known: after each repeat and after.
+        self.assertEqual(len(m["machine.matmul_peak_gflops"]["samples"]), 2 + 1)
         self.assertEqual(len(m["load.seconds"]["samples"]), 1)
         self.assertEqual(len(m["run.cpu_share"]["samples"]), 2)
         self.assertEqual(len(m["machine.probe_cpu_share"]["samples"]), 4)  # before, 2 repeats, after
@@ -338,9 +340,31 @@ class Bench(CliTestCase):
         roof = j["derived"]["roofline"]
         self.assertGreater(roof["decode"]["8"]["fraction_of_bandwidth_roofline"], 0)
         self.assertGreater(roof["prefill"]["16"]["fraction_of_fma_peak"], 0)
+        self.assertGreater(roof["prefill"]["16"]["fraction_of_matmul_peak"], 0)
+        self.assertEqual(roof["matmul_peak_kind"], "f32 FMA peak")  # bf16 weights widened to f32
+        self.assertEqual(len(m["prefill.16.matmul_peak_fraction"]["samples"]), 2)
         self.assertEqual(len(m["decode.8.bandwidth_roofline_fraction"]["samples"]), 2)
         # Work per token from the fixture's shapes: 2 layers x K and V x 2 heads x 16 dims x f32.
         self.assertEqual(j["derived"]["cost_model"]["kv_bytes_per_position"], 2 * 2 * 2 * 16 * 4)
+
+    def test_bf16_matmuls_are_held_to_the_bf16_dot_peak(self):
+        # --matmul-precision bf16 on bf16 weights runs vdpbf16ps where the CPU has AVX512-BF16, and
+        # prefill's fraction of peak must be of that instruction's peak (about 2x the f32 FMA one).
+        flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+        has_bf16 = "avx512_bf16" in flags.split()
+        with tempfile.TemporaryDirectory() as d:
+            out = Path(d) / "r.json"
+            r = infera("bench", "--model", MICRO, *self.ARGS, "--matmul-precision", "bf16", "--out", out,
+                       "--quiet")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            j = json.loads(out.read_text())
+        roof = j["derived"]["roofline"]
+        self.assertEqual(roof["matmul_peak_kind"], "bf16 dot (vdpbf16ps) peak" if has_bf16 else "f32 FMA peak")
+        p = roof["prefill"]["16"]
+        self.assertAlmostEqual(p["fraction_of_matmul_peak"],
+                               p["gflops_p50"] / roof["matmul_peak_gflops_p50"], places=9)
+        if has_bf16:  # the dot peak is its own measurement, well above the f32 one
+            self.assertGreater(roof["matmul_peak_gflops_p50"], 1.3 * roof["fma_peak_gflops_p50"])
 
     def test_bad_lengths_are_one_line_errors(self):
         for args, fragment in [(["--prefill", "0"], "--prefill"), (["--prefill", "50000"], "--prefill 50000"),

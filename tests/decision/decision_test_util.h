@@ -6,10 +6,12 @@
 // tokenize to the marker id unless the runtime neutralises it.
 #pragma once
 
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <stdexcept>
 
 #include "infera/tokenizer.h"
 #include "test_paths.h"
@@ -17,8 +19,11 @@
 namespace infera::decision::test_util {
 
 inline std::string micro_tokenizer_json() {
-  std::ifstream in(std::filesystem::path(INFERA_SOURCE_DIR) /
-                   "tests/data/tokenizer_parity/wordpiece_bert.json");
+  const auto path =
+      std::filesystem::path(INFERA_SOURCE_DIR) / "tests/data/tokenizer_parity/wordpiece_bert.json";
+  std::ifstream in(path);
+  // A binary run away from its source tree (a GPU machine) should say so, not fail to parse "".
+  if (!in) throw std::runtime_error("cannot open " + path.string() + " (INFERA_SOURCE_DIR)");
   nlohmann::json j = nlohmann::json::parse(in);
   const std::map<std::string, int> moved = {
       {"[CLS]", 4090}, {"[SEP]", 4091}, {"[PAD]", 4092}, {"[MASK]", 4093}};

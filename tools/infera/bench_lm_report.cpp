@@ -32,7 +32,8 @@ std::string describe(const char* what, double value, const char* unit) {
 
 void derive_rooflines(bench::BenchResult& result, const LmCostModel& cost,
                       const std::vector<int64_t>& prefill, const std::vector<int64_t>& contexts,
-                      int64_t decode_steps, const std::vector<bench::ProbeReading>& per_repeat) {
+                      int64_t decode_steps, const std::vector<bench::ProbeReading>& per_repeat,
+                      bench::DotKind matmul) {
   using bench::json_number;
   nlohmann::json& d = result.derived();
   d["cost_model"] = {{"weight_bytes_per_decode_token", cost.weight_bytes_per_decode_token},
@@ -42,16 +43,24 @@ void derive_rooflines(bench::BenchResult& result, const LmCostModel& cost,
                      {"attention_flops_per_query_key_pair", cost.attention_flops_per_pair}};
   const double bandwidth = p50(result, "machine.read_bandwidth_gbs");  // GB/s
   const double peak = p50(result, "machine.fma_peak_gflops");          // GFLOP/s
+  // The matmuls' own instruction; without its samples (no probe after the load) the f32 peak.
+  const bool own = result.find_metric("machine.matmul_peak_gflops") != nullptr;
+  const double matmul_peak = own ? p50(result, "machine.matmul_peak_gflops") : peak;
+  const std::string matmul_name =
+      std::string(bench::dot_kind_name(own ? matmul : bench::DotKind::F32Fma)) + " peak";
   d["roofline"] = {{"read_bandwidth_gbs_p50", json_number(bandwidth)},
                    {"fma_peak_gflops_p50", json_number(peak)},
+                   {"matmul_peak_kind", matmul_name},
+                   {"matmul_peak_gflops_p50", json_number(matmul_peak)},
                    {"decode", nlohmann::json::object()},
                    {"prefill", nlohmann::json::object()}};
   nlohmann::json& fractions = d["fractions"] = nlohmann::json::object();
 
-  std::vector<double> bandwidths, peaks;  // bytes/s and FLOP/s per repeat
+  std::vector<double> bandwidths, peaks, matmul_peaks;  // bytes/s and FLOP/s per repeat
   for (const bench::ProbeReading& p : per_repeat) {
     bandwidths.push_back(p.bandwidth_gbs_p50 * 1e9);
     peaks.push_back(p.fma_gflops_p50 * 1e9);
+    if (std::isfinite(p.matmul_gflops_p50)) matmul_peaks.push_back(p.matmul_gflops_p50 * 1e9);
   }
 
   for (int64_t c : contexts) {
@@ -80,15 +89,21 @@ void derive_rooflines(bench::BenchResult& result, const LmCostModel& cost,
     const std::string metric = "prefill." + std::to_string(n) + ".tokens_per_second";
     const double tps = p50(result, metric);
     const double gflops = flops * tps / static_cast<double>(n) / 1e9;
-    const double fraction = gflops / peak;
-    d["roofline"]["prefill"][std::to_string(n)] = {{"flops", flops},
-                                                   {"gflops_p50", json_number(gflops)},
-                                                   {"fraction_of_fma_peak", json_number(fraction)}};
+    const double fraction = gflops / matmul_peak;
+    d["roofline"]["prefill"][std::to_string(n)] = {
+        {"flops", flops},
+        {"gflops_p50", json_number(gflops)},
+        {"fraction_of_fma_peak", json_number(gflops / peak)},
+        {"fraction_of_matmul_peak", json_number(fraction)}};
     if (std::isfinite(fraction))
       fractions[metric] = {{"fraction", fraction},
-                           {"of", describe("f32 FMA peak", peak, "GFLOP/s")}};
-    add_paired_fraction(result, metric, "prefill." + std::to_string(n) + ".fma_peak_fraction",
-                        flops / static_cast<double>(n), peaks);
+                           {"of", describe(matmul_name.c_str(), matmul_peak, "GFLOP/s")}};
+    const std::string p = "prefill." + std::to_string(n);
+    add_paired_fraction(result, metric, p + ".fma_peak_fraction", flops / static_cast<double>(n),
+                        peaks);
+    if (matmul_peaks.size() == peaks.size())
+      add_paired_fraction(result, metric, p + ".matmul_peak_fraction",
+                          flops / static_cast<double>(n), matmul_peaks);
   }
 }
 

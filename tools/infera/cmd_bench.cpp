@@ -101,11 +101,27 @@ void progress(const BenchOptions& o, const char* format, auto... args) {
 
 void log_probe(const BenchOptions& o, const char* phase, const bench::ProbeReading& r,
                const bench::MachineMonitor& monitor) {
+  std::string matmul;
+  if (const auto kind = monitor.matmul_kind(); kind && *kind != bench::DotKind::F32Fma)
+    matmul = ", " + std::string(bench::dot_kind_name(*kind)) + " peak " +
+             std::to_string(static_cast<int>(r.matmul_gflops_p50)) + " GFLOP/s";
   progress(o,
-           "machine %s: read bandwidth %.1f GB/s (%lld MiB buffer), f32 FMA peak %.1f GFLOP/s, %d "
-           "threads\n",
+           "machine %s: read bandwidth %.1f GB/s (%lld MiB buffer), f32 FMA peak %.1f GFLOP/s%s, "
+           "%d threads\n",
            phase, r.bandwidth_gbs_p50, static_cast<long long>(monitor.buffer_bytes() >> 20),
-           r.fma_gflops_p50, monitor.threads());
+           r.fma_gflops_p50, matmul.c_str(), monitor.threads());
+}
+
+// The instruction the CPU backend's prefill matmuls run on for these weights: quantized weights
+// through the int8 GEMMs (VNNI), bf16 weights with --matmul-precision bf16 through vdpbf16ps
+// where the CPU has it (cpu_backend.h), everything else widened to f32 FMA.
+bench::DotKind matmul_kind(DType weights, const std::string& precision) {
+  using bench::DotKind;
+  if (dtype_is_quantized(weights))
+    return bench::dot_kind_supported(DotKind::Int8Dot) ? DotKind::Int8Dot : DotKind::F32Fma;
+  if (weights == DType::BF16 && precision == "bf16" && bench::dot_kind_supported(DotKind::Bf16Dot))
+    return DotKind::Bf16Dot;
+  return DotKind::F32Fma;
 }
 
 void record_prefill(BenchResult& r, int64_t n, const StageSeconds& t) {
@@ -169,6 +185,7 @@ void run_bench(const BenchOptions& o, const std::string& command_line) {
   load_bench_model(m, dir, {.dummy_weights = o.dummy_weights, .dummy_seed = o.dummy_seed});
   const ModelInfo& info = m.model->info();
   validate(o, info.max_positions);
+  if (probe) monitor.set_matmul_kind(matmul_kind(info.weight_dtype, o.matmul_precision));
   result.series("load.seconds", "s", false).samples.push_back(m.load_seconds);
   result.series("load.backend_seconds", "s", false, false).samples.push_back(m.backend_seconds);
   result.series("memory.rss_after_load_mib", "MiB", false)
@@ -251,7 +268,8 @@ void run_bench(const BenchOptions& o, const std::string& command_line) {
   if (probe)
     log_probe(o, "after", monitor.probe(result, o.bandwidth_passes, o.fma_samples), monitor);
 
-  derive_rooflines(result, lm.cost(), o.prefill, o.decode_contexts, o.decode_steps, interleaved);
+  derive_rooflines(result, lm.cost(), o.prefill, o.decode_contexts, o.decode_steps, interleaved,
+                   monitor.matmul_kind().value_or(bench::DotKind::F32Fma));
   const fs::path path = o.out.empty() ? bench::write_result(result, o.out_dir) : fs::path(o.out);
   if (!o.out.empty()) bench::write_result_file(result, path);
   std::printf("%s\n%s", model_summary.c_str(), bench::summary_table(result).c_str());
