@@ -7,13 +7,11 @@
 // each against its old path. Skips where no CUDA device is visible.
 #include <gtest/gtest.h>
 
-#include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda_test_models.h"
 #include "engine/kv_cache.h"
 #include "engine/step.h"
 #include "model/causal_lm.h"
@@ -22,24 +20,12 @@
 namespace infera {
 namespace {
 
-namespace fs = std::filesystem;
-
-// A model folder holding only `config` (dummy weights need no weight file).
-fs::path config_dir(const std::string& name, const std::string& config) {
-  const fs::path dir = fs::temp_directory_path() / ("infera_shadow_" + name);
-  fs::create_directories(dir);
-  std::ofstream(dir / "config.json") << config;
-  return dir;
-}
+using cuda_test::config_dir;
+using cuda_test::kQwen3;
+using cuda_test::nmse;
+using cuda_test::prompt_logits;
 
 constexpr int kLayers = 3;
-
-const char* const kQwen3 = R"({
-  "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "head_dim": 128,
-  "hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 2,
-  "num_key_value_heads": 1, "num_hidden_layers": 3, "max_position_embeddings": 4096,
-  "rms_norm_eps": 1e-06, "rope_theta": 1000000, "tie_word_embeddings": true,
-  "torch_dtype": "bfloat16", "vocab_size": 512})";
 
 const char* const kModernBert = R"({
   "architectures": ["ModernBertForMaskedLM"], "model_type": "modernbert", "hidden_size": 128,
@@ -67,25 +53,14 @@ const char* const kQwen3Heads16 = R"({
 
 // Logits of every row of a 150-token prompt.
 std::vector<float> qwen3_prefill(Backend& backend, const char* config = kQwen3) {
-  auto model = load_causal_lm(config_dir(config == kQwen3 ? "qwen3" : "qwen3_h16", config), backend,
-                              {.dummy_weights = true});
-  const int64_t n = 150, vocab = model->info().vocab;
-  KvCache cache(backend, model->kv_shape(),
-                {.block_size = 16, .num_blocks = 16, .dtype = DType::BF16});
-  const SeqId seq = cache.add_sequence();
-  EXPECT_TRUE(cache.reserve(seq, n));
-  std::vector<int32_t> ids;
-  for (int64_t i = 0; i < n; ++i) ids.push_back(static_cast<int32_t>((i * 7919 + 13) % vocab));
-  const SeqChunk chunk{seq, ids, OutputRows::All};
-  std::vector<float> logits(static_cast<size_t>(n * vocab));
-  run_step(*model, cache, std::span<const SeqChunk>(&chunk, 1), logits);
-  return logits;
+  return prompt_logits(
+      backend, config_dir(config == kQwen3 ? "shadow_qwen3" : "shadow_qwen3_h16", config), 150);
 }
 
 // Final hidden states of two packed sequences (70 and 130 rows: one and three 64-row tiles,
 // windows crossing tile edges).
 std::vector<float> modernbert_hidden(Backend& backend) {
-  auto model = load_encoder(config_dir("modernbert", kModernBert), backend,
+  auto model = load_encoder(config_dir("shadow_modernbert", kModernBert), backend,
                             {.dummy_weights = true, .dummy_seed = 3});
   std::vector<std::vector<int32_t>> seqs(2);
   for (int i = 0; i < 70; ++i) seqs[0].push_back((i * 31 + 5) % 512);
@@ -154,16 +129,6 @@ TEST_F(CudaShadowTest, ModernBertWithShadowsEqualsConvertingBitForBit) {
   // layernorm -> Wi, GeGLU -> Wo2.
   EXPECT_EQ(cuda_stats(*shadowed)->bf16_shadows, 4 * kLayers);
   EXPECT_EQ(cuda_stats(*plain)->bf16_shadows, 0);
-}
-
-double nmse(const std::vector<float>& got, const std::vector<float>& want) {
-  double err = 0, ref = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double d = double(got[i]) - double(want[i]);
-    err += d * d;
-    ref += double(want[i]) * double(want[i]);
-  }
-  return ref > 0 ? err / ref : std::nan("");  // NaN fails every bound
 }
 
 CudaOptions prefill_switches(bool glu_bf16, bool qk_by_token) {

@@ -7,13 +7,12 @@
 // cuda_skinny) checks it against scalar references. Skips where no CUDA device is visible.
 #include <gtest/gtest.h>
 
-#include <filesystem>
-#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda_test_models.h"
 #include "core/dtype_convert.h"
 #include "engine/kv_cache.h"
 #include "engine/step.h"
@@ -23,43 +22,15 @@
 namespace infera {
 namespace {
 
-namespace fs = std::filesystem;
-
-const char* const kQwen3 = R"({
-  "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "head_dim": 128,
-  "hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 2,
-  "num_key_value_heads": 1, "num_hidden_layers": 3, "max_position_embeddings": 4096,
-  "rms_norm_eps": 1e-06, "rope_theta": 1000000, "tie_word_embeddings": true,
-  "torch_dtype": "bfloat16", "vocab_size": 512})";
+using cuda_test::config_dir;
+using cuda_test::kQwen3;
+using cuda_test::nmse;
+using cuda_test::prompt_logits;
 
 // Logits of every row of an n-token prompt (n within the skinny range: every matmul of the step,
 // the LM head included, takes it when on).
 std::vector<float> qwen3_prefill(Backend& backend, int64_t n) {
-  const fs::path dir = fs::temp_directory_path() / "infera_skinny_qwen3";
-  fs::create_directories(dir);
-  std::ofstream(dir / "config.json") << kQwen3;
-  auto model = load_causal_lm(dir, backend, {.dummy_weights = true});
-  const int64_t vocab = model->info().vocab;
-  KvCache cache(backend, model->kv_shape(),
-                {.block_size = 16, .num_blocks = 16, .dtype = DType::BF16});
-  const SeqId seq = cache.add_sequence();
-  EXPECT_TRUE(cache.reserve(seq, n));
-  std::vector<int32_t> ids;
-  for (int64_t i = 0; i < n; ++i) ids.push_back(static_cast<int32_t>((i * 7919 + 13) % vocab));
-  const SeqChunk chunk{seq, ids, OutputRows::All};
-  std::vector<float> logits(static_cast<size_t>(n * vocab));
-  run_step(*model, cache, std::span<const SeqChunk>(&chunk, 1), logits);
-  return logits;
-}
-
-double nmse(const std::vector<float>& got, const std::vector<float>& want) {
-  double err = 0, ref = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double d = double(got[i]) - double(want[i]);
-    err += d * d;
-    ref += double(want[i]) * double(want[i]);
-  }
-  return ref > 0 ? err / ref : 1.0;  // NaN propagates and fails the caller's <=
+  return prompt_logits(backend, config_dir("skinny_qwen3", kQwen3), n);
 }
 
 CudaOptions skinny(bool on, bool profile = false) {

@@ -1,0 +1,65 @@
+// Small dummy-weight Qwen3 models for the CUDA model-level tests (shadows, skinny GEMM, prefill
+// switches): a config folder, the logits of every row of one prompt, and the normalized error
+// the tests bound.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "engine/kv_cache.h"
+#include "engine/step.h"
+#include "model/causal_lm.h"
+
+namespace infera::cuda_test {
+
+// Qwen3 with the real head size (head_dim 128, GQA 2: attention takes the flash kernel).
+inline const char* const kQwen3 = R"({
+  "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "head_dim": 128,
+  "hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 2,
+  "num_key_value_heads": 1, "num_hidden_layers": 3, "max_position_embeddings": 4096,
+  "rms_norm_eps": 1e-06, "rope_theta": 1000000, "tie_word_embeddings": true,
+  "torch_dtype": "bfloat16", "vocab_size": 512})";
+
+// A model folder holding only `config` (dummy weights need no weight file), under the temp dir.
+inline std::filesystem::path config_dir(const std::string& name, const std::string& config) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("infera_" + name);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "config.json") << config;
+  return dir;
+}
+
+// Logits of every row of an n-token prompt (n <= 256) through the dummy-weight model of `dir`.
+inline std::vector<float> prompt_logits(Backend& backend, const std::filesystem::path& dir,
+                                        int64_t n) {
+  auto model = load_causal_lm(dir, backend, {.dummy_weights = true});
+  const int64_t vocab = model->info().vocab;
+  KvCache cache(backend, model->kv_shape(),
+                {.block_size = 16, .num_blocks = 16, .dtype = DType::BF16});
+  const SeqId seq = cache.add_sequence();
+  EXPECT_TRUE(cache.reserve(seq, n));
+  std::vector<int32_t> ids;
+  for (int64_t i = 0; i < n; ++i) ids.push_back(static_cast<int32_t>((i * 7919 + 13) % vocab));
+  const SeqChunk chunk{seq, ids, OutputRows::All};
+  std::vector<float> logits(static_cast<size_t>(n * vocab));
+  run_step(*model, cache, std::span<const SeqChunk>(&chunk, 1), logits);
+  return logits;
+}
+
+// Sum of squared differences over the reference's sum of squares; NaN (which fails every bound)
+// when the reference is all zeros or anything is NaN.
+inline double nmse(const std::vector<float>& got, const std::vector<float>& want) {
+  double err = 0, ref = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double d = double(got[i]) - double(want[i]);
+    err += d * d;
+    ref += double(want[i]) * double(want[i]);
+  }
+  return ref > 0 ? err / ref : std::nan("");
+}
+
+}  // namespace infera::cuda_test
