@@ -19,11 +19,10 @@
 namespace infera::decision::test_util {
 
 inline std::string micro_tokenizer_json() {
-  const auto path =
-      std::filesystem::path(INFERA_SOURCE_DIR) / "tests/data/tokenizer_parity/wordpiece_bert.json";
+  const auto path = test::source_dir() / "tests/data/tokenizer_parity/wordpiece_bert.json";
   std::ifstream in(path);
   // A binary run away from its source tree (a GPU machine) should say so, not fail to parse "".
-  if (!in) throw std::runtime_error("cannot open " + path.string() + " (INFERA_SOURCE_DIR)");
+  if (!in) throw std::runtime_error("cannot open " + path.string() + " (set INFERA_SOURCE_DIR)");
   nlohmann::json j = nlohmann::json::parse(in);
   const std::map<std::string, int> moved = {
       {"[CLS]", 4090}, {"[SEP]", 4091}, {"[PAD]", 4092}, {"[MASK]", 4093}};

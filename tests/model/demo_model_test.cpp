@@ -30,11 +30,9 @@ namespace {
 
 constexpr float kLogitTolerance = 1e-4f;
 
-std::filesystem::path demo_model_dir() {
-  return std::filesystem::path(INFERA_SOURCE_DIR) / "models" / "infera-demo";
-}
+std::filesystem::path demo_model_dir() { return test::source_dir() / "models" / "infera-demo"; }
 std::filesystem::path reference_dir() {
-  return std::filesystem::path(INFERA_SOURCE_DIR) / "tests" / "data" / "infera-demo";
+  return test::source_dir() / "tests" / "data" / "infera-demo";
 }
 
 int32_t argmax(std::span<const float> v) {
