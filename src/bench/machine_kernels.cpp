@@ -15,24 +15,31 @@ namespace hn = hwy::HWY_NAMESPACE;
 HWY_NOINLINE double StreamReadSum(const float* HWY_RESTRICT p, size_t n) {
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
-  // Eight independent sums keep the loop bound by loads, not by the add latency.
+  // Four streams in lockstep (the buffer's quarters, two vectors of each per step): a core keeps
+  // more lines in flight than with one sequential stream (on a 2-core EPYC: 43 vs 30 GB/s on one
+  // core, 85 vs 60 on two), so this finds the bandwidth a reader can reach, not what one stream
+  // gets. Eight independent sums keep the loop bound by loads, not by the add latency.
+  const size_t step = 2 * lanes, quarter = n / 4 / step * step;
+  const float* HWY_RESTRICT a = p;
+  const float* HWY_RESTRICT b = p + quarter;
+  const float* HWY_RESTRICT c = p + 2 * quarter;
+  const float* HWY_RESTRICT e = p + 3 * quarter;
   auto s0 = hn::Zero(d), s1 = hn::Zero(d), s2 = hn::Zero(d), s3 = hn::Zero(d);
   auto s4 = hn::Zero(d), s5 = hn::Zero(d), s6 = hn::Zero(d), s7 = hn::Zero(d);
-  size_t i = 0;
-  for (; i + 8 * lanes <= n; i += 8 * lanes) {
-    s0 = hn::Add(s0, hn::Load(d, p + i));
-    s1 = hn::Add(s1, hn::Load(d, p + i + lanes));
-    s2 = hn::Add(s2, hn::Load(d, p + i + 2 * lanes));
-    s3 = hn::Add(s3, hn::Load(d, p + i + 3 * lanes));
-    s4 = hn::Add(s4, hn::Load(d, p + i + 4 * lanes));
-    s5 = hn::Add(s5, hn::Load(d, p + i + 5 * lanes));
-    s6 = hn::Add(s6, hn::Load(d, p + i + 6 * lanes));
-    s7 = hn::Add(s7, hn::Load(d, p + i + 7 * lanes));
+  for (size_t i = 0; i < quarter; i += step) {
+    s0 = hn::Add(s0, hn::Load(d, a + i));
+    s1 = hn::Add(s1, hn::Load(d, a + i + lanes));
+    s2 = hn::Add(s2, hn::Load(d, b + i));
+    s3 = hn::Add(s3, hn::Load(d, b + i + lanes));
+    s4 = hn::Add(s4, hn::Load(d, c + i));
+    s5 = hn::Add(s5, hn::Load(d, c + i + lanes));
+    s6 = hn::Add(s6, hn::Load(d, e + i));
+    s7 = hn::Add(s7, hn::Load(d, e + i + lanes));
   }
   const auto total =
       hn::Add(hn::Add(hn::Add(s0, s1), hn::Add(s2, s3)), hn::Add(hn::Add(s4, s5), hn::Add(s6, s7)));
   double sum = hn::GetLane(hn::SumOfLanes(d, total));
-  for (; i < n; ++i) sum += p[i];
+  for (size_t i = 4 * quarter; i < n; ++i) sum += p[i];
   return sum;
 }
 

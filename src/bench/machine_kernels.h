@@ -7,8 +7,9 @@
 
 namespace infera::bench {
 
-// Streams [p, p + n) once (aligned vector loads into independent accumulators) and returns the
-// sum, so the reads cannot be optimised away. `p` must be aligned to 64 bytes.
+// Streams [p, p + n) once, its four quarters in lockstep (aligned vector loads into independent
+// accumulators), and returns the sum, so the reads cannot be optimised away. `p` must be aligned
+// to 64 bytes.
 double stream_read_sum(const float* p, size_t n);
 
 // kFmaAccumulators independent register-resident multiply-add chains of one vector each,

@@ -30,9 +30,10 @@ TEST(MachineProbe, ParallelPassesRunEveryThreadOncePerPass) {
 }
 
 TEST(MachineProbe, StreamReadSumEqualsScalarSum) {
-  // Small integers sum exactly in float and double whatever the order. Lengths cover the
-  // 8-vector main loop and the scalar tail.
-  for (size_t n : {size_t{0}, size_t{1}, size_t{127}, size_t{128}, size_t{129}, size_t{4099}}) {
+  // Small integers sum exactly in float and double whatever the order. Lengths cover no main
+  // loop, the four-quarter main loop and the scalar tail after it.
+  for (size_t n :
+       {size_t{0}, size_t{1}, size_t{127}, size_t{128}, size_t{129}, size_t{4099}, size_t{12345}}) {
     const size_t bytes = ((n + 16) * sizeof(float) + 63) / 64 * 64;  // a multiple of the alignment
     std::unique_ptr<float, decltype(&std::free)> p(
         static_cast<float*>(std::aligned_alloc(64, bytes)), &std::free);
