@@ -158,6 +158,24 @@ inline void backend_matmul_reference(DType dtype, const std::vector<float>& x, i
   }
 }
 
+// backend.matmul of x [n, k] (from xv) by the weight w [m, k] (wbytes: its blocks in the file
+// layout, for the reference), every output within the reference's bound; a NaN fails the
+// comparison. Fatal on the first miss: callers wrap it in ASSERT_NO_FATAL_FAILURE.
+inline void expect_backend_matmul_within_reference(Backend& backend, const Tensor& w,
+                                                   const std::vector<uint8_t>& wbytes,
+                                                   const std::vector<float>& xv, int64_t n) {
+  const int64_t m = w.dim(0), k = w.dim(1);
+  Tensor x = backend.alloc("x", DType::F32, {n, k});
+  std::memcpy(x.data(), xv.data(), xv.size() * 4);
+  Tensor out = backend.alloc("out", DType::F32, {n, m});
+  backend.matmul(x, w, out);
+  std::vector<double> want, bound;
+  backend_matmul_reference(w.dtype(), xv, n, k, wbytes, m, want, bound);
+  for (size_t i = 0; i < want.size(); ++i)
+    ASSERT_TRUE(std::fabs(out.data_as<float>()[i] - want[i]) <= bound[i])
+        << i << ": " << out.data_as<float>()[i] << " vs " << want[i];
+}
+
 template <typename Body>
 void for_each_simd_target(Body body) {
   int tested = 0;

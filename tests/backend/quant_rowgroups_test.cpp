@@ -178,18 +178,12 @@ TEST(QuantMatmul, PreparedRowGroupWeightsGiveTheSameResults) {
           SCOPED_TRACE(testing::Message()
                        << dtype_name(dtype) << " threads=" << threads << " n=" << n);
           const auto xv = random_values(size_t(n * k), 9);
-          Tensor x = backend->alloc("x", DType::F32, {n, k});
-          std::memcpy(x.data(), xv.data(), xv.size() * 4);
-          Tensor out = backend->alloc("out", DType::F32, {n, m});
-          backend->matmul(x, w, out);
-          std::vector<double> want, bound;
-          backend_matmul_reference(dtype, xv, n, k, wbytes, m, want, bound);
-          for (size_t i = 0; i < want.size(); ++i)
-            ASSERT_TRUE(std::fabs(out.data_as<float>()[i] - want[i]) <= bound[i])
-                << i << ": " << out.data_as<float>()[i] << " vs " << want[i];
+          ASSERT_NO_FATAL_FAILURE(
+              expect_backend_matmul_within_reference(*backend, w, wbytes, xv, n));
           if (n >= cpu::kQuantPrefillRows) {  // the non-VNNI prefill path on the same layout
             cpu::ThreadPool pool(threads);
             std::vector<float> panel_out(size_t(n * m), NAN);
+            std::vector<double> want, bound;
             cpu::matmul_quantized_f32_panels(
                 pool, xv.data(), n, k, w.data(), dtype, m, panel_out.data(),
                 repacked ? cpu::WeightLayout::RowGroups : cpu::WeightLayout::Rows);
