@@ -32,8 +32,7 @@ std::string describe(const char* what, double value, const char* unit) {
 
 void derive_rooflines(bench::BenchResult& result, const LmCostModel& cost,
                       const std::vector<int64_t>& prefill, const std::vector<int64_t>& contexts,
-                      int64_t decode_steps, const std::vector<bench::ProbeReading>& per_repeat,
-                      bench::DotKind matmul) {
+                      int64_t decode_steps, const std::vector<bench::ProbeReading>& per_repeat) {
   using bench::json_number;
   nlohmann::json& d = result.derived();
   d["cost_model"] = {{"weight_bytes_per_decode_token", cost.weight_bytes_per_decode_token},
@@ -43,11 +42,17 @@ void derive_rooflines(bench::BenchResult& result, const LmCostModel& cost,
                      {"attention_flops_per_query_key_pair", cost.attention_flops_per_pair}};
   const double bandwidth = p50(result, "machine.read_bandwidth_gbs");  // GB/s
   const double peak = p50(result, "machine.fma_peak_gflops");          // GFLOP/s
-  // The matmuls' own instruction; without its samples (no probe after the load) the f32 peak.
-  const bool own = result.find_metric("machine.matmul_peak_gflops") != nullptr;
+  // The matmuls' own instruction, as the monitor recorded it; without its samples (no probe
+  // after the load) the f32 peak.
+  const nlohmann::json& config = result.config();
+  const auto probe = config.find("machine_probe");
+  const bool own = result.find_metric("machine.matmul_peak_gflops") != nullptr &&
+                   probe != config.end() && probe->contains("matmul_peak_kind");
   const double matmul_peak = own ? p50(result, "machine.matmul_peak_gflops") : peak;
   const std::string matmul_name =
-      std::string(bench::dot_kind_name(own ? matmul : bench::DotKind::F32Fma)) + " peak";
+      (own ? probe->at("matmul_peak_kind").get<std::string>()
+           : std::string(bench::dot_kind_name(bench::DotKind::F32Fma))) +
+      " peak";
   d["roofline"] = {{"read_bandwidth_gbs_p50", json_number(bandwidth)},
                    {"fma_peak_gflops_p50", json_number(peak)},
                    {"matmul_peak_kind", matmul_name},

@@ -19,10 +19,10 @@ namespace infera::cli {
 // "decode.<c>.bandwidth_roofline_fraction", "prefill.<n>.fma_peak_fraction" and
 // "prefill.<n>.matmul_peak_fraction": repeat r's speed against probe r, a ratio measured under the
 // same machine load. Prefill's headline fraction ("fractions", "fraction_of_matmul_peak") is of
-// the `matmul` instruction's peak ("machine.matmul_peak_gflops"); the f32 FMA one stays beside it.
+// the matmul instruction's peak ("machine.matmul_peak_gflops", its kind in
+// config.machine_probe.matmul_peak_kind); the f32 FMA one stays beside it.
 void derive_rooflines(bench::BenchResult& result, const LmCostModel& cost,
                       const std::vector<int64_t>& prefill, const std::vector<int64_t>& contexts,
-                      int64_t decode_steps, const std::vector<bench::ProbeReading>& per_repeat,
-                      bench::DotKind matmul = bench::DotKind::F32Fma);
+                      int64_t decode_steps, const std::vector<bench::ProbeReading>& per_repeat);
 
 }  // namespace infera::cli

@@ -268,8 +268,7 @@ void run_bench(const BenchOptions& o, const std::string& command_line) {
   if (probe)
     log_probe(o, "after", monitor.probe(result, o.bandwidth_passes, o.fma_samples), monitor);
 
-  derive_rooflines(result, lm.cost(), o.prefill, o.decode_contexts, o.decode_steps, interleaved,
-                   monitor.matmul_kind().value_or(bench::DotKind::F32Fma));
+  derive_rooflines(result, lm.cost(), o.prefill, o.decode_contexts, o.decode_steps, interleaved);
   const fs::path path = o.out.empty() ? bench::write_result(result, o.out_dir) : fs::path(o.out);
   if (!o.out.empty()) bench::write_result_file(result, path);
   std::printf("%s\n%s", model_summary.c_str(), bench::summary_table(result).c_str());
