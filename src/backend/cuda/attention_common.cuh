@@ -88,4 +88,38 @@ __device__ inline bool merge_splits_if_last(const AttentionArgs& a, int b, int g
   return true;
 }
 
+// The keys this block of a split decode attention reads, into span[0, 2): the key ranges of its
+// nv query vectors (vector_row_head, key_range) merged, then the block's share (split of
+// a.splits) of whole 32-key tiles of that span, split evenly. Every thread of the block calls it
+// (it synchronizes twice); vr and span live in shared memory.
+template <int NV>
+__device__ __forceinline__ void decode_block_key_span(const AttentionArgs& a, int row_begin, int g,
+                                                      int nv, int len, int split, int (&vr)[NV][2],
+                                                      int (&span)[4]) {
+  const int tid = threadIdx.x;
+  if (tid < NV) {
+    int lo = 0, hi = 0;
+    if (tid < nv) {
+      int row, head;
+      vector_row_head(a, row_begin, g, tid, row, head);
+      key_range(a, a.positions[row], len, lo, hi);
+    }
+    vr[tid][0] = lo;
+    vr[tid][1] = hi;
+  }
+  __syncthreads();
+  if (tid == 0) {
+    int lo = len, hi = 0;
+    for (int v = 0; v < nv; ++v) {
+      lo = min(lo, vr[v][0]);
+      hi = max(hi, vr[v][1]);
+    }
+    const int width = max(hi - lo, 0), splits = static_cast<int>(a.splits);
+    const int per = ((width + splits - 1) / splits + 31) / 32 * 32;
+    span[0] = min(hi, lo + split * per);
+    span[1] = min(hi, lo + (split + 1) * per);
+  }
+  __syncthreads();
+}
+
 }  // namespace infera::cuda

@@ -55,31 +55,7 @@ __global__ void __launch_bounds__(kWarps * 32, NV == 2 ? 4 : 1)
     }
     qs[v][e] = val;
   }
-  if (tid < NV) {
-    int lo = 0, hi = 0;
-    if (tid < nv) {
-      int row, head;
-      vector_row_head(a, row_begin, g, tid, row, head);
-      key_range(a, a.positions[row], len, lo, hi);
-    }
-    vr[tid][0] = lo;
-    vr[tid][1] = hi;
-  }
-  __syncthreads();
-  if (tid == 0) {
-    int lo = len, hi = 0;
-    for (int v = 0; v < nv; ++v) {
-      lo = min(lo, vr[v][0]);
-      hi = max(hi, vr[v][1]);
-    }
-    // This block's share of the keys: whole 32-key tiles of the span, split evenly (as the
-    // general kernel does).
-    const int width = max(hi - lo, 0), splits = static_cast<int>(a.splits);
-    const int per = ((width + splits - 1) / splits + 31) / 32 * 32;
-    span[0] = min(hi, lo + split * per);
-    span[1] = min(hi, lo + (split + 1) * per);
-  }
-  __syncthreads();
+  decode_block_key_span<NV>(a, row_begin, g, nv, len, split, vr, span);
   const int key_lo = span[0], key_hi = span[1];
   const int c = lane % LPK, kg = lane / LPK;  // this lane: chunk c of key kg of each step
   float qv[NV][V], acc[NV][V], m[NV], l[NV];

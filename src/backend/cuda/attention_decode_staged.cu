@@ -87,30 +87,7 @@ __global__ void __launch_bounds__(kWarps * 32, NV == 2 ? (S <= 3 ? 4 : 3) : 2)
   if (a.tune & kTuneEarlyTrigger) pdl_trigger();
   // The key ranges come from the batch's positions (uploaded before the step's first kernel):
   // known before the wait.
-  if (tid < NV) {
-    int lo = 0, hi = 0;
-    if (tid < nv) {
-      int row, head;
-      vector_row_head(a, row_begin, g, tid, row, head);
-      key_range(a, a.positions[row], len, lo, hi);
-    }
-    vr[tid][0] = lo;
-    vr[tid][1] = hi;
-  }
-  __syncthreads();
-  if (tid == 0) {
-    int lo = len, hi = 0;
-    for (int v = 0; v < nv; ++v) {
-      lo = min(lo, vr[v][0]);
-      hi = max(hi, vr[v][1]);
-    }
-    // This block's share: whole 32-key tiles (kWarps x kKT) of the span, split evenly.
-    const int width = max(hi - lo, 0), splits = static_cast<int>(a.splits);
-    const int per = ((width + splits - 1) / splits + 31) / 32 * 32;
-    span[0] = min(hi, lo + split * per);
-    span[1] = min(hi, lo + (split + 1) * per);
-  }
-  __syncthreads();
+  decode_block_key_span<NV>(a, row_begin, g, nv, len, split, vr, span);
   const int key_lo = span[0], key_hi = span[1];
   const T* keys = static_cast<const T*>(a.keys);
   const T* values = static_cast<const T*>(a.values);
