@@ -70,8 +70,9 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--decode-tokens", type=int, default=32)
-    ap.add_argument("--matmul-precision", default="f32", choices=["f32", "bf16"],
-                    help="infera's --matmul-precision (bf16: AVX512-BF16 dot products for bf16 weights)")
+    ap.add_argument("--matmul-precision", default="bf16", choices=["f32", "bf16"],
+                    help="infera's --matmul-precision (bf16, infera bench's default: AVX512-BF16 dot "
+                         "products for bf16 weights, as llama.cpp computes them; f32: f32 activations)")
     args = ap.parse_args()
     bin_dir = Path(args.llama_bin) if args.llama_bin else Path(
         run([ROOT / "scripts/llamacpp_build.sh"]).stdout.strip().splitlines()[-1])

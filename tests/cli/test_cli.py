@@ -99,9 +99,11 @@ class Outputs(CliTestCase):
             self.assertLess(max_abs_diff(got, want), 1e-4)
 
     def test_run_json_greedy_equals_reference(self):
+        # The f32 path: transformers' f32 numbers within 1e-4, so every greedy step matches.
         c = cases(MICRO)[1]
         r = infera("run", "--model", MICRO, "--prompt-ids", ",".join(map(str, c["input_ids"])), "--greedy",
-                   "--max-tokens", len(c["greedy_new_ids"]), "--ignore-eos", "--json")
+                   "--max-tokens", len(c["greedy_new_ids"]), "--ignore-eos", "--json",
+                   "--matmul-precision", "f32")
         self.assertEqual(r.returncode, 0, r.stderr)
         j = json.loads(r.stdout)
         self.assertEqual(j["ids"], c["greedy_new_ids"])
@@ -112,12 +114,55 @@ class Outputs(CliTestCase):
         c = cases(MICRO)[1]
         r = infera("run", "--model", MICRO, "--prompt-ids", ",".join(map(str, c["input_ids"])), "--greedy",
                    "--max-tokens", len(c["greedy_new_ids"]), "--ignore-eos", "--json", "--batch", "3",
-                   "--kv-dtype", "f32", "--max-batch-tokens", "8")
+                   "--kv-dtype", "f32", "--max-batch-tokens", "8", "--matmul-precision", "f32")
         self.assertEqual(r.returncode, 0, r.stderr)
         results = [json.loads(l) for l in r.stdout.splitlines()]
         self.assertEqual(len(results), 3)
         for j in results:
             self.assertEqual(j["ids"], c["greedy_new_ids"])
+
+    def test_default_precision_of_generation_is_bf16_within_its_bound(self):
+        # run's default multiplies bf16 weights in bf16 dot products where the CPU has AVX512-BF16
+        # (elsewhere the f32 path). Its logits stay within ~1.1e-1 of transformers' f32 ones on this
+        # fixture, so greedy ids must equal the reference's up to the first step whose top-1/top-2
+        # margin is under BF16_MARGIN (cases 1 and 2: every step), and equal --matmul-precision bf16's.
+        BF16_MARGIN = 0.25
+        has_bf16 = "avx512_bf16" in (Path("/proc/cpuinfo").read_text().split()
+                                      if Path("/proc/cpuinfo").exists() else [])
+        for c in cases(MICRO)[1:3]:
+            common = ["--model", MICRO, "--prompt-ids", ",".join(map(str, c["input_ids"])), "--greedy",
+                      "--max-tokens", len(c["greedy_new_ids"]), "--ignore-eos", "--json"]
+            default, bf16 = infera("run", *common), infera("run", *common, "--matmul-precision", "bf16")
+            self.assertEqual(default.returncode, 0, default.stderr)
+            self.assertEqual(bf16.returncode, 0, bf16.stderr)
+            ids = json.loads(default.stdout)["ids"]
+            self.assertEqual(ids, json.loads(bf16.stdout)["ids"])
+            margins = c["greedy_step_margins"]
+            sure = next((i for i, m in enumerate(margins) if m < BF16_MARGIN), len(margins))
+            self.assertGreater(sure, 0)
+            self.assertEqual(ids[:sure], c["greedy_new_ids"][:sure])
+        text = infera("run", "--model", MICRO, "--prompt-ids", "785,6722", "--greedy", "--max-tokens", "1")
+        self.assertEqual(text.returncode, 0, text.stderr)
+        backend = next(l for l in text.stdout.splitlines() if l.startswith("Backend: "))
+        self.assertEqual(", bf16 matmul" in backend, has_bf16, backend)
+
+    def test_logits_default_to_the_f32_path(self):
+        # Commands that report numbers keep f32 activations by default: bit-identical to
+        # --matmul-precision f32, and different from bf16 where the CPU has AVX512-BF16.
+        ids = ",".join(map(str, cases(MICRO)[0]["input_ids"]))
+        has_bf16 = "avx512_bf16" in (Path("/proc/cpuinfo").read_text().split()
+                                      if Path("/proc/cpuinfo").exists() else [])
+        with tempfile.TemporaryDirectory() as d:
+            got = {}
+            for name, extra in [("default", []), ("f32", ["--matmul-precision", "f32"]),
+                                ("bf16", ["--matmul-precision", "bf16"])]:
+                out = Path(d) / f"{name}.f32"
+                r = infera("logits", "--model", MICRO, "--prompt-ids", ids, "--positions", "all", "--out", out,
+                           *extra)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                got[name] = out.read_bytes()
+        self.assertEqual(got["default"], got["f32"])
+        self.assertEqual(got["default"] != got["bf16"], has_bf16)
 
     def test_prompt_file_equals_each_prompt_alone(self):
         prompts = ["The capital of France is", "Write a haiku about the sea.", "1 2 3 4"]
@@ -290,7 +335,8 @@ class Bench(CliTestCase):
     def test_result_file(self):
         with tempfile.TemporaryDirectory() as d:
             out = Path(d) / "sub" / "r.json"
-            r = infera("bench", "--model", MICRO, *self.ARGS, "--label", "cli test", "--out", out, "--quiet")
+            r = infera("bench", "--model", MICRO, *self.ARGS, "--label", "cli test", "--out", out, "--quiet",
+                       "--matmul-precision", "f32")
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertEqual(r.stderr, "")  # --quiet
             self.assertIn("prefill.16.tokens_per_second", r.stdout)
@@ -348,16 +394,16 @@ class Bench(CliTestCase):
         self.assertEqual(j["derived"]["cost_model"]["kv_bytes_per_position"], 2 * 2 * 2 * 16 * 4)
 
     def test_bf16_matmuls_are_held_to_the_bf16_dot_peak(self):
-        # --matmul-precision bf16 on bf16 weights runs vdpbf16ps where the CPU has AVX512-BF16, and
-        # prefill's fraction of peak must be of that instruction's peak (about 2x the f32 FMA one).
+        # bf16 weights run vdpbf16ps where the CPU has AVX512-BF16 (bench's default precision, bf16),
+        # and prefill's fraction of peak must be of that instruction's peak (about 2x the f32 FMA one).
         flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
         has_bf16 = "avx512_bf16" in flags.split()
         with tempfile.TemporaryDirectory() as d:
             out = Path(d) / "r.json"
-            r = infera("bench", "--model", MICRO, *self.ARGS, "--matmul-precision", "bf16", "--out", out,
-                       "--quiet")
+            r = infera("bench", "--model", MICRO, *self.ARGS, "--out", out, "--quiet")
             self.assertEqual(r.returncode, 0, r.stderr)
             j = json.loads(out.read_text())
+        self.assertEqual(j["environment"]["matmul_precision"], "bf16")
         roof = j["derived"]["roofline"]
         self.assertEqual(roof["matmul_peak_kind"], "bf16 dot (vdpbf16ps) peak" if has_bf16 else "f32 FMA peak")
         p = roof["prefill"]["16"]

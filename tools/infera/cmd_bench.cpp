@@ -24,6 +24,7 @@
 #include "commands.h"
 #include "infera/error.h"
 #include "io/gguf_model.h"
+#include "model_options.h"
 
 namespace infera::cli {
 namespace {
@@ -37,7 +38,7 @@ struct BenchOptions {
   uint64_t dummy_seed = 0;
   int threads = 0;
   std::string device = "cpu";
-  std::string matmul_precision = "f32";
+  std::string matmul_precision = kGenerationMatmulPrecision;
   std::string kv_dtype = "f32";
   int64_t kv_block_size = 32;
   std::vector<int64_t> prefill{128, 512, 2048};
@@ -319,7 +320,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--device", o->device, "Backend: cpu, cuda or auto")->capture_default_str();
   cmd->add_option("--matmul-precision", o->matmul_precision,
                   "CPU matmuls with bf16 weights: f32 activations, or bf16 dot products "
-                  "(AVX512-BF16, activations rounded to bf16)")
+                  "(AVX512-BF16, activations rounded to bf16; elsewhere the f32 path)")
       ->check(CLI::IsMember({"f32", "bf16"}))
       ->capture_default_str();
   cmd->add_option("--kv-dtype", o->kv_dtype, "KV cache storage: f32, bf16 or f16")

@@ -70,6 +70,7 @@ void chat(const ChatOptions& o) {
 void add_chat_command(CLI::App& app) {
   auto opts = std::make_shared<ChatOptions>();
   CLI::App* cmd = app.add_subcommand("chat", "Talk with a model on the terminal");
+  opts->model.matmul_precision = kGenerationMatmulPrecision;
   opts->model.add_to(*cmd);
   cmd->add_option("--system", opts->system, "System message");
   cmd->add_flag("--no-think", opts->no_think, "Disable thinking (enable_thinking=false)");

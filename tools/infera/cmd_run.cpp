@@ -229,6 +229,7 @@ void add_run_command(CLI::App& app) {
       "  infera run --model ../shared/fixtures/qwen3-micro --prompt-ids 785,6722,315,9625,374\n"
       "  infera run --model ../shared/models/qwen3-0.6b --dummy-weights --synthetic-prompt 128 "
       "--max-tokens 128 --ignore-eos");
+  opts->model.matmul_precision = kGenerationMatmulPrecision;
   opts->model.add_to(*cmd);
   cmd->add_option("-p,--prompt", opts->prompt,
                   "Prompt text; wrapped in the model's chat template unless --raw");

@@ -52,9 +52,10 @@ void ModelOptions::add_to(CLI::App& cmd) {
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
       ->capture_default_str();
   cmd.add_option("--matmul-precision", matmul_precision,
-                 "CPU matmuls with bf16 weights: f32 (activations stay f32) or bf16 (activations "
-                 "rounded to bf16, AVX512-BF16 dot products where the CPU has them: faster prefill, "
-                 "with bf16 compute's errors)")
+                 "CPU matmuls with bf16 weights: f32 (activations stay f32: transformers' f32 "
+                 "numbers) or bf16 (activations rounded to bf16, AVX512-BF16 dot products where "
+                 "the CPU has them, elsewhere the f32 path: faster, with bf16 compute's errors). "
+                 "Default: bf16 for run, chat and bench; f32 for the commands that report numbers")
       ->check(CLI::IsMember({"f32", "bf16"}))
       ->capture_default_str();
 }
