@@ -1,6 +1,7 @@
 // Engine-step speed on any backend, through the same run_step the generator uses, over dummy (or
-// real) weights: prefill tokens/s of one prompt per step at given lengths (its time is also the
-// time to first token, less sampling), and batched decode tokens/s at given batch sizes after a
+// real) weights: prefill tokens/s of one prompt per step at given lengths, with the logits to the
+// host and with the first token ids chosen on the backend (the time to first token of greedy
+// generation), and batched decode tokens/s at given batch sizes after a
 // prompt of --context tokens per sequence. Decode is timed three ways: with every row's logits
 // copied to the host (the generator when it samples on the host), with one row's only, which
 // isolates the device step from the logits' trip over PCIe, and greedy with the ids chosen on the
@@ -98,37 +99,53 @@ struct Options {
   int64_t context = 512, steps = 64, repeats = 5, block_size = 32;
 };
 
-// `seqs` prompts of `len` tokens each in one step (seqs 1: one prompt, the time to first token).
+// `seqs` prompts of `len` tokens each in one step (seqs 1: one prompt, the time to first token),
+// timed two ways in alternating order: with the last rows' logits copied to the host (seqs x vocab
+// f32, pageable memory), and with the first token ids chosen on the backend (run_step_argmax, the
+// generator's greedy path: only the ids cross PCIe, as a compiled PyTorch prefill samples on the
+// device). Every repeat gets a fresh cache, so both modes prefill from empty.
 nlohmann::json bench_prefill(CausalLM& model, const Options& o, DType kv, int64_t len,
                              int64_t seqs = 1) {
-  std::vector<double> samples;
+  std::vector<double> logits_samples, ids_samples;
   const int64_t vocab = model.info().vocab;
   const int64_t blocks = (len + o.block_size - 1) / o.block_size;
   for (int64_t r = 0; r <= o.repeats; ++r) {  // the first run warms up (cuBLAS, graphs)
-    KvCache cache(model.backend(), model.kv_shape(),
-                  {.block_size = o.block_size, .num_blocks = seqs * blocks, .dtype = kv});
-    std::vector<std::vector<int32_t>> ids;
-    std::vector<SeqChunk> chunks;
-    for (int64_t s = 0; s < seqs; ++s) ids.push_back(prompt_ids(len, r * seqs + s, vocab));
-    for (int64_t s = 0; s < seqs; ++s) {
-      const SeqId seq = cache.add_sequence();
-      cache.reserve(seq, len);
-      chunks.push_back({seq, ids[size_t(s)], OutputRows::Last});
+    for (int pass = 0; pass < 2; ++pass) {
+      const bool ids_mode = (pass + r) % 2 == 1;
+      KvCache cache(model.backend(), model.kv_shape(),
+                    {.block_size = o.block_size, .num_blocks = seqs * blocks, .dtype = kv});
+      std::vector<std::vector<int32_t>> ids;
+      std::vector<SeqChunk> chunks;
+      for (int64_t s = 0; s < seqs; ++s) ids.push_back(prompt_ids(len, r * seqs + s, vocab));
+      for (int64_t s = 0; s < seqs; ++s) {
+        const SeqId seq = cache.add_sequence();
+        cache.reserve(seq, len);
+        chunks.push_back({seq, ids[size_t(s)], OutputRows::Last});
+      }
+      std::vector<float> logits(static_cast<size_t>(ids_mode ? 0 : seqs * vocab));
+      std::vector<int32_t> first(static_cast<size_t>(seqs));
+      model.backend().synchronize();
+      const auto t = Clock::now();
+      if (ids_mode)
+        run_step_argmax(model, cache, chunks, first);
+      else
+        run_step(model, cache, chunks, logits);
+      if (r > 0) (ids_mode ? ids_samples : logits_samples).push_back(seconds_since(t));
     }
-    std::vector<float> logits(static_cast<size_t>(seqs * vocab));
-    model.backend().synchronize();
-    const auto t = Clock::now();
-    run_step(model, cache, chunks, logits);
-    if (r > 0) samples.push_back(seconds_since(t));
   }
-  const double m = median(samples);
-  std::printf("prefill %3lld x %6lld tokens: median %8.3f ms  %10.0f tok/s\n", (long long)seqs,
-              (long long)len, m * 1e3, double(seqs * len) / m);
+  const double m = median(logits_samples), mi = median(ids_samples);
+  const double tokens = double(seqs * len);
+  std::printf("prefill %3lld x %6lld tokens: median %8.3f ms  %10.0f tok/s  (logits to host)\n",
+              (long long)seqs, (long long)len, m * 1e3, tokens / m);
+  std::printf("prefill %3lld x %6lld tokens: median %8.3f ms  %10.0f tok/s  (first token ids)\n",
+              (long long)seqs, (long long)len, mi * 1e3, tokens / mi);
   return {{"sequences", seqs},
           {"prompt_tokens", len},
-          {"seconds", samples},
+          {"seconds", logits_samples},
           {"median_seconds", m},
-          {"tokens_per_second", double(seqs * len) / m}};
+          {"tokens_per_second", tokens / m},
+          {"first_token_ids",
+           {{"seconds", ids_samples}, {"median_seconds", mi}, {"tokens_per_second", tokens / mi}}}};
 }
 
 nlohmann::json bench_decode(CausalLM& model, const Options& o, DType kv, int64_t batch) {
