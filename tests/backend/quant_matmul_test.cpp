@@ -190,13 +190,16 @@ TEST(QuantMatmul, BackendMatmulAndEmbeddingOnQuantizedWeights) {
   }
 }
 
-// Odd shapes straight through the prefill paths, whatever n: 1 row, tails of the 8-row register
-// tile and of the 16-row weight panel, one and two threads, quantized and raw-random blocks.
+// Odd shapes straight through the prefill paths, whatever n: 1 row, tails of the 8-row (one
+// panel) and 6-row (two panels) register tiles, of the 16-row weight panel and of the panel
+// pairs (an odd panel count, and a thread's share), one and two threads, quantized and
+// raw-random blocks.
 std::vector<Shape3> gemm_shapes_for(DType dtype) {
   if (dtype_block_size(dtype) == 32)
-    return {{1, 32, 1},  {7, 96, 17},    {8, 64, 16},  {9, 160, 15},
-            {3, 32, 70}, {16, 1024, 45}, {37, 288, 33}};
-  return {{1, 256, 1}, {7, 512, 17}, {8, 256, 16}, {9, 768, 15}, {16, 256, 45}, {37, 512, 33}};
+    return {{1, 32, 1},     {7, 96, 17},   {8, 64, 16},  {9, 160, 15}, {3, 32, 70},
+            {16, 1024, 45}, {37, 288, 33}, {11, 64, 48}, {5, 96, 64}};
+  return {{1, 256, 1},   {7, 512, 17},  {8, 256, 16}, {9, 768, 15},
+          {16, 256, 45}, {37, 512, 33}, {11, 256, 48}, {5, 512, 64}};
 }
 
 TEST(QuantMatmul, Int8GemmMatchesScalarReference) {
