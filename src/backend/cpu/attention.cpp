@@ -94,7 +94,7 @@ void attention_paged(ThreadPool& pool, const float* q, int64_t hq, const PagedKv
   std::atomic<size_t> next{0};
   pool.parallel_for(pool.size(), 1, [&](int64_t, int64_t) {
     std::vector<float> qblk, scores, panel(static_cast<size_t>(kPanelRows * d));
-    std::vector<int64_t> row_lo, row_hi;
+    std::vector<int64_t> row_lo, row_hi, order;
     for (size_t it; (it = next.fetch_add(1)) < items.size();) {
       const Item& item = items[it];
       const int64_t nb = item.rows, rows = group * nb, g = item.head;
@@ -126,23 +126,63 @@ void attention_paged(ThreadPool& pool, const float* q, int64_t hq, const PagedKv
                     panel.data());
         t += take;
       }
-      for (int64_t r = 0; r < rows; ++r) {
-        const int64_t hg = r / nb, bi = r % nb;
-        const int64_t rlo = row_lo[static_cast<size_t>(bi)], rhi = row_hi[static_cast<size_t>(bi)];
-        float* o = out + ((item.first_row + bi) * hq + g * group + hg) * d;
-        if (rhi <= rlo) {  // no visible key (cannot happen causally): a zero output, not a NaN
-          std::fill_n(o, d, 0.0f);
-          continue;
+      // Softmax of every row first, then out = P . V for kWeightedRows rows at a time (rows in
+      // order of position, so a tile's causal ranges nearly coincide): their common keys
+      // [rlo, min rhi) together, each value row loaded once for all of them, then each row's own
+      // remaining keys; every output still adds its keys in order, so the result is the one-row
+      // sum's bit for bit.
+      order.clear();
+      for (int64_t bi = 0; bi < nb; ++bi)
+        for (int64_t hg = 0; hg < group; ++hg) {
+          const int64_t r = hg * nb + bi;
+          const int64_t rlo = row_lo[static_cast<size_t>(bi)],
+                        rhi = row_hi[static_cast<size_t>(bi)];
+          float* o = out + ((item.first_row + bi) * hq + g * group + hg) * d;
+          if (rhi <= rlo) {  // no visible key (cannot happen causally): a zero output, not a NaN
+            std::fill_n(o, d, 0.0f);
+            continue;
+          }
+          float* pr = scores.data() + r * width + (rlo - lo);
+          const float inv_sum = 1.0f / softmax_numerators_f32(pr, rhi - rlo, params.scale);
+          for (int64_t t = 0; t < rhi - rlo; ++t) pr[t] *= inv_sum;
+          order.push_back(r);
         }
-        float* p = scores.data() + r * width + (rlo - lo);
-        const float inv_sum = 1.0f / softmax_numerators_f32(p, rhi - rlo, params.scale);
-        for (int64_t t = 0; t < rhi - rlo; ++t) p[t] *= inv_sum;
-        for (int64_t t = rlo; t < rhi;) {
-          const int64_t take = contiguous_run(table, t, rhi, bs);
+      for (size_t first = 0; first < order.size(); first += kWeightedRows) {
+        const int n_rows = static_cast<int>(std::min<size_t>(kWeightedRows, order.size() - first));
+        const float* p[kWeightedRows];
+        float* o[kWeightedRows];
+        int64_t rlo = 0, common_hi = len;
+        bool same_lo = true;
+        for (int j = 0; j < n_rows; ++j) {
+          const int64_t r = order[first + static_cast<size_t>(j)], hg = r / nb, bi = r % nb;
+          const int64_t row_start = row_lo[static_cast<size_t>(bi)];
+          if (j == 0) rlo = row_start;
+          same_lo = same_lo && row_start == rlo;
+          common_hi = std::min(common_hi, row_hi[static_cast<size_t>(bi)]);
+          p[j] = scores.data() + r * width + (row_start - lo);
+          o[j] = out + ((item.first_row + bi) * hq + g * group + hg) * d;
+        }
+        const int64_t joint_hi = same_lo ? common_hi : rlo;  // [rlo, joint_hi) together
+        for (int64_t t = rlo; t < joint_hi;) {
+          const int64_t take = contiguous_run(table, t, joint_hi, bs);
           const char* base =
               static_cast<const char*>(kv.values) + kv.byte_offset(g, table[t / bs], t % bs);
-          weighted_row_sum(p + (t - rlo), take, base, kv.dtype, d, o, t != rlo);
+          const float* pt[kWeightedRows];
+          for (int j = 0; j < n_rows; ++j) pt[j] = p[j] + (t - rlo);
+          weighted_rows_sum(pt, n_rows, take, base, kv.dtype, d, o, t != rlo);
           t += take;
+        }
+        for (int j = 0; j < n_rows; ++j) {  // each row's keys past the joint ones
+          const int64_t bi = order[first + static_cast<size_t>(j)] % nb;
+          const int64_t row_start = row_lo[static_cast<size_t>(bi)];
+          const int64_t rhi = row_hi[static_cast<size_t>(bi)];
+          for (int64_t t = same_lo ? joint_hi : row_start; t < rhi;) {
+            const int64_t take = contiguous_run(table, t, rhi, bs);
+            const char* base =
+                static_cast<const char*>(kv.values) + kv.byte_offset(g, table[t / bs], t % bs);
+            weighted_row_sum(p[j] + (t - row_start), take, base, kv.dtype, d, o[j], t != row_start);
+            t += take;
+          }
         }
       }
     }

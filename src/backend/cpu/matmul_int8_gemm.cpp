@@ -472,8 +472,8 @@ void matmul_quantized_int8_gemm(ThreadPool& pool, const float* x, int64_t n, int
       const int64_t rows = std::min(kPanelRows * count, m - j);
       // Row j (a multiple of 16) starts at the same byte in both layouts.
       for (int64_t q = 0; q < count; ++q)
-        build_panel(weights + row_bytes * static_cast<size_t>(j + kPanelRows * q), row_bytes,
-                    wtype, layout, f, k, std::min(kPanelRows, rows - kPanelRows * q), panel[q]);
+        build_panel(weights + row_bytes * static_cast<size_t>(j + kPanelRows * q), row_bytes, wtype,
+                    layout, f, k, std::min(kPanelRows, rows - kPanelRows * q), panel[q]);
       const auto cols = static_cast<__mmask16>((1u << (rows - kPanelRows * (count - 1))) - 1);
       const Panel* const p[2] = {&panel[0], &panel[1]};
       if (count == 2) {

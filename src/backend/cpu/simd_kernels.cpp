@@ -280,6 +280,77 @@ void WeightedRowSumT(const float* p, int64_t count, const VT* v, int64_t dim, fl
   }
 }
 
+// R rows' sums over the same value rows at once: out_r (+)= sum_t p_r[t] * v[t]. Each value vector
+// loaded feeds R multiply-adds (the one-row kernel loads one per multiply-add, so it waits on the
+// cache), and every output element still adds its terms in order t = 0..count-1, as the one-row
+// kernel does: the results are bit-identical to R calls of it.
+template <int R, int U, typename VT>
+HWY_INLINE void WeightedRowsChunk(const float* const* p, int64_t count, const VT* v, int64_t dim,
+                                  int64_t c, float* const* out, bool accumulate) {
+  const DF d;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  VF acc[R][U];
+  for (int r = 0; r < R; ++r)
+    for (int u = 0; u < U; ++u)
+      acc[r][u] = accumulate ? hn::LoadU(d, out[r] + c + u * lanes) : hn::Zero(d);
+  for (int64_t t = 0; t < count; ++t) {
+    const VT* row = v + t * dim + c;
+    VF vv[U];
+    for (int u = 0; u < U; ++u) vv[u] = LoadWeight(d, row + u * lanes);
+    for (int r = 0; r < R; ++r) {
+      const VF pt = hn::Set(d, p[r][t]);
+      for (int u = 0; u < U; ++u) acc[r][u] = hn::MulAdd(pt, vv[u], acc[r][u]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int u = 0; u < U; ++u) hn::StoreU(acc[r][u], d, out[r] + c + u * lanes);
+}
+
+// kWeightedRows rows, or fewer by falling back to the one-row kernel row by row.
+#if HWY_TARGET <= HWY_AVX3
+constexpr int kWeightedRowsChunk = 4;  // 4 rows x 4 vectors of accumulators, 4 value vectors
+#else
+constexpr int kWeightedRowsChunk = 2;  // 4 x 2 + 2 of the 16 AVX2 registers
+#endif
+
+template <typename VT>
+void WeightedRowsSumT(const float* const* p, int rows, int64_t count, const VT* v, int64_t dim,
+                      float* const* out, bool accumulate) {
+  const DF d;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  if (rows != kWeightedRows) {
+    for (int r = 0; r < rows; ++r) WeightedRowSumT(p[r], count, v, dim, out[r], accumulate);
+    return;
+  }
+  int64_t c = 0;
+  for (; c + kWeightedRowsChunk * lanes <= dim; c += kWeightedRowsChunk * lanes)
+    WeightedRowsChunk<kWeightedRows, kWeightedRowsChunk>(p, count, v, dim, c, out, accumulate);
+  for (; c + lanes <= dim; c += lanes)
+    WeightedRowsChunk<kWeightedRows, 1>(p, count, v, dim, c, out, accumulate);
+  for (; c < dim; ++c)
+    for (int r = 0; r < rows; ++r) {
+      float acc = accumulate ? out[r][c] : 0.0f;
+      for (int64_t t = 0; t < count; ++t) acc += p[r][t] * WeightScalar(v + t * dim + c);
+      out[r][c] = acc;
+    }
+}
+
+void WeightedRowsSum(const float* const* p, int rows, int64_t count, const void* v, DType vtype,
+                     int64_t dim, float* const* out, bool accumulate) {
+  switch (vtype) {
+    case DType::F32:
+      return WeightedRowsSumT(p, rows, count, static_cast<const float*>(v), dim, out, accumulate);
+    case DType::BF16:
+      return WeightedRowsSumT(p, rows, count, static_cast<const hwy::bfloat16_t*>(v), dim, out,
+                              accumulate);
+    case DType::F16:
+      return WeightedRowsSumT(p, rows, count, static_cast<const hwy::float16_t*>(v), dim, out,
+                              accumulate);
+    default:
+      return;
+  }
+}
+
 void WeightedRowSum(const float* p, int64_t count, const void* v, DType vtype, int64_t dim,
                     float* out, bool accumulate) {
   switch (vtype) {
@@ -345,6 +416,7 @@ HWY_EXPORT(WidenRow);
 HWY_EXPORT(Dot);
 HWY_EXPORT(SoftmaxNumerators);
 HWY_EXPORT(WeightedRowSum);
+HWY_EXPORT(WeightedRowsSum);
 HWY_EXPORT(ScoresTile);
 HWY_EXPORT(TargetName);
 
@@ -364,6 +436,10 @@ float softmax_numerators_f32(float* s, int64_t n, float scale) {
 void weighted_row_sum(const float* p, int64_t count, const void* v, DType vtype, int64_t d,
                       float* out, bool accumulate) {
   HWY_DYNAMIC_DISPATCH(WeightedRowSum)(p, count, v, vtype, d, out, accumulate);
+}
+void weighted_rows_sum(const float* const* p, int rows, int64_t count, const void* v, DType vtype,
+                       int64_t d, float* const* out, bool accumulate) {
+  HWY_DYNAMIC_DISPATCH(WeightedRowsSum)(p, rows, count, v, vtype, d, out, accumulate);
 }
 void scores_tile_f32(const float* q, int64_t rows, int64_t d, const float* kt, int64_t cols,
                      float* out, int64_t ldo) {

@@ -29,6 +29,13 @@ float softmax_numerators_f32(float* s, int64_t n, float scale);
 void weighted_row_sum(const float* p, int64_t count, const void* v, DType vtype, int64_t d,
                       float* out, bool accumulate);
 
+// weighted_row_sum for `rows` (<= kWeightedRows) rows of probabilities over the same value rows:
+// out[r] (+)= sum_t p[r][t] * v[t], bit-identical to one weighted_row_sum per row, with each
+// value vector loaded once for all the rows when rows == kWeightedRows.
+constexpr int kWeightedRows = 4;
+void weighted_rows_sum(const float* const* p, int rows, int64_t count, const void* v, DType vtype,
+                       int64_t d, float* const* out, bool accumulate);
+
 // Attention scores against one tile of keys stored transposed: out[r * ldo + j] =
 // sum_e q[r * d + e] * kt[e * kScoreTileKeys + j] for r < rows, j < cols <= kScoreTileKeys.
 // Outer-product form (a query element broadcast against a vector of keys), so no output needs a

@@ -1,0 +1,92 @@
+// The CPU attention's probability-weighted sum of value rows for several query rows at once
+// (weighted_rows_sum, the P . V of prefill) on every SIMD target this CPU runs: bit-identical to
+// the one-row kernel row by row (the paged attention relies on that: a row's output must not
+// depend on which rows share its tile), and within f32 rounding of a scalar sum in double.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "backend/cpu/simd_kernels.h"
+#include "core/dtype_convert.h"
+#include "quant_matmul_util.h"
+
+namespace infera::test {
+namespace {
+
+// Value rows stored as `type`, and the floats they hold.
+void make_values(DType type, int64_t count, int64_t d, std::mt19937& rng,
+                 std::vector<uint8_t>& bytes, std::vector<float>& values) {
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  const size_t n = static_cast<size_t>(count * d);
+  values.resize(n);
+  bytes.resize(n * (type == DType::F32 ? 4 : 2));
+  for (size_t i = 0; i < n; ++i) {
+    const float x = dist(rng);
+    if (type == DType::F32) {
+      values[i] = x;
+      std::memcpy(bytes.data() + 4 * i, &x, 4);
+    } else {
+      const uint16_t h = type == DType::BF16 ? f32_to_bf16(x) : f32_to_f16(x);
+      values[i] = type == DType::BF16 ? bf16_to_f32(h) : f16_to_f32(h);
+      std::memcpy(bytes.data() + 2 * i, &h, 2);
+    }
+  }
+}
+
+TEST(AttentionKernels, WeightedRowsSumEqualsOneRowSumsOnEverySimdTarget) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> prob(0.0f, 1.0f);
+  for_each_simd_target([&] {
+    for (const DType type : {DType::F32, DType::BF16, DType::F16}) {
+      for (const int64_t d : {37, 64, 128, 256}) {
+        for (const int64_t count : {1, 5, 70}) {
+          std::vector<uint8_t> bytes;
+          std::vector<float> values;
+          make_values(type, count, d, rng, bytes, values);
+          for (int rows = 1; rows <= cpu::kWeightedRows; ++rows) {
+            for (const bool accumulate : {false, true}) {
+              SCOPED_TRACE(testing::Message()
+                           << dtype_name(type) << " d=" << d << " count=" << count
+                           << " rows=" << rows << " accumulate=" << accumulate);
+              std::vector<std::vector<float>> p(rows), start(rows), together(rows), alone(rows);
+              const float* pp[cpu::kWeightedRows];
+              float* outs[cpu::kWeightedRows];
+              for (int r = 0; r < rows; ++r) {
+                for (int64_t t = 0; t < count; ++t) p[r].push_back(prob(rng));
+                for (int64_t c = 0; c < d; ++c) start[r].push_back(prob(rng) - 0.5f);
+                together[r] = start[r];
+                alone[r] = start[r];
+                pp[r] = p[r].data();
+                outs[r] = together[r].data();
+              }
+              cpu::weighted_rows_sum(pp, rows, count, bytes.data(), type, d, outs, accumulate);
+              for (int r = 0; r < rows; ++r) {
+                cpu::weighted_row_sum(p[r].data(), count, bytes.data(), type, d, alone[r].data(),
+                                      accumulate);
+                ASSERT_EQ(0, std::memcmp(together[r].data(), alone[r].data(), size_t(d) * 4))
+                    << "row " << r;
+                for (int64_t c = 0; c < d; ++c) {
+                  double want = accumulate ? start[r][size_t(c)] : 0.0, mag = std::fabs(want);
+                  for (int64_t t = 0; t < count; ++t) {
+                    const double term = double(p[r][size_t(t)]) * values[size_t(t * d + c)];
+                    want += term;
+                    mag += std::fabs(term);
+                  }
+                  const double got = together[r][size_t(c)];
+                  ASSERT_TRUE(std::fabs(got - want) <= 1e-6 * (mag + 1.0))  // NaN fails
+                      << "row " << r << " element " << c << ": " << got << " vs " << want;
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+}  // namespace infera::test
