@@ -1,11 +1,15 @@
-// The CPU attention's probability-weighted sum of value rows for several query rows at once
-// (weighted_rows_sum, the P . V of prefill) on every SIMD target this CPU runs: bit-identical to
-// the one-row kernel row by row (the paged attention relies on that: a row's output must not
-// depend on which rows share its tile), and within f32 rounding of a scalar sum in double.
+// CPU SIMD kernels of attention and the MLP on every SIMD target this CPU runs:
+// - the probability-weighted sum of value rows for several query rows at once (weighted_rows_sum,
+//   the P . V of prefill): bit-identical to the one-row kernel row by row (the paged attention
+//   relies on that: a row's output must not depend on which rows share its tile), and within f32
+//   rounding of a scalar sum in double;
+// - silu(g) * u (silu_mul_f32): within f32 rounding of the formula in double, saturating at large
+//   |g|, and the same bits whichever range a caller passes.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <random>
 #include <vector>
 
@@ -84,6 +88,29 @@ TEST(AttentionKernels, WeightedRowsSumEqualsOneRowSumsOnEverySimdTarget) {
           }
         }
       }
+    }
+  });
+}
+
+TEST(CpuKernels, SiluMulFollowsTheFormulaOnEverySimdTarget) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> dist(0.0f, 4.0f);
+  std::vector<float> g(301), u(301);
+  for (size_t i = 0; i < g.size(); ++i) g[i] = dist(rng), u[i] = dist(rng);
+  const float extremes[] = {-200.0f, -104.5f, -90.0f, -88.0f, 0.0f, -0.0f, 88.0f, 90.0f, 200.0f};
+  for (size_t i = 0; i < std::size(extremes); ++i) g[3 * i] = extremes[i];
+  for_each_simd_target([&] {
+    std::vector<float> whole(g.size()), pieces(g.size());
+    cpu::silu_mul_f32(g.data(), u.data(), whole.data(), int64_t(g.size()));
+    for (size_t at = 0, len = 1; at < g.size(); at += len, len = len % 23 + 1) {
+      const size_t n = std::min(len, g.size() - at);
+      cpu::silu_mul_f32(g.data() + at, u.data() + at, pieces.data() + at, int64_t(n));
+    }
+    ASSERT_EQ(0, std::memcmp(whole.data(), pieces.data(), whole.size() * 4));
+    for (size_t i = 0; i < g.size(); ++i) {
+      const double want = double(g[i]) / (1.0 + std::exp(-double(g[i]))) * u[i];
+      ASSERT_TRUE(std::fabs(whole[i] - want) <= 1e-6 * std::fabs(want) + 1e-30)  // NaN fails
+          << i << ": silu(" << g[i] << ") * " << u[i] << " = " << whole[i] << ", want " << want;
     }
   });
 }

@@ -256,7 +256,7 @@ void matmul_quantized_multi(ThreadPool& pool, const float* x, int64_t n, int64_t
           for (int64_t row = 0; row < n; ++row) {
             float* g = jobs[0].out + row * j.m;
             const float* u = j.out + row * j.m;
-            for (int64_t c = r0; c < r1; ++c) g[c] = g[c] / (1.0f + std::exp(-g[c])) * u[c];
+            silu_mul_f32(g + r0, u + r0, g + r0, r1 - r0);
           }
       }
   });

@@ -232,6 +232,30 @@ float SoftmaxNumerators(float* s, int64_t n, float scale) {
   return sum;
 }
 
+// o[i] = silu(g[i]) * u[i] = g / (1 + exp(-g)) * u (o may be g). -g is clamped to 100, inside
+// hn::Exp's valid range (e^100 is already inf in f32, so g / inf = -0 as the scalar formula gives).
+// The tail goes through the same vector code (padded), so an element's value never depends on
+// where a caller's range starts or ends (the fused decode matmul and the op split differently).
+HWY_INLINE VF SiluMulVector(DF d, VF g, VF u) {
+  const VF e = hn::Exp(d, hn::Min(hn::Neg(g), hn::Set(d, 100.0f)));
+  return hn::Mul(hn::Div(g, hn::Add(hn::Set(d, 1.0f), e)), u);
+}
+
+void SiluMul(const float* g, const float* u, float* o, int64_t n) {
+  const DF d;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  int64_t i = 0;
+  for (; i + lanes <= n; i += lanes)
+    hn::StoreU(SiluMulVector(d, hn::LoadU(d, g + i), hn::LoadU(d, u + i)), d, o + i);
+  if (i < n) {
+    HWY_ALIGN float gt[hn::MaxLanes(DF())] = {}, ut[hn::MaxLanes(DF())] = {};
+    std::copy_n(g + i, n - i, gt);
+    std::copy_n(u + i, n - i, ut);
+    hn::Store(SiluMulVector(d, hn::Load(d, gt), hn::Load(d, ut)), d, gt);
+    std::copy_n(gt, n - i, o + i);
+  }
+}
+
 // Accumulators stay in registers across all rows t; d is covered in chunks of kChunk vectors.
 #if HWY_TARGET <= HWY_AVX3
 constexpr int kChunk = 8;
@@ -417,6 +441,7 @@ HWY_EXPORT(Dot);
 HWY_EXPORT(SoftmaxNumerators);
 HWY_EXPORT(WeightedRowSum);
 HWY_EXPORT(WeightedRowsSum);
+HWY_EXPORT(SiluMul);
 HWY_EXPORT(ScoresTile);
 HWY_EXPORT(TargetName);
 
@@ -436,6 +461,9 @@ float softmax_numerators_f32(float* s, int64_t n, float scale) {
 void weighted_row_sum(const float* p, int64_t count, const void* v, DType vtype, int64_t d,
                       float* out, bool accumulate) {
   HWY_DYNAMIC_DISPATCH(WeightedRowSum)(p, count, v, vtype, d, out, accumulate);
+}
+void silu_mul_f32(const float* g, const float* u, float* o, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(SiluMul)(g, u, o, n);
 }
 void weighted_rows_sum(const float* const* p, int rows, int64_t count, const void* v, DType vtype,
                        int64_t d, float* const* out, bool accumulate) {

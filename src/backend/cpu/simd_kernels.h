@@ -23,6 +23,9 @@ void widen_row(const void* src, DType wtype, int64_t n, float* dst);
 
 // s[i] = exp(s[i] * scale - max_j s[j] * scale) for i < n; returns their sum. scale > 0.
 float softmax_numerators_f32(float* s, int64_t n, float scale);
+// o[i] = silu(g[i]) * u[i] for i < n (the SwiGLU gate; o may be g), vectorised exp: within a few
+// f32 ulps of the scalar formula. The swiglu op and the fused decode matmul both call it.
+void silu_mul_f32(const float* g, const float* u, float* o, int64_t n);
 // out[0, d) (+)= sum_{t < count} p[t] * v[t * d .. t * d + d): a probability-weighted sum of rows
 // of `vtype` (F32, F16 or BF16). With `accumulate`, adds to out in the order a single call over
 // all the rows would, so a sum split across cache blocks is bit-identical to an unsplit one.
