@@ -30,11 +30,13 @@ CudaOptions harness_cuda_options(const std::string& name) {
     o.glu_bf16_gemm = !o.glu_bf16_gemm;
     o.qk_norm_by_token = !o.qk_norm_by_token;
   }
-  if (name == "cuda_b1") {  // the batch-1 decode-chain switches that are off (kernels.h kTune*)
+  if (name == "cuda_b1") {  // the decode-chain switches that are off (kernels.h kTune*, cudabd)
     o.pdl_early_trigger = 2;
     o.decode_kv_prefetch = true;
     o.params_early = true;
     o.fuse_qk_attention = true;
+    o.decode_attention_shadow = true;  // batched decode (cudabd): attention writes a bf16 shadow
+    o.paired_gemm = true;              // batched decode (cudabd): k/v and gate/up pairs
   }
   if (name == "cuda_exact") o.gemv_preload = false;  // the GEMV without the preload
   return o;
