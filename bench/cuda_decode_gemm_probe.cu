@@ -8,7 +8,8 @@
 //   pair      two same-shape GEMMs (k and v, gate and up) as one cublasGemmBatchedEx launch, per
 //             GEMM, against two ex_f32 launches
 //   merged    one GEMM of the summed rows (q+k+v, gate+up), the bound for concatenated weights
-// Events around 30 launches, median of 7; GB/s counts weight + x + out bytes.
+// 30 launches in a CUDA graph (GPU time, not the host's calls), median of 7 replays; GB/s counts
+// weight + x + out bytes.
 //
 //   cuda_decode_gemm_probe            (no arguments; ~10 s on an H200)
 #include <cublasLt.h>
@@ -55,18 +56,25 @@ __global__ void fill_bf16(__nv_bfloat16* p, size_t n, uint32_t seed) {
   }
 }
 
-// f(i) launches the i-th GEMM of a run; returns us per launch (median of 7 runs of kLaunches).
+// f(i) launches the i-th GEMM of a run; returns us per launch: kLaunches launches captured in a
+// CUDA graph (so the host's per-call cost, ~10 us for cublasGemmEx, is not what is timed), the
+// graph replayed 7 times, median.
 template <typename F>
 double time_us(F&& f, cudaStream_t s) {
   cudaEvent_t a, b;
   CK(cudaEventCreate(&a));
   CK(cudaEventCreate(&b));
-  for (int i = 0; i < 10; ++i) f(i);
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < kLaunches; ++i) f(i);
+  CK(cudaStreamEndCapture(s, &g));
+  CK(cudaGraphInstantiate(&ge, g, 0));
+  CK(cudaGraphLaunch(ge, s));
   std::vector<double> t;
-  int i = 0;
   for (int r = 0; r < 7; ++r) {
     CK(cudaEventRecord(a, s));
-    for (int j = 0; j < kLaunches; ++j) f(i++);
+    CK(cudaGraphLaunch(ge, s));
     CK(cudaEventRecord(b, s));
     CK(cudaEventSynchronize(b));
     float ms = 0;
@@ -74,6 +82,8 @@ double time_us(F&& f, cudaStream_t s) {
     t.push_back(ms * 1000.0 / kLaunches);
   }
   std::sort(t.begin(), t.end());
+  cudaGraphExecDestroy(ge);
+  cudaGraphDestroy(g);
   cudaEventDestroy(a);
   cudaEventDestroy(b);
   return t[t.size() / 2];
@@ -111,9 +121,12 @@ int main() {
     const char* what;
     int pair;  // 1: also time two of them as one batched launch
   };
-  const Shape shapes[] = {{1024, 2048, "q", 0},    {1024, 1024, "k or v", 1},
-                          {2048, 1024, "o", 0},    {1024, 3072, "gate or up", 1},
-                          {3072, 1024, "down", 0}, {1024, 4096, "q+k+v merged", 0},
+  const Shape shapes[] = {{1024, 2048, "q", 0},
+                          {1024, 1024, "k or v", 1},
+                          {2048, 1024, "o", 0},
+                          {1024, 3072, "gate or up", 1},
+                          {3072, 1024, "down", 0},
+                          {1024, 4096, "q+k+v merged", 0},
                           {1024, 6144, "gate+up merged", 0}};
   std::printf("%-15s %4s %5s %5s | %8s %8s %8s %4s %8s | %8s %8s | GB/s ex, best\n", "shape", "n",
               "k", "m", "ex_f32", "lt#0", "lt_best", "idx", "ex_bf16", "pair/gemm", "2x ex");
@@ -206,10 +219,9 @@ int main() {
                 2;
       }
       const double bytes = double(m) * k * 2 + double(n) * k * 2 + double(n) * m * 4;
-      std::printf(
-          "%-15s %4d %5d %5d | %8.2f %8.2f %8.2f %4d %8.2f | %8.2f %8.2f | %6.0f %6.0f\n", sh.what,
-          n, k, m, t_ex, t_lt0, t_best, best, t_exb, t_pair, t_two, bytes / t_ex * 1e-3,
-          bytes / t_best * 1e-3);
+      std::printf("%-15s %4d %5d %5d | %8.2f %8.2f %8.2f %4d %8.2f | %8.2f %8.2f | %6.0f %6.0f\n",
+                  sh.what, n, k, m, t_ex, t_lt0, t_best, best, t_exb, t_pair, t_two,
+                  bytes / t_ex * 1e-3, bytes / t_best * 1e-3);
     }
     cudaFree(ptrs);
     cudaFree(x);

@@ -102,7 +102,7 @@ std::vector<int32_t> prompt_ids(int64_t n, int64_t seed, int64_t vocab) {
 struct Options {
   std::string model, device = "auto", kv_dtype = "bf16", json;
   bool dummy = false;
-  bool sampled = false;  // also time top-k/top-p sampling on the host and on the backend
+  bool sampled = false;       // also time top-k/top-p sampling on the host and on the backend
   bool profile_step = false;  // CUDA: profiler range around each batch's last greedy step
   std::vector<int64_t> prefill = {512, 2048}, batch = {1, 8, 64};
   std::vector<std::string> prefill_batch;  // "SxL": S prompts of L tokens in one step

@@ -190,8 +190,8 @@ std::vector<float> qwen3_decode(Backend& backend) {
     std::vector<SeqChunk> chunks;
     for (int64_t s = 0; s < seqs; ++s) {
       next[size_t(s)] = static_cast<int32_t>((s * 31 + step * 7 + 5) % vocab);
-      chunks.push_back({ids[size_t(s)], std::span<const int32_t>(&next[size_t(s)], 1),
-                        OutputRows::Last});
+      chunks.push_back(
+          {ids[size_t(s)], std::span<const int32_t>(&next[size_t(s)], 1), OutputRows::Last});
     }
     std::vector<float> logits(static_cast<size_t>(seqs * vocab));
     run_step(*model, cache, chunks, logits);
@@ -207,6 +207,7 @@ TEST_F(CudaShadowTest, Qwen3DecodeAttentionShadowEqualsConvertingBitForBit) {
   for (const int64_t splits : {int64_t{1}, int64_t{0}}) {  // 1: unsplit; 0: planned (split here)
     CudaOptions off;
     off.decode_splits = splits;
+    off.decode_attention_shadow = false;
     CudaOptions on = off;
     on.decode_attention_shadow = true;
     auto plain = make_cuda_backend(0, off);
@@ -227,9 +228,11 @@ TEST_F(CudaShadowTest, Qwen3DecodeAttentionShadowEqualsConvertingBitForBit) {
 // pick another kernel for the pair (another f32 summation order), so the logits agree to f32
 // rounding, not bit for bit; the pairs must really be launched.
 TEST_F(CudaShadowTest, Qwen3DecodePairedGemmsFollowSeparateGemms) {
+  CudaOptions separate;
+  separate.paired_gemm = false;
   CudaOptions paired;
   paired.paired_gemm = true;
-  auto plain = make_cuda_backend(0, CudaOptions{});
+  auto plain = make_cuda_backend(0, separate);
   auto pairs = make_cuda_backend(0, paired);
   const std::vector<float> want = qwen3_decode(*plain);
   const std::vector<float> got = qwen3_decode(*pairs);

@@ -27,7 +27,7 @@ def load(path):
                         regs=g('launch__registers_per_thread')))
     return out
 
-GEMM = re.compile(r'nvjet|gemm|sm90_|cutlass|splitKreduce|reduce_kernel|Kernel2?$', re.I)
+GEMM = re.compile(r'^(nvjet|sm90_|cutlass|splitKreduce)|gemm', re.I)
 
 def family(ks):
     seq = []  # (family, kernel)
@@ -35,8 +35,8 @@ def family(ks):
     for k in ks:
         n = k['name']
         if GEMM.search(n) and not n.startswith('gemv'):
-            if 'splitK' in n or 'reduce' in n.lower():
-                fam = (seq[-1][0] if seq else 'gemm') + ' (reduce)'
+            if n.startswith('splitKreduce'):
+                fam = (seq[-1][0] if seq else 'gemm') + ' (split-k reduce)'
             else:
                 fam = 'gemm ' + (pending.pop(0) if pending else '?')
         else:

@@ -86,15 +86,16 @@ struct CudaOptions {
   int64_t decode_splits = 0;
   // The staged decode attention also writes its output rounded to bf16 (the bf16 shadow, see
   // bf16_shadow) for the o projection's tensor-core GEMM, past gemv_max_rows rows: one
-  // convert_bf16 launch fewer per layer (INFERA_CUDA_DECODE_SHADOW; docs/notes/2026-12-01/
-  // issue-11-cudabd.md).
-  bool decode_attention_shadow = false;
+  // convert_bf16 launch (~2.6 us at b64) fewer per layer (INFERA_CUDA_DECODE_SHADOW=0: off).
   // Two bf16 GEMMs of the same shape on the same x past gemv_max_rows rows (k and v of
   // matmul_multi; gate and up of matmul_swiglu's bf16 path) as one strided-batched cuBLAS launch
   // (the stride is the distance between the weights, and between the outputs): at decode sizes
-  // a cuBLAS GEMM costs ~5-6 us whatever its size (INFERA_CUDA_PAIRED_GEMM; docs/notes/
-  // 2026-12-01/issue-11-cudabd.md).
-  bool paired_gemm = false;
+  // a cuBLAS GEMM costs ~4.5-7 us of GPU time whatever its size, a pair ~5-8 us
+  // (INFERA_CUDA_PAIRED_GEMM=0: off). H200, 4 alternating rounds against main's binary
+  // (bench/reference/cudabd/run2, docs/notes/2026-12-01/issue-11-cudabd.md): greedy decode b64
+  // x1.094 with both (x1.080 pairs alone), b256 x1.034 (x1.027); b1 and b8 do not use them.
+  bool decode_attention_shadow = true;
+  bool paired_gemm = true;
   // The fused ops (add_rmsnorm, matmul_multi, matmul_swiglu, qk_norm_rope_kv_write) as single
   // kernels (INFERA_CUDA_FUSED=0: Backend's compositions of the one-op kernels).
   bool fused = true;
