@@ -73,6 +73,16 @@ HostRecording host_recording(Backend& backend) {
   return {};
 }
 
+// `ncu --profile-from-start off` then profiles one warm decode step's kernels (--profile-step).
+void profiler_range(Backend& backend, bool start) {
+#ifdef INFERA_WITH_CUDA
+  if (cuda_stats(backend)) cuda_profiler_range(start);
+#else
+  (void)backend;
+  (void)start;
+#endif
+}
+
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) {
@@ -93,7 +103,8 @@ std::vector<int32_t> prompt_ids(int64_t n, int64_t seed, int64_t vocab) {
 struct Options {
   std::string model, device = "auto", kv_dtype = "bf16", json;
   bool dummy = false;
-  bool sampled = false;  // also time top-k/top-p sampling on the host and on the backend
+  bool sampled = false;       // also time top-k/top-p sampling on the host and on the backend
+  bool profile_step = false;  // CUDA: profiler range around each batch's last greedy step
   std::vector<int64_t> prefill = {512, 2048}, batch = {1, 8, 64};
   std::vector<std::string> prefill_batch;  // "SxL": S prompts of L tokens in one step
   int64_t context = 512, steps = 64, repeats = 5, block_size = 32;
@@ -196,6 +207,8 @@ nlohmann::json bench_decode(CausalLM& model, const Options& o, DType kv, int64_t
         chunks.push_back({seqs[size_t(b)], std::span<const int32_t>(&next[size_t(b)], 1),
                           mode != kOneRow || b == 0 ? OutputRows::Last : OutputRows::None});
       const auto t = Clock::now();
+      const bool profiled = o.profile_step && samples && mode == kGreedyIds && s + 1 == steps;
+      if (profiled) profiler_range(model.backend(), true);
       if (mode == kGreedyIds) {
         run_step_argmax(model, cache, chunks, ids);
       } else if (mode == kDeviceSampled) {
@@ -210,6 +223,7 @@ nlohmann::json bench_decode(CausalLM& model, const Options& o, DType kv, int64_t
             ids[b] = samplers[b].sample(
                 std::span<float>(logits.data() + b * size_t(vocab), size_t(vocab)), {}, {});
       }
+      if (profiled) profiler_range(model.backend(), false);
       if (samples) samples->push_back(seconds_since(t));
       if (mode == kGreedyIds || mode == kHostSampled || mode == kDeviceSampled)
         for (size_t b = 0; b < next.size(); ++b) next[b] = std::max(ids[b], 0);  // real decoding
@@ -270,6 +284,9 @@ int main(int argc, char** argv) {
   app.add_option("--json", o.json, "Write raw samples here");
   app.add_flag("--sampled", o.sampled,
                "Also decode with T 0.8 / top-k 40 / top-p 0.9 sampled on the host and the backend");
+  app.add_flag("--profile-step", o.profile_step,
+               "CUDA: cudaProfilerStart/Stop around each batch's last timed greedy step (for "
+               "ncu --profile-from-start off)");
   CLI11_PARSE(app, argc, argv);
   try {
     const DType kv = o.kv_dtype == "f32"   ? DType::F32

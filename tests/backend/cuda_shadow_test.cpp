@@ -165,5 +165,87 @@ TEST_F(CudaShadowTest, Qwen3PrefillGluBf16FollowsTheF32Path) {
   EXPECT_GT(e, 0.0) << "the bf16 gate/up path was not taken";
 }
 
+// Logits of 3 decode steps of 24 sequences (prompts of 150-265 tokens, so the staged decode
+// attention reads several key tiles and, unless `splits` is 1, splits them) after their prompts.
+std::vector<float> qwen3_decode(Backend& backend) {
+  auto model = load_causal_lm(config_dir("shadow_qwen3_h16", kQwen3Heads16), backend,
+                              {.dummy_weights = true});
+  const int64_t vocab = model->info().vocab, seqs = 24;
+  KvCache cache(backend, model->kv_shape(),
+                {.block_size = 16, .num_blocks = seqs * 18, .dtype = DType::BF16});
+  std::vector<SeqId> ids;
+  std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(seqs));
+  for (int64_t s = 0; s < seqs; ++s) {
+    ids.push_back(cache.add_sequence());
+    EXPECT_TRUE(cache.reserve(ids.back(), 150 + 5 * s + 3));
+    for (int64_t i = 0; i < 150 + 5 * s; ++i)
+      prompts[size_t(s)].push_back(static_cast<int32_t>((i * 7919 + 13 * s + 1) % vocab));
+    const SeqChunk chunk{ids.back(), prompts[size_t(s)], OutputRows::None};
+    std::vector<float> none;
+    run_step(*model, cache, std::span<const SeqChunk>(&chunk, 1), none);
+  }
+  std::vector<float> all;
+  std::vector<int32_t> next(static_cast<size_t>(seqs));
+  for (int step = 0; step < 3; ++step) {
+    std::vector<SeqChunk> chunks;
+    for (int64_t s = 0; s < seqs; ++s) {
+      next[size_t(s)] = static_cast<int32_t>((s * 31 + step * 7 + 5) % vocab);
+      chunks.push_back(
+          {ids[size_t(s)], std::span<const int32_t>(&next[size_t(s)], 1), OutputRows::Last});
+    }
+    std::vector<float> logits(static_cast<size_t>(seqs * vocab));
+    run_step(*model, cache, chunks, logits);
+    all.insert(all.end(), logits.begin(), logits.end());
+  }
+  return all;
+}
+
+// The staged decode attention's bf16 shadow (CudaOptions::decode_attention_shadow) holds the
+// bits the convert kernel would make: the same logits, split or not, and the o projections of
+// the 3 decode steps really read it.
+TEST_F(CudaShadowTest, Qwen3DecodeAttentionShadowEqualsConvertingBitForBit) {
+  for (const int64_t splits : {int64_t{1}, int64_t{0}}) {  // 1: unsplit; 0: planned (split here)
+    CudaOptions off;
+    off.decode_splits = splits;
+    off.decode_attention_shadow = false;
+    CudaOptions on = off;
+    on.decode_attention_shadow = true;
+    auto plain = make_cuda_backend(0, off);
+    auto shadowed = make_cuda_backend(0, on);
+    const std::vector<float> want = qwen3_decode(*plain);
+    const std::vector<float> got = qwen3_decode(*shadowed);
+    ASSERT_EQ(got.size(), want.size());
+    size_t differ = 0;
+    for (size_t i = 0; i < got.size(); ++i) differ += !(got[i] == want[i]);  // NaN differs
+    EXPECT_EQ(differ, 0u) << "logits that differ, of " << got.size() << " (splits " << splits
+                          << ")";
+    EXPECT_EQ(cuda_stats(*shadowed)->bf16_shadows - cuda_stats(*plain)->bf16_shadows, 3 * kLayers)
+        << "splits " << splits;
+  }
+}
+
+// CudaOptions::paired_gemm: k and v, gate and up as one strided-batched launch each. cuBLAS may
+// pick another kernel for the pair (another f32 summation order), so the logits agree to f32
+// rounding, not bit for bit; the pairs must really be launched.
+TEST_F(CudaShadowTest, Qwen3DecodePairedGemmsFollowSeparateGemms) {
+  CudaOptions separate;
+  separate.paired_gemm = false;
+  CudaOptions paired;
+  paired.paired_gemm = true;
+  auto plain = make_cuda_backend(0, separate);
+  auto pairs = make_cuda_backend(0, paired);
+  const std::vector<float> want = qwen3_decode(*plain);
+  const std::vector<float> got = qwen3_decode(*pairs);
+  ASSERT_EQ(got.size(), want.size());
+  const double e = nmse(got, want);
+  EXPECT_TRUE(e <= 1e-6) << "NMSE " << e;  // NaN fails
+  EXPECT_EQ(cuda_stats(*plain)->paired_gemms, 0);
+  // 24 prompt steps and 3 decode steps, two pairs per layer each, where the addresses allow it.
+  const int64_t launched = cuda_stats(*pairs)->paired_gemms;
+  EXPECT_GT(launched, 0);
+  std::printf("[paired gemm] %lld pairs of at most %d\n", static_cast<long long>(launched),
+              27 * 2 * kLayers);
+}
+
 }  // namespace
 }  // namespace infera

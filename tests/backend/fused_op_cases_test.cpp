@@ -126,6 +126,19 @@ TEST_P(FusedOps, MatmulMultiAndSwiglu) {
           report.check(Op::Matmul, wt, dims({n, k, ms[i]}) + " multi " + std::to_string(i),
                        read_back(b, out_t[size_t(i)]),
                        matmul_ref(x.values, w[size_t(i)].values, n, k, ms[i]));
+        // q/k/v-like: the last two weights of one shape (CUDA's paired_gemm: one launch).
+        {
+          HostData w_v = make_host_data(wt, size_t(ms[1] * k), rng);
+          Tensor v_t = to_backend(b, "w_v", wt, {ms[1], k}, w_v);
+          Tensor v_out = b.alloc("out_v", DType::F32, {n, ms[1]});
+          const Tensor* ws2[] = {&wt_t[0], &wt_t[1], &v_t};
+          Tensor* outs2[] = {&out_t[0], &out_t[1], &v_out};
+          b.matmul_multi(xt, ws2, outs2);
+          report.check(Op::Matmul, wt, dims({n, k, ms[1]}) + " multi k", read_back(b, out_t[1]),
+                       matmul_ref(x.values, w[1].values, n, k, ms[1]));
+          report.check(Op::Matmul, wt, dims({n, k, ms[1]}) + " multi v", read_back(b, v_out),
+                       matmul_ref(x.values, w_v.values, n, k, ms[1]));
+        }
 
         Tensor gate = b.alloc("gate", DType::F32, {n, m}), up = b.alloc("up", DType::F32, {n, m});
         b.matmul_swiglu(xt, wt_t[0], wt_t[0], gate, up);

@@ -23,8 +23,11 @@ namespace {
 CudaOptions harness_cuda_options(const std::string& name) {
   CudaOptions o = cuda_options_from_env();
   if (name == "cuda_exact") o.exact_f32 = true;
-  if (name == "cuda_skinny") o.skinny_gemm = true;             // 9..256-row bf16 matmuls
-  if (name == "cuda_unstaged") o.decode_staged = false;        // the register decode attention
+  if (name == "cuda_skinny") o.skinny_gemm = true;  // 9..256-row bf16 matmuls
+  if (name == "cuda_unstaged") {  // the register decode attention, and GEMMs one per launch
+    o.decode_staged = false;
+    o.paired_gemm = false;  // (the staged kernel's bf16 shadow does not apply here)
+  }
   if (name == "cuda_interleaved") o.flash_interleaved = true;  // the interleaved flash tile
   if (name == "cuda_prefill_toggled") {  // the prefill switches of cudapf, each flipped
     o.glu_bf16_gemm = !o.glu_bf16_gemm;

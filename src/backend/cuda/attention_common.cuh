@@ -2,6 +2,8 @@
 // a key, and the merge of split-key partial results.
 #pragma once
 
+#include <cuda_bf16.h>
+
 #include "backend/cuda/kernels.h"
 
 namespace infera::cuda {
@@ -83,7 +85,11 @@ __device__ inline bool merge_splits_if_last(const AttentionArgs& a, int b, int g
         o += f * po;
       }
     }
-    a.out[vec * d + e] = l > 0.0f ? o / l : 0.0f;
+    const float r = l > 0.0f ? o / l : 0.0f;
+    a.out[vec * d + e] = r;
+    // The staged decode kernel's bf16 shadow (CudaOptions::decode_attention_shadow); null for
+    // the other kernels that merge here.
+    if (a.out_bf16) static_cast<__nv_bfloat16*>(a.out_bf16)[vec * d + e] = __float2bfloat16(r);
   }
   return true;
 }

@@ -315,7 +315,9 @@ __global__ void __launch_bounds__(kWarps * 32, NV == 2 ? (S <= 3 ? 4 : 3) : 2)
     vector_row_head(a, row_begin, g, v, row, head);
     const int64_t at = (static_cast<int64_t>(row) * a.hq + head) * D + e;
     if (a.splits == 1) {
-      a.out[at] = sum > 0.0f ? o / sum : 0.0f;  // no visible key: zeros, as the CPU backend
+      const float r = sum > 0.0f ? o / sum : 0.0f;  // no visible key: zeros, as the CPU backend
+      a.out[at] = r;
+      if (a.out_bf16) static_cast<__nv_bfloat16*>(a.out_bf16)[at] = __float2bfloat16(r);
     } else {
       const int64_t slice = static_cast<int64_t>(split) * a.num_tokens * a.hq;
       a.partial_out[slice * D + at] = o;

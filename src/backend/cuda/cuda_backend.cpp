@@ -2,6 +2,8 @@
 // batch upload (one pinned copy per step into pooled device buffers, so that a decode step of a
 // fixed shape finds its indices at the same addresses and replays as a graph), the RoPE table
 // and the factory functions. The ops are in cuda_ops.cpp.
+#include <cuda_profiler_api.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -282,7 +284,8 @@ CudaStats CudaBackend::stats() const {
           s.host_record_seconds,
           s.recorded_steps,
           shadow_uses_,
-          s.host_flush_seconds};
+          s.host_flush_seconds,
+          paired_gemms_};
 }
 
 }  // namespace cuda
@@ -331,6 +334,9 @@ CudaOptions cuda_options_from_env() {
   if (const char* v = std::getenv("INFERA_CUDA_DECODE_SPLIT_KEYS"); v && *v)
     o.decode_split_keys = std::max(1, std::atoi(v));
   o.decode_staged = cuda::env_flag("INFERA_CUDA_DECODE_STAGED", o.decode_staged);
+  o.decode_attention_shadow =
+      cuda::env_flag("INFERA_CUDA_DECODE_SHADOW", o.decode_attention_shadow);
+  o.paired_gemm = cuda::env_flag("INFERA_CUDA_PAIRED_GEMM", o.paired_gemm);
   if (const char* v = std::getenv("INFERA_CUDA_DECODE_STAGES"); v && *v)
     o.decode_stages = std::atoi(v);
   if (const char* v = std::getenv("INFERA_CUDA_DECODE_SPLITS"); v && *v)
@@ -362,6 +368,11 @@ std::unique_ptr<Backend> make_cuda_backend(int device, const CudaOptions& option
 std::string cuda_profile_report(Backend& backend) {
   if (auto* c = dynamic_cast<cuda::CudaBackend*>(&backend)) return c->profile_report();
   return "";
+}
+
+void cuda_profiler_range(bool start) {
+  cuda::check_cuda(start ? cudaProfilerStart() : cudaProfilerStop(),
+                   start ? "cudaProfilerStart" : "cudaProfilerStop");
 }
 
 std::optional<CudaStats> cuda_stats(const Backend& backend) {

@@ -84,6 +84,18 @@ struct CudaOptions {
   bool decode_staged = true;
   int64_t decode_stages = 3;
   int64_t decode_splits = 0;
+  // The staged decode attention also writes its output rounded to bf16 (the bf16 shadow, see
+  // bf16_shadow) for the o projection's tensor-core GEMM, past gemv_max_rows rows: one
+  // convert_bf16 launch (~2.6 us at b64) fewer per layer (INFERA_CUDA_DECODE_SHADOW=0: off).
+  // Two bf16 GEMMs of the same shape on the same x past gemv_max_rows rows (k and v of
+  // matmul_multi; gate and up of matmul_swiglu's bf16 path) as one strided-batched cuBLAS launch
+  // (the stride is the distance between the weights, and between the outputs): at decode sizes
+  // a cuBLAS GEMM costs ~4.5-7 us of GPU time whatever its size, a pair ~5-8 us
+  // (INFERA_CUDA_PAIRED_GEMM=0: off). H200, 4 alternating rounds against main's binary
+  // (bench/reference/cudabd/run2, docs/notes/2026-12-01/issue-11-cudabd.md): greedy decode b64
+  // x1.094 with both (x1.080 pairs alone), b256 x1.034 (x1.027); b1 and b8 do not use them.
+  bool decode_attention_shadow = true;
+  bool paired_gemm = true;
   // The fused ops (add_rmsnorm, matmul_multi, matmul_swiglu, qk_norm_rope_kv_write) as single
   // kernels (INFERA_CUDA_FUSED=0: Backend's compositions of the one-op kernels).
   bool fused = true;
@@ -174,10 +186,14 @@ struct CudaStats {
   int64_t recorded_steps = 0;
   int64_t bf16_shadows = 0;       // matmuls that read a bf16 shadow (CudaOptions::bf16_shadow)
   double host_flush_seconds = 0;  // host time inside those steps' flushes (key, graph launch)
+  int64_t paired_gemms = 0;       // launches of two GEMMs as one (CudaOptions::paired_gemm)
 };
 std::optional<CudaStats> cuda_stats(const Backend& backend);
 // With CudaOptions::profile: device time per (op, kernel) since the last call, as a table
 // (empty for any other backend or without profiling); resets the counts.
 std::string cuda_profile_report(Backend& backend);
+// cudaProfilerStart / cudaProfilerStop, so that `ncu --profile-from-start off` profiles only the
+// kernels launched in between (step_bench --profile-step: one decode step out of thousands).
+void cuda_profiler_range(bool start);
 
 }  // namespace infera

@@ -115,6 +115,11 @@ class CudaBackend final : public Backend {
   // out_bf16 [n, m] = x_bf16 [n, k] . w^T (bf16 w), f32 accumulation rounded to bf16 (cuBLAS).
   void record_gemm_bf16_out(const void* x_bf16, const Tensor& w, void* out_bf16, int64_t n,
                             int64_t k, int64_t m, const OpNote& nt);
+  // CudaOptions::paired_gemm: out0 = x . w0^T and out1 = x . w1^T (same-shape bf16 weights,
+  // x_bf16 [n, k]) as one strided-batched launch; false (nothing recorded) where the switch is
+  // off, the shapes differ, or the weights' or outputs' distance does not fit a stride.
+  bool record_gemm_pair(const void* x_bf16, const Tensor& w0, const Tensor& w1, void* out0,
+                        void* out1, ElemType out_type, int64_t n, int64_t k, const OpNote& nt);
   Tensor device_tensor(const std::string& name, DType dtype, Shape shape);
   // The kTune* bits (kernels.h) of the decode-chain switches in options_.
   int64_t decode_tune() const {
@@ -147,6 +152,7 @@ class CudaBackend final : public Backend {
   const void* take_shadow(const Tensor& x, int64_t numel);  // nullptr: convert x
   Bf16Shadow shadow_;
   int64_t shadow_uses_ = 0;
+  int64_t paired_gemms_ = 0;
 
   // CudaOptions::fuse_qk_attention: qk_norm_rope_kv_write records nothing and leaves its launch
   // here; attention() takes it into the staged decode kernel (AttentionArgs::fused_qk) when it is

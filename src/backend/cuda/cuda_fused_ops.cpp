@@ -59,6 +59,20 @@ void CudaBackend::matmul_multi(const Tensor& x, std::span<const Tensor* const> w
     const void* converted = nullptr;
     for (size_t i = 0; i < ws.size(); ++i) {
       matmul_checks(x, *ws[i], *outs[i]);
+      // k and v of q/k/v: the next weight has this one's shape (CudaOptions::paired_gemm).
+      if (options_.paired_gemm && i + 1 < ws.size() && ws[i]->dtype() == DType::BF16 &&
+          ws[i + 1]->shape() == ws[i]->shape() && n > options_.gemv_max_rows &&
+          !options_.exact_f32) {
+        matmul_checks(x, *ws[i + 1], *outs[i + 1]);
+        const void* xb = bf16_input(x, n, k, converted);
+        if (record_gemm_pair(xb, *ws[i], *ws[i + 1], outs[i]->data(), outs[i + 1]->data(),
+                             ElemType::F32, n, k, note(op, "cublas_gemm_pair", {&x, ws[i]}))) {
+          converted = xb;
+          ++i;
+          continue;
+        }
+        converted = xb;
+      }
       converted = record_matmul(x, *ws[i], *outs[i], n, k, ws[i]->dim(0), converted);
     }
     return;
@@ -107,12 +121,20 @@ void CudaBackend::matmul_swiglu(const Tensor& x, const Tensor& w_gate, const Ten
       const int64_t m = w_gate.dim(0);
       auto* g16 = static_cast<uint16_t*>(up.data());
       const void* xb = bf16_input(x, n, k);
-      record_gemm_bf16_out(xb, w_gate, g16, n, k, m, note(op, "cublas_gemm_bf16", {&x, &w_gate}));
-      record_gemm_bf16_out(xb, w_up, g16 + n * m, n, k, m,
-                           note(op, "cublas_gemm_bf16", {&x, &w_up}));
+      // Paired (CudaOptions::paired_gemm): the two outputs in the weights' address order, so
+      // that one forward stride reaches both.
+      const bool up_first = options_.paired_gemm && w_up.data() < w_gate.data();
+      uint16_t* gate16 = up_first ? g16 + n * m : g16;
+      uint16_t* up16 = up_first ? g16 : g16 + n * m;
+      if (!record_gemm_pair(xb, w_gate, w_up, gate16, up16, ElemType::BF16, n, k,
+                            note(op, "cublas_gemm_pair_bf16", {&x, &w_gate}))) {
+        record_gemm_bf16_out(xb, w_gate, gate16, n, k, m,
+                             note(op, "cublas_gemm_bf16", {&x, &w_gate}));
+        record_gemm_bf16_out(xb, w_up, up16, n, k, m, note(op, "cublas_gemm_bf16", {&x, &w_up}));
+      }
       void* shadow = shadow_buffer(gate);
       ctx_->record(launch_swiglu_bf16,
-                   SwigluBf16Args{g16, g16 + n * m, gate.data_as<float>(), n * m, shadow},
+                   SwigluBf16Args{gate16, up16, gate.data_as<float>(), n * m, shadow},
                    note(op, "swiglu_bf16", {&gate, &up}));
       return publish_shadow(gate, shadow);
     }

@@ -22,6 +22,8 @@ struct CublasGemmArgs {
   ElemType type;
   int64_t n, k, m;
   ElemType out_type = ElemType::F32;  // BF16: matmul_swiglu's prefill GEMMs (bf16 weights only)
+  // batch 2: a second GEMM at w + stride_w, out + stride_out (elements), same x (paired_gemm).
+  int64_t batch = 1, stride_w = 0, stride_out = 0;
 };
 static_assert(sizeof(cublasHandle_t) == 8);
 
@@ -30,6 +32,15 @@ void launch_cublas_gemm(const void* p, cudaStream_t) {
   const float alpha = 1.0f, beta = 0.0f;
   const cudaDataType_t t = a.type == ElemType::BF16 ? CUDA_R_16BF : CUDA_R_32F;
   const auto m = static_cast<int>(a.m), n = static_cast<int>(a.n), k = static_cast<int>(a.k);
+  const cudaDataType_t ot = a.out_type == ElemType::BF16 ? CUDA_R_16BF : CUDA_R_32F;
+  if (a.batch > 1) {
+    check_cublas(cublasGemmStridedBatchedEx(a.handle, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha,
+                                            a.w, t, k, a.stride_w, a.x, t, k, 0, &beta, a.out, ot,
+                                            m, a.stride_out, static_cast<int>(a.batch),
+                                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                 "cublasGemmStridedBatchedEx");
+    return;
+  }
   check_cublas(
       cublasGemmEx(a.handle, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, a.w, t, k, a.x, t, k, &beta,
                    a.out, a.out_type == ElemType::BF16 ? CUDA_R_16BF : CUDA_R_32F, m,
@@ -209,6 +220,39 @@ const void* CudaBackend::bf16_input(const Tensor& x, int64_t n, int64_t k, const
   ctx_->record(launch_convert, ConvertArgs{x.data_as<const float>(), xb, ElemType::BF16, n * k},
                note("matmul", "convert_bf16", {&x}));
   return xb;
+}
+
+bool CudaBackend::record_gemm_pair(const void* x_bf16, const Tensor& w0, const Tensor& w1,
+                                   void* out0, void* out1, ElemType out_type, int64_t n, int64_t k,
+                                   const OpNote& nt) {
+  if (!options_.paired_gemm || options_.exact_f32 || w0.dtype() != DType::BF16 ||
+      w1.dtype() != DType::BF16 || w0.shape() != w1.shape() || n <= options_.gemv_max_rows)
+    return false;
+  // One strided-batched launch: w1 = w0 + stride_w and out1 = out0 + stride_out, both forward
+  // (the order of the pair is free: each GEMM is computed alone) and 16-byte multiples, so that
+  // cuBLAS keeps its aligned tensor-core kernels.
+  const size_t out_elem = out_type == ElemType::BF16 ? 2 : 4;
+  auto diff = [](const void* a, const void* b) {
+    return reinterpret_cast<intptr_t>(b) - reinterpret_cast<intptr_t>(a);
+  };
+  intptr_t dw = diff(w0.data(), w1.data()), dout = diff(out0, out1);
+  const void* w = w0.data();
+  void* out = out0;
+  if (dw < 0) {
+    dw = -dw;
+    dout = -dout;
+    w = w1.data();
+    out = out1;
+  }
+  if (dw == 0 || dout <= 0 || dw % 16 != 0 || dout % 16 != 0) return false;
+  const int64_t m = w0.dim(0);
+  ctx_->record(launch_cublas_gemm,
+               CublasGemmArgs{ctx_->cublas(), w, x_bf16, out, ElemType::BF16, n, k, m, out_type, 2,
+                              static_cast<int64_t>(dw / 2),
+                              static_cast<int64_t>(dout / static_cast<intptr_t>(out_elem))},
+               nt);
+  ++paired_gemms_;
+  return true;
 }
 
 void CudaBackend::record_gemm_bf16_out(const void* x_bf16, const Tensor& w, void* out_bf16,
@@ -478,7 +522,9 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& 
                    : plan_decode_staged_splits(seqs * hkv, capacity, slots,
                                                options_.decode_split_keys, 65535 / hkv));
     nt.kernel = a.splits > 1 ? "attention_decode_staged_split" : "attention_decode_staged";
-    return ctx_->record(launch_attention_decode_staged, a, nt);
+    if (options_.decode_attention_shadow) a.out_bf16 = shadow_buffer(out);
+    ctx_->record(launch_attention_decode_staged, a, nt);
+    return publish_shadow(out, a.out_bf16);
   }
   if (options_.decode_attention && vectors <= kDecodeMaxVectors && aligned &&
       attention_decode_supports(a.type, head_dim)) {

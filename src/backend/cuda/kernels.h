@@ -350,8 +350,9 @@ struct AttentionArgs {
   int64_t fast_softmax;
   // Flash kernel with fast_softmax: the interleaved tile (CudaOptions::flash_interleaved).
   int64_t interleaved;
-  void* out_bf16;  // flash kernel, when set: out rounded to bf16 as well (BinaryArgs::out_bf16)
-  int64_t tune;    // staged decode kernel: kTune* bits
+  // Flash and staged decode kernels, when set: out rounded to bf16 as well (BinaryArgs::out_bf16).
+  void* out_bf16;
+  int64_t tune;  // staged decode kernel: kTune* bits
   // Staged decode kernel, one query row per sequence, when fused_qk = 1: the step's
   // qk_norm_rope_kv_write (bf16 norm weights, head_dim 64/128) done inside this launch instead
   // of its own kernel (CudaOptions::fuse_qk_attention). q and k hold the projections on entry;

@@ -1,0 +1,232 @@
+// Standalone probe of the batched-decode GEMM shapes (Qwen3-0.6B, 64 and 256 rows): which cuBLAS
+// call is fastest when the weights come from DRAM, as in a decode step (each launch reads another
+// copy of the weight, 160 MB of copies in rotation, so L2 never holds the one being read).
+//   ex_f32    cublasGemmEx, bf16 in, f32 out, CUBLAS_GEMM_DEFAULT (the backend's decode call)
+//   lt#0      cuBLASLt, the heuristic's first algorithm (f32 out)
+//   lt best   the fastest of the heuristic's first 16 algorithms, and its index
+//   ex_bf16   cublasGemmEx writing bf16
+//   pair      two same-shape GEMMs (k and v, gate and up) as one cublasGemmBatchedEx launch, per
+//             GEMM, against two ex_f32 launches
+//   merged    one GEMM of the summed rows (q+k+v, gate+up), the bound for concatenated weights
+// 30 launches in a CUDA graph (GPU time, not the host's calls), median of 7 replays; GB/s counts
+// weight + x + out bytes.
+//
+//   cuda_decode_gemm_probe            (no arguments; ~10 s on an H200)
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#define CK(x)                                                                                 \
+  do {                                                                                        \
+    cudaError_t e_ = (x);                                                                     \
+    if (e_ != cudaSuccess) {                                                                  \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                           \
+    }                                                                                         \
+  } while (0)
+#define CB(x)                                                                                  \
+  do {                                                                                         \
+    cublasStatus_t s_ = (x);                                                                   \
+    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                         \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cublasGetStatusName(s_)); \
+      std::exit(1);                                                                            \
+    }                                                                                          \
+  } while (0)
+
+namespace {
+
+constexpr size_t kWorkspace = size_t{32} << 20;
+constexpr size_t kRotationBytes = size_t{160} << 20;  // > 3x the H200's 50 MB L2
+constexpr int kLaunches = 30;
+
+__global__ void fill_bf16(__nv_bfloat16* p, size_t n, uint32_t seed) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
+       i += size_t{gridDim.x} * blockDim.x) {
+    uint32_t x = static_cast<uint32_t>(i) * 2654435761u ^ seed;
+    x ^= x >> 13;
+    x *= 0x5bd1e995u;
+    x ^= x >> 15;
+    p[i] = __float2bfloat16((static_cast<float>(x & 0xffff) / 65536.0f - 0.5f) * 0.1f);
+  }
+}
+
+// f(i) launches the i-th GEMM of a run; returns us per launch: kLaunches launches captured in a
+// CUDA graph (so the host's per-call cost, ~10 us for cublasGemmEx, is not what is timed), the
+// graph replayed 7 times, median.
+template <typename F>
+double time_us(F&& f, cudaStream_t s) {
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < kLaunches; ++i) f(i);
+  CK(cudaStreamEndCapture(s, &g));
+  CK(cudaGraphInstantiate(&ge, g, 0));
+  CK(cudaGraphLaunch(ge, s));
+  std::vector<double> t;
+  for (int r = 0; r < 7; ++r) {
+    CK(cudaEventRecord(a, s));
+    CK(cudaGraphLaunch(ge, s));
+    CK(cudaEventRecord(b, s));
+    CK(cudaEventSynchronize(b));
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms * 1000.0 / kLaunches);
+  }
+  std::sort(t.begin(), t.end());
+  cudaGraphExecDestroy(ge);
+  cudaGraphDestroy(g);
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return t[t.size() / 2];
+}
+
+struct Weights {  // `copies` copies of an [m, k] bf16 weight, one after the other
+  __nv_bfloat16* base = nullptr;
+  int copies = 0;
+  size_t elems = 0;
+  Weights(int m, int k, cudaStream_t s) {
+    elems = size_t(m) * k;
+    copies = static_cast<int>(std::max<size_t>(2, kRotationBytes / (elems * 2)));
+    CK(cudaMalloc(&base, elems * 2 * copies));
+    fill_bf16<<<1024, 256, 0, s>>>(base, elems * copies, 1234u + m);
+  }
+  ~Weights() { cudaFree(base); }
+  const __nv_bfloat16* at(int i) const { return base + size_t(i % copies) * elems; }
+};
+
+}  // namespace
+
+int main() {
+  cudaStream_t s;
+  CK(cudaStreamCreate(&s));
+  cublasHandle_t h;
+  CB(cublasCreate(&h));
+  CB(cublasSetStream(h, s));
+  void* ws;
+  CK(cudaMalloc(&ws, kWorkspace));
+  CB(cublasSetWorkspace(h, ws, kWorkspace));
+  cublasLtHandle_t lt;
+  CB(cublasLtCreate(&lt));
+  struct Shape {
+    int k, m;
+    const char* what;
+    int pair;  // 1: also time two of them as one batched launch
+  };
+  const Shape shapes[] = {{1024, 2048, "q", 0},
+                          {1024, 1024, "k or v", 1},
+                          {2048, 1024, "o", 0},
+                          {1024, 3072, "gate or up", 1},
+                          {3072, 1024, "down", 0},
+                          {1024, 4096, "q+k+v merged", 0},
+                          {1024, 6144, "gate+up merged", 0}};
+  std::printf("%-15s %4s %5s %5s | %8s %8s %8s %4s %8s | %8s %8s | GB/s ex, best\n", "shape", "n",
+              "k", "m", "ex_f32", "lt#0", "lt_best", "idx", "ex_bf16", "pair/gemm", "2x ex");
+  const float alpha = 1.f, beta = 0.f;
+  for (int n : {64, 256}) {
+    __nv_bfloat16* x;
+    float *out, *out2;
+    CK(cudaMalloc(&x, size_t(n) * 6144 * 2));
+    CK(cudaMalloc(&out, size_t(n) * 6144 * 4));
+    CK(cudaMalloc(&out2, size_t(n) * 6144 * 4));
+    fill_bf16<<<1024, 256, 0, s>>>(x, size_t(n) * 6144, 99u + n);
+    void** ptrs;  // device pointer arrays of the batched pair: a[2], b[2], c[2] per launch index
+    CK(cudaMalloc(&ptrs, sizeof(void*) * 6 * 64));
+    for (const Shape& sh : shapes) {
+      const int k = sh.k, m = sh.m;
+      Weights w(m, k, s), w2(m, k, s);
+      auto ex = [&](int i, cudaDataType_t ot) {
+        CB(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, w.at(i), CUDA_R_16BF, k, x,
+                        CUDA_R_16BF, k, &beta, out, ot, m, CUBLAS_COMPUTE_32F,
+                        CUBLAS_GEMM_DEFAULT));
+      };
+      const double t_ex = time_us([&](int i) { ex(i, CUDA_R_32F); }, s);
+      const double t_exb = time_us([&](int i) { ex(i, CUDA_R_16BF); }, s);
+      // cuBLASLt: every heuristic algorithm (up to 16), timed.
+      cublasLtMatmulDesc_t op;
+      cublasLtMatrixLayout_t la, lb, lc;
+      CB(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+      cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+      CB(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+      CB(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+      CB(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, k, m, k));
+      CB(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, k, n, k));
+      CB(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, m, n, m));
+      cublasLtMatmulPreference_t pref;
+      CB(cublasLtMatmulPreferenceCreate(&pref));
+      size_t wsb = kWorkspace;
+      CB(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb,
+                                              sizeof(wsb)));
+      cublasLtMatmulHeuristicResult_t r[16];
+      int found = 0;
+      CB(cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, 16, r, &found));
+      double t_lt0 = -1, t_best = 1e30;
+      int best = -1;
+      for (int a = 0; a < found; ++a) {
+        if (r[a].state != CUBLAS_STATUS_SUCCESS) continue;
+        const double t = time_us(
+            [&](int i) {
+              CB(cublasLtMatmul(lt, op, &alpha, w.at(i), la, x, lb, &beta, out, lc, out, lc,
+                                &r[a].algo, ws, kWorkspace, s));
+            },
+            s);
+        if (a == 0) t_lt0 = t;
+        if (t < t_best) t_best = t, best = a;
+      }
+      cublasLtMatmulPreferenceDestroy(pref);
+      cublasLtMatrixLayoutDestroy(la);
+      cublasLtMatrixLayoutDestroy(lb);
+      cublasLtMatrixLayoutDestroy(lc);
+      cublasLtMatmulDescDestroy(op);
+      double t_pair = -1, t_two = -1;
+      if (sh.pair) {
+        std::vector<void*> host(6 * 64);
+        for (int i = 0; i < 64; ++i) {
+          host[6 * i + 0] = const_cast<__nv_bfloat16*>(w.at(i));
+          host[6 * i + 1] = const_cast<__nv_bfloat16*>(w2.at(i));
+          host[6 * i + 2] = x;
+          host[6 * i + 3] = x;
+          host[6 * i + 4] = out;
+          host[6 * i + 5] = out2;
+        }
+        CK(cudaMemcpy(ptrs, host.data(), host.size() * sizeof(void*), cudaMemcpyHostToDevice));
+        t_pair = time_us(
+                     [&](int i) {
+                       void** p = ptrs + 6 * (i % 64);
+                       CB(cublasGemmBatchedEx(h, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, p,
+                                              CUDA_R_16BF, k, p + 2, CUDA_R_16BF, k, &beta, p + 4,
+                                              CUDA_R_32F, m, 2, CUBLAS_COMPUTE_32F,
+                                              CUBLAS_GEMM_DEFAULT));
+                     },
+                     s) /
+                 2;
+        t_two = time_us(
+                    [&](int i) {
+                      ex(i, CUDA_R_32F);
+                      CB(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, w2.at(i),
+                                      CUDA_R_16BF, k, x, CUDA_R_16BF, k, &beta, out2, CUDA_R_32F, m,
+                                      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                    },
+                    s) /
+                2;
+      }
+      const double bytes = double(m) * k * 2 + double(n) * k * 2 + double(n) * m * 4;
+      std::printf("%-15s %4d %5d %5d | %8.2f %8.2f %8.2f %4d %8.2f | %8.2f %8.2f | %6.0f %6.0f\n",
+                  sh.what, n, k, m, t_ex, t_lt0, t_best, best, t_exb, t_pair, t_two,
+                  bytes / t_ex * 1e-3, bytes / t_best * 1e-3);
+    }
+    cudaFree(ptrs);
+    cudaFree(x);
+    cudaFree(out);
+    cudaFree(out2);
+  }
+  return 0;
+}
