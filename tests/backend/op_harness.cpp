@@ -26,6 +26,16 @@ CudaOptions harness_cuda_options(const std::string& name) {
   if (name == "cuda_skinny") o.skinny_gemm = true;             // 9..256-row bf16 matmuls
   if (name == "cuda_unstaged") o.decode_staged = false;        // the register decode attention
   if (name == "cuda_interleaved") o.flash_interleaved = true;  // the interleaved flash tile
+  if (name == "cuda_flash_split") o.flash_split_keys = true;   // 64-vector tiles, split
+  if (name == "cuda_flash_wide") o.flash_wide = 4;             // 128-vector tiles, 4 warps
+  if (name == "cuda_flash_wide_split") {  // ... with long query tiles split (and merged)
+    o.flash_wide = 4;
+    o.flash_split_keys = true;
+  }
+  if (name == "cuda_flash_wide8") {  // 128-vector tiles, 8 warps, split
+    o.flash_wide = 8;
+    o.flash_split_keys = true;
+  }
   if (name == "cuda_prefill_toggled") {  // the prefill switches of cudapf, each flipped
     o.glu_bf16_gemm = !o.glu_bf16_gemm;
     o.qk_norm_by_token = !o.qk_norm_by_token;
@@ -76,7 +86,8 @@ std::vector<HarnessBackend> harness_backends() {
   // default one off) and runs every case.
   if (cuda_device_count() > 0)
     for (const char* name : {"cuda_exact", "cuda_skinny", "cuda_unstaged", "cuda_interleaved",
-                             "cuda_prefill_toggled", "cuda_b1"})
+                             "cuda_prefill_toggled", "cuda_b1", "cuda_flash_split",
+                             "cuda_flash_wide", "cuda_flash_wide_split", "cuda_flash_wide8"})
       list.push_back({name, [name] { return make_cuda_backend(0, harness_cuda_options(name)); }});
 #endif
   return list;

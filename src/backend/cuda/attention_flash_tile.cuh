@@ -47,19 +47,20 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-// Issues the copies of keys and values [t0, t0 + kKeys) (zeros past key_hi) into one stage.
-template <typename T, int D>
+// Issues the copies of keys and values [t0, t0 + kKeys) (zeros past key_hi) into one stage, by
+// a block of NT threads.
+template <typename T, int D, int NT = kThreads>
 __device__ __forceinline__ void load_tile(const AttentionArgs& a, int b, int g, int t0, int key_hi,
                                           int row_begin, T* ks, T* vs) {
   constexpr int kChunks = D / 8;  // 16-byte chunks per row
-  constexpr int kPerThread = kKeys * kChunks / kThreads;
-  static_assert(kKeys * kChunks % kThreads == 0 && kThreads % kChunks == 0);
+  constexpr int kPerThread = kKeys * kChunks / NT;
+  static_assert(kKeys * kChunks % NT == 0 && NT % kChunks == 0);
   const T* keys = static_cast<const T*>(a.keys);
   const T* values = static_cast<const T*>(a.values);
   const int c = threadIdx.x % kChunks;
 #pragma unroll
   for (int i = 0; i < kPerThread; ++i) {
-    const int j = threadIdx.x / kChunks + i * (kThreads / kChunks);  // key of the tile
+    const int j = threadIdx.x / kChunks + i * (NT / kChunks);  // key of the tile
     const int t = t0 + j;
     const bool ok = t < key_hi;
     // Packed (no block table): key t of the sequence is row row_begin + t of [T, hkv, D].

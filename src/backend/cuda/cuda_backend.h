@@ -39,6 +39,12 @@ struct CudaOptions {
   // bench/reference/lead6_h200) prefill 8x512 ran 236k tok/s with it against 256k with the earlier
   // tile and 1x2048 193k against 199k.
   bool flash_interleaved = false;
+  // Paged (decoder) prefill attention with 128-vector query tiles (attention_flash_wide.cu):
+  // 4 = 4 warps of 32 rows, 8 = 8 warps of 16 rows, 0 = the 64-vector flash kernel
+  // (INFERA_CUDA_FLASH_WIDE=0/4/8; 1 means 4). Needs flash_fast_softmax. The split of long query
+  // tiles (flash_split_keys) applies to it as to the 64-vector kernel. The encoders' packed
+  // attention keeps the 64-vector kernel.
+  int64_t flash_wide = 0;
   // Key tiles (64 keys) per chunk of a split query tile; 0: chosen from the batch's shape
   // (INFERA_CUDA_FLASH_SPLIT_TILES, for measuring the choice).
   int64_t flash_split_key_tiles = 0;
