@@ -73,6 +73,67 @@ __device__ __forceinline__ void load_tile(const AttentionArgs& a, int b, int g, 
   }
 }
 
+// The block's query vectors' key ranges, by NT threads: range[2v], range[2v + 1] = [lo, hi) of
+// vector v < kVec ([0, 0) past nv), and range[2 kVec], range[2 kVec + 1] their union (tile-aligned
+// from the sequence's first row when packed). Every thread calls it (it synchronizes twice).
+template <int kVec, int NT>
+__device__ __forceinline__ void block_key_ranges(const AttentionArgs& a, int row_begin, int g,
+                                                 int v0, int nv, int len, bool packed, int* range) {
+  const int tid = threadIdx.x, lane = tid % 32;
+  for (int v = tid; v < kVec; v += NT) {
+    int lo = 0, hi = 0;
+    if (v < nv) {
+      int row, head;
+      vector_row_head(a, row_begin, g, v0 + v, row, head);
+      key_range(a, packed ? row - row_begin : a.positions[row], len, lo, hi);
+    }
+    range[2 * v] = lo;
+    range[2 * v + 1] = hi;
+  }
+  __syncthreads();
+  if (tid < 32) {
+    int lo = len, hi = 0;
+    for (int v = lane; v < nv; v += 32) {
+      lo = min(lo, range[2 * v]);
+      hi = max(hi, range[2 * v + 1]);
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) {
+      lo = min(lo, __shfl_xor_sync(0xffffffffu, lo, off));
+      hi = max(hi, __shfl_xor_sync(0xffffffffu, hi, off));
+    }
+    if (packed) lo = min(lo, hi) / kKeys * kKeys;
+    if (lane == 0) {
+      range[2 * kVec] = lo;
+      range[2 * kVec + 1] = max(lo, hi);
+    }
+  }
+  __syncthreads();
+}
+
+// The block's queries times `scale`, rounded to T, into qs [kVec][kRow<D>] (zeros past nv), by
+// NT threads with 16-byte loads (q is 16-byte aligned, as the host checks); no barrier.
+template <typename T, int D, int kVec, int NT>
+__device__ __forceinline__ void stage_queries(const AttentionArgs& a, int row_begin, int g, int v0,
+                                              int nv, float scale, T* qs) {
+  constexpr int kQuads = D / 4;
+#pragma unroll 4
+  for (int i = threadIdx.x; i < kVec * kQuads; i += NT) {
+    const int v = i / kQuads, e = (i % kQuads) * 4;
+    float4 val = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (v < nv) {
+      int row, head;
+      vector_row_head(a, row_begin, g, v0 + v, row, head);
+      val =
+          *reinterpret_cast<const float4*>(a.q + (static_cast<int64_t>(row) * a.hq + head) * D + e);
+    }
+    uint2 packed4;
+    packed4.x = pack2<T>(val.x * scale, val.y * scale);
+    packed4.y = pack2<T>(val.z * scale, val.w * scale);
+    *reinterpret_cast<uint2*>(&qs[v * kRow<D> + e]) = packed4;
+  }
+}
+
 __device__ __forceinline__ float ex2(float x) {  // 2^x (MUFU.EX2); ex2(-inf) = 0
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
@@ -226,14 +287,15 @@ __device__ __forceinline__ void values_interleaved(float (&o)[D / 8][4],
   }
 }
 
-// softmax_tile_base2 with tree reductions and lane-partial sums (l0, l1: this lane's share).
-template <bool kMask, int D>
-__device__ __forceinline__ void softmax_tile_interleaved(float (&s)[kKeys / 8][4],
+// softmax_tile_base2 with tree reductions and lane-partial sums (l0, l1: this lane's share), over
+// kGroups groups of 8 keys from t0 (a power of two; a whole tile by default).
+template <bool kMask, int D, int kGroups = kKeys / 8>
+__device__ __forceinline__ void softmax_tile_interleaved(float (&s)[kGroups][4],
                                                          float (&o)[D / 8][4], float& m0, float& m1,
                                                          float& l0, float& l1, int t0, int key_hi,
                                                          int lo0, int hi0, int lo1, int hi1,
                                                          int tig) {
-  constexpr int kGroups = kKeys / 8;
+  static_assert((kGroups & (kGroups - 1)) == 0);
   if (kMask) {
 #pragma unroll
     for (int nt = 0; nt < kGroups; ++nt)

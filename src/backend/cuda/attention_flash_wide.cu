@@ -61,35 +61,7 @@ __global__ void __launch_bounds__(kWarpsW * 32, 2)
   const int gid = lane / 4, tig = lane % 4;  // mma fragment coordinates
   const float scale = static_cast<float>(a.scale) * 1.4426950408889634f;  // base 2
 
-  for (int v = tid; v < kVec; v += NT) {
-    int lo = 0, hi = 0;
-    if (v < nv) {
-      int row, head;
-      vector_row_head(a, row_begin, g, v0 + v, row, head);
-      key_range(a, packed ? row - row_begin : a.positions[row], len, lo, hi);
-    }
-    range[2 * v] = lo;
-    range[2 * v + 1] = hi;
-  }
-  __syncthreads();
-  if (warp == 0) {  // the block's key range: the union of its rows' (tile-aligned when packed)
-    int lo = len, hi = 0;
-    for (int v = lane; v < nv; v += 32) {
-      lo = min(lo, range[2 * v]);
-      hi = max(hi, range[2 * v + 1]);
-    }
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) {
-      lo = min(lo, __shfl_xor_sync(0xffffffffu, lo, off));
-      hi = max(hi, __shfl_xor_sync(0xffffffffu, hi, off));
-    }
-    if (packed) lo = min(lo, hi) / kKeys * kKeys;
-    if (lane == 0) {
-      range[2 * kVec] = lo;
-      range[2 * kVec + 1] = max(lo, hi);
-    }
-  }
-  __syncthreads();
+  block_key_ranges<kVec, NT>(a, row_begin, g, v0, nv, len, packed, range);
   const int key_lo = range[2 * kVec], key_hi = range[2 * kVec + 1];
   int chunk_lo = key_lo, chunk_hi = key_hi, chunks = 1;
   if constexpr (kSplit) {
@@ -103,24 +75,8 @@ __global__ void __launch_bounds__(kWarpsW * 32, 2)
   if (chunk_lo < chunk_hi) load_tile<T, D, NT>(a, b, g, chunk_lo, key_hi, row_begin, kbuf, vbuf);
   cp_async_commit();
 
-  // The queries, scaled and rounded to the cache type (16-byte loads; the loop's first barrier
-  // publishes them).
-  constexpr int kQuads = D / 4;
-#pragma unroll 4
-  for (int i = tid; i < kVec * kQuads; i += NT) {
-    const int v = i / kQuads, e = (i % kQuads) * 4;
-    float4 val = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (v < nv) {
-      int row, head;
-      vector_row_head(a, row_begin, g, v0 + v, row, head);
-      val =
-          *reinterpret_cast<const float4*>(a.q + (static_cast<int64_t>(row) * a.hq + head) * D + e);
-    }
-    uint2 packed4;
-    packed4.x = pack2<T>(val.x * scale, val.y * scale);
-    packed4.y = pack2<T>(val.z * scale, val.w * scale);
-    *reinterpret_cast<uint2*>(&qs[v * kRow<D> + e]) = packed4;
-  }
+  // The queries (the loop's first barrier publishes them).
+  stage_queries<T, D, kVec, NT>(a, row_begin, g, v0, nv, scale, qs);
 
   // Row tile mt of this warp: rows r0 = first + gid and r1 = r0 + 8 of the block's vectors.
   int lo0[kMt], hi0[kMt], lo1[kMt], hi1[kMt], full_lo[kMt], full_hi[kMt];

@@ -419,7 +419,10 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& 
         a.tiles = (vectors + kFlashWideVectors - 1) / kFlashWideVectors;
         a.wide_warps = options_.flash_wide;
       }
-      if (options_.flash_split_keys) {
+      // Or the key-halves kernel: 64-vector tiles, no split.
+      const bool halves = !wide && options_.flash_key_halves && options_.flash_fast_softmax;
+      if (halves) nt.kernel = "attention_flash_halves";
+      if (options_.flash_split_keys && !halves) {
         const int64_t slots =
             ctx_->properties().multiProcessorCount *
             (wide ? kFlashWideBlocksPerSm : attention_flash_blocks_per_sm(head_dim));
@@ -440,7 +443,10 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& 
                                    static_cast<size_t>(a.tiles * seqs * hkv) * sizeof(unsigned)));
         }
       }
-      ctx_->record(wide ? launch_attention_flash_wide : launch_attention_flash, a, nt);
+      ctx_->record(wide     ? launch_attention_flash_wide
+                   : halves ? launch_attention_flash_halves
+                            : launch_attention_flash,
+                   a, nt);
       return publish_shadow(out, a.out_bf16);
     }
     nt.kernel = "attention_mma";

@@ -399,5 +399,9 @@ void launch_attention_flash(const void* args, cudaStream_t stream);
 constexpr int64_t kFlashWideVectors = 128;
 constexpr int64_t kFlashWideBlocksPerSm = 2;
 void launch_attention_flash_wide(const void* args, cudaStream_t stream);
+// The 64-vector tiles with each 64-key tile's halves on different warps (8 warps a block, 2 blocks
+// an SM; attention_flash_halves.cu, CudaOptions::flash_key_halves): fast_softmax only, no split
+// (splits must be 1), same head dims and types.
+void launch_attention_flash_halves(const void* args, cudaStream_t stream);
 
 }  // namespace infera::cuda
