@@ -28,10 +28,31 @@ CudaOptions harness_cuda_options(const std::string& name) {
     o.decode_staged = false;
     o.paired_gemm = false;  // (the staged kernel's bf16 shadow does not apply here)
   }
-  if (name == "cuda_interleaved") o.flash_interleaved = true;  // the interleaved flash tile
-  if (name == "cuda_prefill_toggled") {  // the prefill switches of cudapf, each flipped
+  if (name == "cuda_interleaved") {  // the interleaved tile of the 64-vector flash kernel
+    o.flash_interleaved = true;
+    o.flash_key_halves = false;
+  }
+  if (name == "cuda_flash_split") {  // the 64-vector flash kernel with long query tiles split
+    o.flash_split_keys = true;
+    o.flash_key_halves = false;
+  }
+  if (name == "cuda_flash_wide") o.flash_wide = 4;  // 128-vector tiles, 4 warps
+  if (name == "cuda_flash_wide_split") {            // ... with long query tiles split (and merged)
+    o.flash_wide = 4;
+    o.flash_split_keys = true;
+  }
+  if (name == "cuda_flash_halves") {  // the key-halves kernel for the encoders' attention too
+    o.flash_key_halves = true;
+    o.packed_flash_halves = true;
+  }
+  if (name == "cuda_flash_wide8") {  // 128-vector tiles, 8 warps, split
+    o.flash_wide = 8;
+    o.flash_split_keys = true;
+  }
+  if (name == "cuda_prefill_toggled") {  // the prefill switches of cudapf and cudafa, each flipped
     o.glu_bf16_gemm = !o.glu_bf16_gemm;
     o.qk_norm_by_token = !o.qk_norm_by_token;
+    o.flash_key_halves = !o.flash_key_halves;  // on by default: flipped, the 64-vector kernel
   }
   if (name == "cuda_b1") {  // the batch-1 decode-chain switches that are off (kernels.h kTune*)
     o.pdl_early_trigger = 2;
@@ -78,8 +99,10 @@ std::vector<HarnessBackend> harness_backends() {
   // others keep the kernels that are off by default tested: each turns one of them on (or the
   // default one off) and runs every case.
   if (cuda_device_count() > 0)
-    for (const char* name : {"cuda_exact", "cuda_skinny", "cuda_unstaged", "cuda_interleaved",
-                             "cuda_prefill_toggled", "cuda_b1"})
+    for (const char* name :
+         {"cuda_exact", "cuda_skinny", "cuda_unstaged", "cuda_interleaved", "cuda_prefill_toggled",
+          "cuda_b1", "cuda_flash_split", "cuda_flash_wide", "cuda_flash_wide_split",
+          "cuda_flash_wide8", "cuda_flash_halves"})
       list.push_back({name, [name] { return make_cuda_backend(0, harness_cuda_options(name)); }});
 #endif
   return list;

@@ -9,11 +9,12 @@
 // ones fill the tail of the grid. Without a block table it is the encoders' packed attention
 // (CudaBackend::attention_packed): keys and values are bf16 copies of k and v [T, hkv, D].
 // The tile's primitives and its interleaved variant (the default) are in attention_flash_tile.cuh;
-// the optional key split of long causal tiles and its merge are here.
+// the optional key split of long causal tiles is here, its merge in attention_flash_merge.cuh.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include "backend/cuda/attention_common.cuh"
+#include "backend/cuda/attention_flash_merge.cuh"
 #include "backend/cuda/attention_flash_tile.cuh"
 #include "backend/cuda/device_util.cuh"
 #include "backend/cuda/mma_tile.cuh"
@@ -22,116 +23,6 @@ namespace infera::cuda {
 namespace {
 
 using namespace flash;  // attention_flash_tile.cuh
-
-// A chunk's rows (r0, r1 of each warp): unnormalised output and (max, sum) to the partials at
-// chunk `split`; then, in the tile's last block to finish, out (and out_bf16) = the merge of the
-// tile's `chunks` partials: sum_s 2^(m_s - M) o_s / sum_s 2^(m_s - M) l_s (base e without kFast).
-// Each block publishes its partials before it counts itself done; the block that brings the count
-// to `chunks` sees every other block's partials and resets the counter for the next launch. The
-// merge is latency-bound (a few L2 round trips on the tile's critical path), so its loads are
-// issued together: the chunks' factors first (staged in the free key buffer `smem`), then per
-// chunk one 16-byte load of each of the thread's D / 8 output quads.
-template <int D, bool kFast>
-__device__ __forceinline__ void write_and_merge_split(const AttentionArgs& a, int b, int g,
-                                                      int tile, int split, int chunks, int v0,
-                                                      int nv, int row_begin,
-                                                      const float (&o)[D / 8][4], float m0,
-                                                      float m1, float l0, float l1, float* smem) {
-  __shared__ int merge;
-  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, gid = lane / 4, tig = lane % 4;
-  const int64_t stride = a.num_tokens * a.hq;  // vectors per chunk of the partials
-  const auto vector_index = [&](int v) {
-    int row, head;
-    vector_row_head(a, row_begin, g, v0 + v, row, head);
-    return static_cast<int64_t>(row) * a.hq + head;
-  };
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int v = warp * 16 + gid + half * 8;
-    if (v >= nv) continue;
-    const int64_t vec = split * stride + vector_index(v);
-    float* dst = a.partial_out + vec * D;
-#pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt)
-      __stcg(reinterpret_cast<float2*>(dst + dt * 8 + tig * 2),
-             make_float2(o[dt][2 * half], o[dt][2 * half + 1]));
-    if (tig == 0)
-      __stcg(reinterpret_cast<float2*>(a.partial_ml) + vec,
-             half == 0 ? make_float2(m0, l0) : make_float2(m1, l1));
-  }
-  __threadfence();
-  __syncthreads();
-  if (tid == 0) {
-    const int64_t counter = (static_cast<int64_t>(b) * a.hkv + g) * a.tiles + tile;
-    merge = atomicAdd(&a.split_counters[counter], 1u) == static_cast<unsigned>(chunks - 1);
-    if (merge) a.split_counters[counter] = 0;
-  }
-  __syncthreads();
-  if (!merge) return;
-  __threadfence();
-  // smem: [kVectors][chunks] maxima, then factors; [kVectors] sums' inverses after them.
-  float* factor = smem;
-  float* inv = smem + kVectors * chunks;
-  for (int i = tid; i < nv * chunks; i += kThreads) {
-    const int v = i / chunks, sp = i % chunks;
-    const float2 ml =
-        __ldcg(reinterpret_cast<const float2*>(a.partial_ml) + sp * stride + vector_index(v));
-    factor[i] = ml.x;
-    inv[kVectors + i] = ml.y;  // sums, past the inverses (64 + 64 * 16 floats at most)
-  }
-  __syncthreads();
-  for (int v = tid; v < nv; v += kThreads) {
-    float m = -INFINITY, l = 0.0f;
-    for (int sp = 0; sp < chunks; ++sp) m = fmaxf(m, factor[v * chunks + sp]);
-    for (int sp = 0; sp < chunks; ++sp) {
-      const float ms = factor[v * chunks + sp];
-      const float f = ms == -INFINITY ? 0.0f : (kFast ? exp2f(ms - m) : expf(ms - m));
-      factor[v * chunks + sp] = f;
-      l += f * inv[kVectors + v * chunks + sp];
-    }
-    inv[v] = l > 0.0f ? 1.0f / l : 0.0f;
-  }
-  __syncthreads();
-  constexpr int kQuads = D / 4, kPer = kVectors * kQuads / kThreads;  // quads per thread
-  float4 acc[kPer];
-#pragma unroll
-  for (int i = 0; i < kPer; ++i) acc[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  for (int sp = 0; sp < chunks; ++sp) {
-    float4 po[kPer];
-#pragma unroll
-    for (int i = 0; i < kPer; ++i) {
-      const int q = tid + i * kThreads, v = q / kQuads, e = (q % kQuads) * 4;
-      po[i] = v < nv ? __ldcg(reinterpret_cast<const float4*>(
-                           a.partial_out + (sp * stride + vector_index(v)) * D + e))
-                     : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    }
-#pragma unroll
-    for (int i = 0; i < kPer; ++i) {
-      const int v = (tid + i * kThreads) / kQuads;
-      const float f = v < nv ? factor[v * chunks + sp] : 0.0f;
-      acc[i].x += f * po[i].x;
-      acc[i].y += f * po[i].y;
-      acc[i].z += f * po[i].z;
-      acc[i].w += f * po[i].w;
-    }
-  }
-#pragma unroll
-  for (int i = 0; i < kPer; ++i) {
-    const int q = tid + i * kThreads, v = q / kQuads, e = (q % kQuads) * 4;
-    if (v >= nv) continue;
-    const int64_t vec = vector_index(v);
-    const float r = inv[v];
-    const float4 y = make_float4(acc[i].x * r, acc[i].y * r, acc[i].z * r, acc[i].w * r);
-    float2* dst = reinterpret_cast<float2*>(a.out + vec * D + e);  // out is 8-byte aligned
-    dst[0] = make_float2(y.x, y.y);
-    dst[1] = make_float2(y.z, y.w);
-    if (a.out_bf16) {
-      auto* dst16 = static_cast<__nv_bfloat16*>(a.out_bf16) + vec * D + e;
-      reinterpret_cast<__nv_bfloat162*>(dst16)[0] = __floats2bfloat162_rn(y.x, y.y);
-      reinterpret_cast<__nv_bfloat162*>(dst16)[1] = __floats2bfloat162_rn(y.z, y.w);
-    }
-  }
-}
 
 // Blocks per SM: 3 at head_dim 128 (registers and shared memory), 4 at 64 (fits in 128
 // registers without spilling; more warps to hide the mma and shared-memory latencies).
@@ -378,9 +269,12 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
     }
   }
 
-  if (kSplit && chunks > 1)
-    return write_and_merge_split<D, kFast>(a, b, g, tile, split, chunks, v0, nv, row_begin, o, m0,
-                                           m1, l0, l1, reinterpret_cast<float*>(kbuf));
+  if (kSplit && chunks > 1) {
+    const float ml[4] = {m0, m1, l0, l1};
+    return write_and_merge_split<D, kFast, kVectors, kThreads, 1>(a, b, g, tile, split, chunks, v0,
+                                                                  nv, row_begin, &o[0][0], ml,
+                                                                  reinterpret_cast<float*>(kbuf));
+  }
   const float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
 #pragma unroll
   for (int half = 0; half < 2; ++half) {

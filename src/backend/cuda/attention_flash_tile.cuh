@@ -47,19 +47,20 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-// Issues the copies of keys and values [t0, t0 + kKeys) (zeros past key_hi) into one stage.
-template <typename T, int D>
+// Issues the copies of keys and values [t0, t0 + kKeys) (zeros past key_hi) into one stage, by
+// a block of NT threads.
+template <typename T, int D, int NT = kThreads>
 __device__ __forceinline__ void load_tile(const AttentionArgs& a, int b, int g, int t0, int key_hi,
                                           int row_begin, T* ks, T* vs) {
   constexpr int kChunks = D / 8;  // 16-byte chunks per row
-  constexpr int kPerThread = kKeys * kChunks / kThreads;
-  static_assert(kKeys * kChunks % kThreads == 0 && kThreads % kChunks == 0);
+  constexpr int kPerThread = kKeys * kChunks / NT;
+  static_assert(kKeys * kChunks % NT == 0 && NT % kChunks == 0);
   const T* keys = static_cast<const T*>(a.keys);
   const T* values = static_cast<const T*>(a.values);
   const int c = threadIdx.x % kChunks;
 #pragma unroll
   for (int i = 0; i < kPerThread; ++i) {
-    const int j = threadIdx.x / kChunks + i * (kThreads / kChunks);  // key of the tile
+    const int j = threadIdx.x / kChunks + i * (NT / kChunks);  // key of the tile
     const int t = t0 + j;
     const bool ok = t < key_hi;
     // Packed (no block table): key t of the sequence is row row_begin + t of [T, hkv, D].
@@ -69,6 +70,67 @@ __device__ __forceinline__ void load_tile(const AttentionArgs& a, int b, int g, 
     const int64_t off = ok ? at + c * 8 : 0;
     cp_async16(ks + j * kRow<D> + c * 8, keys + off, ok ? 16 : 0);
     cp_async16(vs + j * kRow<D> + c * 8, values + off, ok ? 16 : 0);
+  }
+}
+
+// The block's query vectors' key ranges, by NT threads: range[2v], range[2v + 1] = [lo, hi) of
+// vector v < kVec ([0, 0) past nv), and range[2 kVec], range[2 kVec + 1] their union (tile-aligned
+// from the sequence's first row when packed). Every thread calls it (it synchronizes twice).
+template <int kVec, int NT>
+__device__ __forceinline__ void block_key_ranges(const AttentionArgs& a, int row_begin, int g,
+                                                 int v0, int nv, int len, bool packed, int* range) {
+  const int tid = threadIdx.x, lane = tid % 32;
+  for (int v = tid; v < kVec; v += NT) {
+    int lo = 0, hi = 0;
+    if (v < nv) {
+      int row, head;
+      vector_row_head(a, row_begin, g, v0 + v, row, head);
+      key_range(a, packed ? row - row_begin : a.positions[row], len, lo, hi);
+    }
+    range[2 * v] = lo;
+    range[2 * v + 1] = hi;
+  }
+  __syncthreads();
+  if (tid < 32) {
+    int lo = len, hi = 0;
+    for (int v = lane; v < nv; v += 32) {
+      lo = min(lo, range[2 * v]);
+      hi = max(hi, range[2 * v + 1]);
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) {
+      lo = min(lo, __shfl_xor_sync(0xffffffffu, lo, off));
+      hi = max(hi, __shfl_xor_sync(0xffffffffu, hi, off));
+    }
+    if (packed) lo = min(lo, hi) / kKeys * kKeys;
+    if (lane == 0) {
+      range[2 * kVec] = lo;
+      range[2 * kVec + 1] = max(lo, hi);
+    }
+  }
+  __syncthreads();
+}
+
+// The block's queries times `scale`, rounded to T, into qs [kVec][kRow<D>] (zeros past nv), by
+// NT threads with 16-byte loads (q is 16-byte aligned, as the host checks); no barrier.
+template <typename T, int D, int kVec, int NT>
+__device__ __forceinline__ void stage_queries(const AttentionArgs& a, int row_begin, int g, int v0,
+                                              int nv, float scale, T* qs) {
+  constexpr int kQuads = D / 4;
+#pragma unroll 4
+  for (int i = threadIdx.x; i < kVec * kQuads; i += NT) {
+    const int v = i / kQuads, e = (i % kQuads) * 4;
+    float4 val = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (v < nv) {
+      int row, head;
+      vector_row_head(a, row_begin, g, v0 + v, row, head);
+      val =
+          *reinterpret_cast<const float4*>(a.q + (static_cast<int64_t>(row) * a.hq + head) * D + e);
+    }
+    uint2 packed4;
+    packed4.x = pack2<T>(val.x * scale, val.y * scale);
+    packed4.y = pack2<T>(val.z * scale, val.w * scale);
+    *reinterpret_cast<uint2*>(&qs[v * kRow<D> + e]) = packed4;
   }
 }
 
@@ -225,14 +287,15 @@ __device__ __forceinline__ void values_interleaved(float (&o)[D / 8][4],
   }
 }
 
-// softmax_tile_base2 with tree reductions and lane-partial sums (l0, l1: this lane's share).
-template <bool kMask, int D>
-__device__ __forceinline__ void softmax_tile_interleaved(float (&s)[kKeys / 8][4],
+// softmax_tile_base2 with tree reductions and lane-partial sums (l0, l1: this lane's share), over
+// kGroups groups of 8 keys from t0 (a power of two; a whole tile by default).
+template <bool kMask, int D, int kGroups = kKeys / 8>
+__device__ __forceinline__ void softmax_tile_interleaved(float (&s)[kGroups][4],
                                                          float (&o)[D / 8][4], float& m0, float& m1,
                                                          float& l0, float& l1, int t0, int key_hi,
                                                          int lo0, int hi0, int lo1, int hi1,
                                                          int tig) {
-  constexpr int kGroups = kKeys / 8;
+  static_assert((kGroups & (kGroups - 1)) == 0);
   if (kMask) {
 #pragma unroll
     for (int nt = 0; nt < kGroups; ++nt)

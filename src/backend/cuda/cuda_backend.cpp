@@ -300,6 +300,12 @@ CudaOptions cuda_options_from_env() {
   o.flash_fast_softmax = cuda::env_flag("INFERA_CUDA_FLASH_FAST", o.flash_fast_softmax);
   o.flash_split_keys = cuda::env_flag("INFERA_CUDA_FLASH_SPLIT", o.flash_split_keys);
   o.flash_interleaved = cuda::env_flag("INFERA_CUDA_FLASH_INTERLEAVED", o.flash_interleaved);
+  if (const char* v = std::getenv("INFERA_CUDA_FLASH_WIDE"); v && *v) {
+    const int w = std::atoi(v);
+    o.flash_wide = w == 1 || w == 4 ? 4 : w == 8 ? 8 : 0;
+  }
+  o.flash_key_halves = cuda::env_flag("INFERA_CUDA_FLASH_HALVES", o.flash_key_halves);
+  o.packed_flash_halves = cuda::env_flag("INFERA_CUDA_PACKED_FLASH_HALVES", o.packed_flash_halves);
   if (const char* v = std::getenv("INFERA_CUDA_FLASH_SPLIT_TILES"); v && *v)
     o.flash_split_key_tiles = std::max(0, std::atoi(v));
   o.bf16_shadow = cuda::env_flag("INFERA_CUDA_BF16_SHADOW", o.bf16_shadow);

@@ -39,6 +39,24 @@ struct CudaOptions {
   // bench/reference/lead6_h200) prefill 8x512 ran 236k tok/s with it against 256k with the earlier
   // tile and 1x2048 193k against 199k.
   bool flash_interleaved = false;
+  // Paged (decoder) prefill attention with 128-vector query tiles (attention_flash_wide.cu):
+  // 4 = 4 warps of 32 rows, 8 = 8 warps of 16 rows, 0 = the 64-vector flash kernel
+  // (INFERA_CUDA_FLASH_WIDE=0/4/8; 1 means 4). Needs flash_fast_softmax. The split of long query
+  // tiles (flash_split_keys) applies to it as to the 64-vector kernel. The encoders' packed
+  // attention keeps the 64-vector kernel.
+  int64_t flash_wide = 0;
+  // Paged prefill attention with each 64-key tile's two halves on different warps of a block of
+  // 8 (attention_flash_halves.cu): half the serial walk of a long query tile, 16 warps an SM
+  // (INFERA_CUDA_FLASH_HALVES=0: the 64-vector kernel of 4 warps). Needs flash_fast_softmax;
+  // takes precedence over flash_split_keys and flash_interleaved, flash_wide over it. On the H200
+  // (bench/reference/cudafa/run2, ncu per layer): 2048-token prompt 126.9 -> 105.1 us, 8x512
+  // 101.7 -> 95.6 us; step_bench against main, 3 alternating rounds: 1x2048 x1.02 / x1.09 / x1.08,
+  // 8x512 x0.95 / x1.01 / x1.03, 1x512 x0.97 / x1.06 / x1.07.
+  bool flash_key_halves = true;
+  // The same kernel for the encoders' packed attention (INFERA_CUDA_PACKED_FLASH_HALVES=1). Off:
+  // encoder_bench ModernBERT-large 10x512 13.87 -> 14.10 ms, 64x512 89.08 -> 88.24 ms (one run
+  // each, run 2): not measured faster.
+  bool packed_flash_halves = false;
   // Key tiles (64 keys) per chunk of a split query tile; 0: chosen from the batch's shape
   // (INFERA_CUDA_FLASH_SPLIT_TILES, for measuring the choice).
   int64_t flash_split_key_tiles = 0;

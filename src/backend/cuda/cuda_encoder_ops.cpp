@@ -212,7 +212,10 @@ void CudaBackend::attention_packed(const Tensor& q, const Tensor& k, const Tenso
     f.fast_softmax = options_.flash_fast_softmax ? 1 : 0;
     f.interleaved = options_.flash_interleaved ? 1 : 0;
     f.out_bf16 = shadow_buffer(out);
-    ctx_->record(launch_attention_flash, f, note(op, "attention_flash", {&q, &k}));
+    // The key-halves kernel (CudaOptions::packed_flash_halves) on the same tiles and schedule.
+    const bool halves = options_.packed_flash_halves && options_.flash_fast_softmax;
+    ctx_->record(halves ? launch_attention_flash_halves : launch_attention_flash, f,
+                 note(op, halves ? "attention_flash_halves" : "attention_flash", {&q, &k}));
     publish_shadow(out, f.out_bf16);
   } else if (mma) {
     a.out_bf16 = shadow_buffer(out);

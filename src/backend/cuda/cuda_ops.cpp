@@ -360,16 +360,17 @@ struct FlashSplit {
   int64_t splits = 1, key_tiles = 0;
 };
 FlashSplit plan_flash_split(const BatchDesc& d, int64_t group, int64_t hkv, int64_t tiles,
-                            bool causal, int64_t slots, int64_t forced_key_tiles) {
+                            int64_t vectors_per_tile, bool causal, int64_t slots,
+                            int64_t forced_key_tiles) {
   if (!causal) return {};
   constexpr int64_t kKeys = 64;
   int64_t total = 0, longest = 0;
   for (int64_t b = 0; b < d.num_seqs(); ++b) {
     const int64_t first = d.query_start[size_t(b)], rows = d.query_start[size_t(b) + 1] - first;
     for (int64_t t = 0; t < tiles; ++t) {
-      const int64_t v_first = t * kMmaVectorsPerTile;
+      const int64_t v_first = t * vectors_per_tile;
       if (v_first >= rows * group) break;
-      const int64_t v_last = std::min(rows * group, v_first + kMmaVectorsPerTile) - 1;
+      const int64_t v_last = std::min(rows * group, v_first + vectors_per_tile) - 1;
       const int64_t keys = int64_t{d.positions[size_t(first + v_last / group)]} + 1;
       const int64_t n = (std::min<int64_t>(keys, d.seq_lens[size_t(b)]) + kKeys - 1) / kKeys;
       total += n * hkv;
@@ -454,13 +455,26 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& 
       a.fast_softmax = options_.flash_fast_softmax ? 1 : 0;
       a.interleaved = options_.flash_interleaved ? 1 : 0;
       a.out_bf16 = shadow_buffer(out);
-      if (options_.flash_split_keys) {
+      // The wide kernel: 128-vector tiles (base-2 softmax only).
+      const bool wide = options_.flash_wide != 0 && options_.flash_fast_softmax;
+      if (wide) {
+        nt.kernel = "attention_flash_wide";
+        a.vectors_per_tile = kFlashWideVectors;
+        a.tiles = (vectors + kFlashWideVectors - 1) / kFlashWideVectors;
+        a.wide_warps = options_.flash_wide;
+      }
+      // Or the key-halves kernel: 64-vector tiles, no split.
+      const bool halves = !wide && options_.flash_key_halves && options_.flash_fast_softmax;
+      if (halves) nt.kernel = "attention_flash_halves";
+      if (options_.flash_split_keys && !halves) {
         const int64_t slots =
-            ctx_->properties().multiProcessorCount * attention_flash_blocks_per_sm(head_dim);
-        const FlashSplit sp = plan_flash_split(d, group, hkv, a.tiles, params.causal, slots,
-                                               options_.flash_split_key_tiles);
+            ctx_->properties().multiProcessorCount *
+            (wide ? kFlashWideBlocksPerSm : attention_flash_blocks_per_sm(head_dim));
+        const FlashSplit sp =
+            plan_flash_split(d, group, hkv, a.tiles, a.vectors_per_tile, params.causal, slots,
+                             options_.flash_split_key_tiles);
         if (sp.splits > 1) {
-          nt.kernel = "attention_flash_split";
+          nt.kernel = wide ? "attention_flash_wide_split" : "attention_flash_split";
           a.splits = sp.splits;
           a.split_key_tiles = sp.key_tiles;
           const int64_t vecs = a.splits * tokens * hq;
@@ -473,7 +487,10 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& 
                                    static_cast<size_t>(a.tiles * seqs * hkv) * sizeof(unsigned)));
         }
       }
-      ctx_->record(launch_attention_flash, a, nt);
+      ctx_->record(wide     ? launch_attention_flash_wide
+                   : halves ? launch_attention_flash_halves
+                            : launch_attention_flash,
+                   a, nt);
       return publish_shadow(out, a.out_bf16);
     }
     nt.kernel = "attention_mma";

@@ -361,6 +361,9 @@ struct AttentionArgs {
   // and the block that finishes (sequence, kv head) last writes the rotated q heads back.
   int64_t fused_qk;
   QkNormRopeKvArgs qk;
+  // Wide flash kernel (vectors_per_tile = kFlashWideVectors): warps a block, 4 (32 rows each) or
+  // 8 (16 rows each).
+  int64_t wide_warps;
 };
 // CUDA cores, f32 throughout: any cache type and head_dim <= kSimtMaxHeadDim; decode's path.
 constexpr int64_t kSimtMaxHeadDim = 512;
@@ -392,5 +395,14 @@ void launch_attention_mma(const void* args, cudaStream_t stream);
 bool attention_flash_supports(ElemType type, int64_t head_dim);
 int64_t attention_flash_blocks_per_sm(int64_t head_dim);  // resident blocks (launch bounds)
 void launch_attention_flash(const void* args, cudaStream_t stream);
+// The same kernel with 128-vector query tiles (attention_flash_wide.cu, CudaOptions::flash_wide):
+// fast_softmax only, same head dims and types; AttentionArgs::wide_warps 4 or 8; 2 blocks an SM.
+constexpr int64_t kFlashWideVectors = 128;
+constexpr int64_t kFlashWideBlocksPerSm = 2;
+void launch_attention_flash_wide(const void* args, cudaStream_t stream);
+// The 64-vector tiles with each 64-key tile's halves on different warps (8 warps a block, 2 blocks
+// an SM; attention_flash_halves.cu, CudaOptions::flash_key_halves): fast_softmax only, no split
+// (splits must be 1), same head dims and types.
+void launch_attention_flash_halves(const void* args, cudaStream_t stream);
 
 }  // namespace infera::cuda
