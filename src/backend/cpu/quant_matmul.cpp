@@ -3,7 +3,9 @@
 #include "backend/cpu/quant_matmul.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -89,6 +91,36 @@ void quantize_row_q8k(const float* x, int64_t k, ActBlockQ8K* out) {
 }
 
 }  // namespace
+
+namespace {
+// kDefaultGemvStreams: see quant_gemv_streams() in the header and the measurements in
+// docs/notes/2026-12-01/issue-8-cpuq.md.
+constexpr int kDefaultGemvStreams = 4;
+
+int gemv_streams_from_env() {
+  const char* v = std::getenv("INFERA_CPU_GEMV_STREAMS");
+  if (!v || !*v) return kDefaultGemvStreams;
+  const int s = std::atoi(v);
+  if (s != 1 && s != 2 && s != 4 && s != 8)
+    throw InvalidArgument("INFERA_CPU_GEMV_STREAMS must be 1, 2, 4 or 8, not '" + std::string(v) +
+                          "'");
+  return s;
+}
+
+std::atomic<int>& gemv_streams_setting() {
+  static std::atomic<int> streams{gemv_streams_from_env()};
+  return streams;
+}
+}  // namespace
+
+int quant_gemv_streams() { return gemv_streams_setting().load(std::memory_order_relaxed); }
+
+void set_quant_gemv_streams(int streams) {
+  if (streams != 1 && streams != 2 && streams != 4 && streams != 8)
+    throw InvalidArgument("[matmul] GEMV streams must be 1, 2, 4 or 8, not " +
+                          std::to_string(streams));
+  gemv_streams_setting().store(streams, std::memory_order_relaxed);
+}
 
 bool uses_q8k_activations(DType weight_type) {
   return weight_type == DType::Q4_K || weight_type == DType::Q6_K;
