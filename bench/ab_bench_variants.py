@@ -5,7 +5,8 @@ alike. Each run's JSON goes under OUT/<round>-<name>/; the summary gives, per va
 decode / prefill tokens/s, the per-round ratios against the first variant (median [min, max]),
 bench's own decode fraction of the bandwidth roofline (its probe runs in the same process, so it
 moves with the load) and bytes/token x tokens/s over --roofline-gbs (a fixed quiet probe figure),
-and run.cpu_share (rounds where it is far below 1 were descheduled).
+and run.cpu_share (rounds where it is far below 1 were descheduled); then the ratios of the rounds
+in which every variant had cpu_share >= --quiet-share (0.9).
 
   bench/ab_bench_variants.py --out bench/reference/x --rounds 4 base=/tmp/old/infera \\
       new=build/release/infera 's1=INFERA_CPU_GEMV_STREAMS=1 build/release/infera' -- \\
@@ -33,7 +34,7 @@ def run(cmd, out_dir, extra):
     os.makedirs(out_dir, exist_ok=True)
     subprocess.run([*cmd, "bench", "--out-dir", out_dir, *extra], env=env, check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    (path,) = glob.glob(os.path.join(out_dir, "*.json"))
+    path = max(glob.glob(os.path.join(out_dir, "*.json")), key=os.path.getmtime)  # this run's
     with open(path) as f:
         return json.load(f)
 
@@ -47,6 +48,7 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--roofline-gbs", type=float, default=85.0)
+    ap.add_argument("--quiet-share", type=float, default=0.9)
     ap.add_argument("variants", nargs="+", help="NAME=[ENV=VALUE ...] binary [args], then -- bench args")
     argv = sys.argv[1:]
     split = argv.index("--") if "--" in argv else len(argv)
@@ -95,9 +97,26 @@ def main():
               f"{100 * s['fraction_fixed']:.1f} % of {args.roofline_gbs} GB/s"
               + (f" ({100 * s['fraction_in_run']:.1f} % of the in-run probe)" if s["fraction_in_run"] else "")
               + f", cpu_share {s['cpu_share']:.2f}")
+    # Rounds in which every variant ran undisturbed (cpu_share >= --quiet-share): on a shared
+    # machine the only ones whose ratios mean something.
+    quiet = [r for r in range(args.rounds)
+             if all(rows[name][r]["cpu_share"] >= args.quiet_share for name, _ in variants)]
+    print(f"quiet rounds (every cpu_share >= {args.quiet_share}): {quiet}")
+    for name, _ in variants:
+        s = summary[name]
+        for k in ("decode", "prefill"):
+            s[f"{k}_quiet_ratios"] = [rows[name][r][k] / rows[first][r][k] for r in quiet]
+        s["quiet_fraction_fixed"] = [rows[name][r]["fraction_fixed"] for r in quiet]
+        if quiet:
+            print(f"  {name}: decode x{statistics.median(s['decode_quiet_ratios']):.3f} "
+                  f"{[round(x, 3) for x in s['decode_quiet_ratios']]}, prefill "
+                  f"x{statistics.median(s['prefill_quiet_ratios']):.3f} "
+                  f"{[round(x, 3) for x in s['prefill_quiet_ratios']]}, % of {args.roofline_gbs} GB/s "
+                  f"{[round(100 * x, 1) for x in s['quiet_fraction_fixed']]}")
     with open(os.path.join(args.out, "summary.json"), "w") as f:
         json.dump({"variants": [[n, c] for n, c in variants], "bench_args": extra, "rounds": rows,
-                   "summary": summary, "roofline_gbs": args.roofline_gbs}, f, indent=1)
+                   "summary": summary, "roofline_gbs": args.roofline_gbs, "quiet_rounds": quiet},
+                  f, indent=1)
 
 
 if __name__ == "__main__":

@@ -89,8 +89,9 @@ HWY_INLINE float HalfToFloat(uint16_t h) { return quant::half_to_float(h); }
 // panels of kPanel (a few KB, cache-resident) and every tile of 4 activation rows passes over the
 // panel before the next one is read.
 //
-// Single-row decode with quant_gemv_streams() = S > 1, for kernels that define
-// Rows<S>(S weight rows, one activation row, blocks, S outputs) (they say so with kLockstep):
+// Single-row decode with quant_gemv_streams() = S > 1 (auto: Kernel::kAutoGemvStreams), for
+// kernels that define Rows<S>(S weight rows, one activation row, blocks, S outputs) (they say so
+// with kAutoGemvStreams > 0):
 // rows [j_begin, j_end) are cut into S equal ranges and row i of every range is dotted in
 // lockstep, one block of each per step (S sequential streams in flight); leftover rows one by one.
 template <class Kernel, int S>
@@ -115,9 +116,10 @@ template <class Kernel>
 void MatmulRowsQ(const uint8_t* acts, int64_t act_row_bytes, int64_t n, int64_t blocks,
                  const uint8_t* w, int64_t w_row_bytes, int64_t j_begin, int64_t j_end, float* out,
                  int64_t ldo) {
-  if constexpr (Kernel::kLockstep) {
+  if constexpr (Kernel::kAutoGemvStreams > 0) {
     if (n == 1) {
-      switch (quant_gemv_streams()) {
+      const int streams = quant_gemv_streams();
+      switch (streams == 0 ? Kernel::kAutoGemvStreams : streams) {
         case 2:
           return MatmulRowsLockstepQ<Kernel, 2>(acts, blocks, w, w_row_bytes, j_begin, j_end, out);
         case 4:
@@ -204,6 +206,10 @@ HWY_INLINE void RowGroupRowsLockstep(const uint8_t* const* groups, const uint8_t
   }
 }
 
+// Streams of the row-group GEMVs when quant_gemv_streams() is auto (measured best, all three
+// types; docs/notes/2026-12-01/issue-8-cpuq.md).
+constexpr int kAutoGemvStreamsRowGroups = 4;
+
 // Single-row decode with quant_gemv_streams() = S > 1: the groups of [j_begin, j_end) cut into S
 // equal ranges, group i of every range in lockstep (S streams in flight), leftovers one by one.
 template <class Group, int S>
@@ -235,7 +241,8 @@ void MatmulRowGroupsQ(DType dtype, const void* acts, int64_t n, int64_t k, const
 #if INFERA_VNNI512
   const int64_t units = k / kUnitElements;
   if (n == 1) {
-    switch (quant_gemv_streams()) {
+    const int streams = quant_gemv_streams();
+    switch (streams == 0 ? kAutoGemvStreamsRowGroups : streams) {
       case 2:
         return RowGroupsLockstep<Group, 2>(wb, row_bytes, ab, units, j_begin, j_end, out);
       case 4:

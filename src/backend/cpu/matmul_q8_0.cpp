@@ -18,7 +18,8 @@ namespace infera::cpu {
 namespace HWY_NAMESPACE {
 
 struct KernelQ8_0 {
-  static constexpr bool kLockstep = true;  // has Rows<S> (int8_dot-inl.h, MatmulRowsQ)
+  // Has Rows<S> (int8_dot-inl.h, MatmulRowsQ); 4 streams when the setting is auto (measured).
+  static constexpr int kAutoGemvStreams = 4;
   template <int NX>
   static HWY_INLINE void Row(const uint8_t* wrow, const uint8_t* acts, int64_t act_row_bytes,
                              int64_t blocks, float* out, int64_t ldo) {

@@ -93,18 +93,18 @@ void quantize_row_q8k(const float* x, int64_t k, ActBlockQ8K* out) {
 }  // namespace
 
 namespace {
-// kDefaultGemvStreams: see quant_gemv_streams() in the header and the measurements in
-// docs/notes/2026-12-01/issue-8-cpuq.md.
-constexpr int kDefaultGemvStreams = 4;
+// The setting of quant_gemv_streams(): 0 = each kernel's own count (the default), else 1, 2, 4, 8.
+bool valid_gemv_streams(int s) { return s == 0 || s == 1 || s == 2 || s == 4 || s == 8; }
 
 int gemv_streams_from_env() {
   const char* v = std::getenv("INFERA_CPU_GEMV_STREAMS");
-  if (!v || !*v) return kDefaultGemvStreams;
-  const int s = std::atoi(v);
-  if (s != 1 && s != 2 && s != 4 && s != 8)
-    throw InvalidArgument("INFERA_CPU_GEMV_STREAMS must be 1, 2, 4 or 8, not '" + std::string(v) +
-                          "'");
-  return s;
+  if (!v || !*v || std::strcmp(v, "auto") == 0) return 0;
+  char* end = nullptr;
+  const long s = std::strtol(v, &end, 10);
+  if (*end != '\0' || s == 0 || !valid_gemv_streams(static_cast<int>(s)))
+    throw InvalidArgument("INFERA_CPU_GEMV_STREAMS must be auto, 1, 2, 4 or 8, not '" +
+                          std::string(v) + "'");
+  return static_cast<int>(s);
 }
 
 std::atomic<int>& gemv_streams_setting() {
@@ -116,8 +116,8 @@ std::atomic<int>& gemv_streams_setting() {
 int quant_gemv_streams() { return gemv_streams_setting().load(std::memory_order_relaxed); }
 
 void set_quant_gemv_streams(int streams) {
-  if (streams != 1 && streams != 2 && streams != 4 && streams != 8)
-    throw InvalidArgument("[matmul] GEMV streams must be 1, 2, 4 or 8, not " +
+  if (!valid_gemv_streams(streams))
+    throw InvalidArgument("[matmul] GEMV streams must be 0 (auto), 1, 2, 4 or 8, not " +
                           std::to_string(streams));
   gemv_streams_setting().store(streams, std::memory_order_relaxed);
 }
