@@ -88,10 +88,49 @@ HWY_INLINE float HalfToFloat(uint16_t h) { return quant::half_to_float(h); }
 // them). Decode (n <= 4) streams each weight row once. With more rows, weight rows are taken in
 // panels of kPanel (a few KB, cache-resident) and every tile of 4 activation rows passes over the
 // panel before the next one is read.
+//
+// Single-row decode with quant_gemv_streams() = S > 1 (auto: Kernel::kAutoGemvStreams), for
+// kernels that define Rows<S>(S weight rows, one activation row, blocks, S outputs) (they say so
+// with kAutoGemvStreams > 0):
+// rows [j_begin, j_end) are cut into S equal ranges and row i of every range is dotted in
+// lockstep, one block of each per step (S sequential streams in flight); leftover rows one by one.
+template <class Kernel, int S>
+void MatmulRowsLockstepQ(const uint8_t* acts, int64_t blocks, const uint8_t* w, int64_t w_row_bytes,
+                         int64_t j_begin, int64_t j_end, float* out) {
+  const int64_t per = (j_end - j_begin) / S;
+  const uint8_t* wr[S];
+  float* o[S];
+  for (int64_t i = 0; i < per; ++i) {
+    for (int s = 0; s < S; ++s) {
+      const int64_t j = j_begin + s * per + i;
+      wr[s] = w + j * w_row_bytes;
+      o[s] = out + j;
+    }
+    Kernel::template Rows<S>(wr, acts, blocks, o);
+  }
+  for (int64_t j = j_begin + S * per; j < j_end; ++j)
+    Kernel::template Row<1>(w + j * w_row_bytes, acts, 0, blocks, out + j, 0);
+}
+
 template <class Kernel>
 void MatmulRowsQ(const uint8_t* acts, int64_t act_row_bytes, int64_t n, int64_t blocks,
                  const uint8_t* w, int64_t w_row_bytes, int64_t j_begin, int64_t j_end, float* out,
                  int64_t ldo) {
+  if constexpr (Kernel::kAutoGemvStreams > 0) {
+    if (n == 1) {
+      const int streams = quant_gemv_streams();
+      switch (streams == 0 ? Kernel::kAutoGemvStreams : streams) {
+        case 2:
+          return MatmulRowsLockstepQ<Kernel, 2>(acts, blocks, w, w_row_bytes, j_begin, j_end, out);
+        case 4:
+          return MatmulRowsLockstepQ<Kernel, 4>(acts, blocks, w, w_row_bytes, j_begin, j_end, out);
+        case 8:
+          return MatmulRowsLockstepQ<Kernel, 8>(acts, blocks, w, w_row_bytes, j_begin, j_end, out);
+        default:
+          break;
+      }
+    }
+  }
   constexpr int64_t kPanel = 16;
   const int64_t panel = n <= 4 ? j_end - j_begin : kPanel;
   for (int64_t jp = j_begin; jp < j_end; jp += panel) {
@@ -145,6 +184,51 @@ HWY_INLINE void RowGroupRows(const uint8_t* group, const uint8_t* acts, int64_t 
       out[x * ldo + r] = (lanes[4 * r] + lanes[4 * r + 1]) + (lanes[4 * r + 2] + lanes[4 * r + 3]);
   }
 }
+
+// S groups (anywhere in the matrix) against one activation row in lockstep: unit u of every
+// group, then unit u + 1. Each group has its own two accumulators and takes exactly the
+// operations of RowGroupRows<Group, 1> in the same order (bit-identical outputs).
+template <class Group, int S>
+HWY_INLINE void RowGroupRowsLockstep(const uint8_t* const* groups, const uint8_t* acts,
+                                     int64_t units, float* const* outs) {
+  const typename Group::Act* a[1] = {reinterpret_cast<const typename Group::Act*>(acts)};
+  __m512 acc0[S], acc1[S];
+  for (int s = 0; s < S; ++s) acc0[s] = acc1[s] = _mm512_setzero_ps();
+  for (int64_t u = 0; u < units; ++u)
+#pragma GCC unroll 8  // every stream in registers (a loop over s spills the accumulators)
+    for (int s = 0; s < S; ++s)
+      Group::template Unit<1>(groups[s] + u * Group::kBytes, a, u, &acc0[s], &acc1[s]);
+  for (int s = 0; s < S; ++s) {
+    alignas(64) float lanes[16];
+    _mm512_store_ps(lanes, _mm512_add_ps(acc0[s], acc1[s]));
+    for (int r = 0; r < 4; ++r)
+      outs[s][r] = (lanes[4 * r] + lanes[4 * r + 1]) + (lanes[4 * r + 2] + lanes[4 * r + 3]);
+  }
+}
+
+// Streams of the row-group GEMVs when quant_gemv_streams() is auto (measured best, all three
+// types; docs/notes/2026-12-01/issue-8-cpuq.md).
+constexpr int kAutoGemvStreamsRowGroups = 4;
+
+// Single-row decode with quant_gemv_streams() = S > 1: the groups of [j_begin, j_end) cut into S
+// equal ranges, group i of every range in lockstep (S streams in flight), leftovers one by one.
+template <class Group, int S>
+void RowGroupsLockstep(const uint8_t* w, int64_t row_bytes, const uint8_t* acts, int64_t units,
+                       int64_t j_begin, int64_t j_end, float* out) {
+  const int64_t groups = (j_end - j_begin) / kGroupRows, per = groups / S;
+  const uint8_t* g[S];
+  float* o[S];
+  for (int64_t i = 0; i < per; ++i) {
+    for (int s = 0; s < S; ++s) {
+      const int64_t j = j_begin + (s * per + i) * kGroupRows;
+      g[s] = w + j * row_bytes;  // group j / 4 starts where row j started
+      o[s] = out + j;
+    }
+    RowGroupRowsLockstep<Group, S>(g, acts, units, o);
+  }
+  for (int64_t j = j_begin + S * per * kGroupRows; j < j_end; j += kGroupRows)
+    RowGroupRows<Group, 1>(w + j * row_bytes, acts, 0, units, out + j, 0);
+}
 #endif
 
 template <class Group, class Plain>
@@ -156,6 +240,19 @@ void MatmulRowGroupsQ(DType dtype, const void* acts, int64_t n, int64_t k, const
   const auto row_bytes = static_cast<int64_t>(dtype_bytes(dtype, static_cast<size_t>(k)));
 #if INFERA_VNNI512
   const int64_t units = k / kUnitElements;
+  if (n == 1) {
+    const int streams = quant_gemv_streams();
+    switch (streams == 0 ? kAutoGemvStreamsRowGroups : streams) {
+      case 2:
+        return RowGroupsLockstep<Group, 2>(wb, row_bytes, ab, units, j_begin, j_end, out);
+      case 4:
+        return RowGroupsLockstep<Group, 4>(wb, row_bytes, ab, units, j_begin, j_end, out);
+      case 8:
+        return RowGroupsLockstep<Group, 8>(wb, row_bytes, ab, units, j_begin, j_end, out);
+      default:
+        break;
+    }
+  }
   for (int64_t j = j_begin; j < j_end; j += kGroupRows) {
     const uint8_t* group = wb + j * row_bytes;  // group j / 4 starts where row j started
     for (int64_t i = 0; i < n; i += 4) {

@@ -45,6 +45,7 @@ HWY_INLINE __m512i GatherScaleIndex() {
 #endif
 
 struct KernelQ4_0 {
+  static constexpr int kAutoGemvStreams = 0;  // no Rows<S>: decode reads the row groups
   template <int NX>
   static HWY_INLINE void Row(const uint8_t* wrow, const uint8_t* acts, int64_t act_row_bytes,
                              int64_t blocks, float* out, int64_t ldo) {

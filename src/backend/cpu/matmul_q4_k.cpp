@@ -38,6 +38,7 @@ HWY_INLINE void UnpackScalesMins(const uint8_t* packed, uint8_t scales[8], uint8
 }
 
 struct KernelQ4_K {
+  static constexpr int kAutoGemvStreams = 0;  // no Rows<S>: decode reads the row groups
   template <int NX>
   static HWY_INLINE void Row(const uint8_t* wrow, const uint8_t* acts, int64_t act_row_bytes,
                              int64_t blocks, float* out, int64_t ldo) {

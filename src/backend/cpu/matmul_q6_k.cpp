@@ -21,6 +21,9 @@ namespace infera::cpu {
 namespace HWY_NAMESPACE {
 
 struct KernelQ6_K {
+  // Has Rows<S> (int8_dot-inl.h, MatmulRowsQ); 2 streams when the setting is auto: measured
+  // ahead of 4 for this kernel (x1.12-1.23 over one stream against x1.00-1.14).
+  static constexpr int kAutoGemvStreams = 2;
   template <int NX>
   static HWY_INLINE void Row(const uint8_t* wrow, const uint8_t* acts, int64_t act_row_bytes,
                              int64_t blocks, float* out, int64_t ldo) {
@@ -40,46 +43,8 @@ struct KernelQ6_K {
     // one word permute per vector of the 16 widened scales, applied by vpdpwssd.
     __m512 acc[NX];
     for (int x = 0; x < NX; ++x) acc[x] = _mm512_setzero_ps();
-    const __m512i low4 = _mm512_set1_epi8(0x0F), low2 = _mm512_set1_epi8(0x03);
-    const __m512i shift01 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
-    const __m512i shift23 = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(6), 1);
-    __m512i scale_idx[4];  // vector v covers groups of 16 numbered 4v .. 4v + 3
-    for (int v = 0; v < 4; ++v) {
-      alignas(64) int16_t idx[32];
-      for (int l = 0; l < 32; ++l) idx[l] = static_cast<int16_t>(4 * v + l / 8);
-      scale_idx[v] = _mm512_load_si512(idx);
-    }
-    for (int64_t b = 0; b < blocks; ++b) {
-      const quant::BlockQ6_K& blk = w[b];
-      const float d = HalfToFloat(blk.d);
-      const __m256i sc16 =
-          _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)));
-      const __m512i sc16z = _mm512_castsi256_si512(sc16);
-      __m512i q[4], scales[4];
-      for (int half = 0; half < 2; ++half) {
-        const __m512i ql = _mm512_loadu_si512(blk.ql + 64 * half);
-        const __m512i qh = _mm512_broadcast_i64x4(
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * half)));
-        const __m512i h01 = _mm512_and_si512(_mm512_srlv_epi16(qh, shift01), low2);
-        const __m512i h23 = _mm512_and_si512(_mm512_srlv_epi16(qh, shift23), low2);
-        q[2 * half] = _mm512_or_si512(_mm512_and_si512(ql, low4), _mm512_slli_epi16(h01, 4));
-        q[2 * half + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4),
-                                          _mm512_slli_epi16(h23, 4));
-      }
-      for (int v = 0; v < 4; ++v) scales[v] = _mm512_permutexvar_epi16(scale_idx[v], sc16z);
-      for (int x = 0; x < NX; ++x) {
-        const ActBlockQ8K& ab = a[x][b];
-        __m512i sumi = _mm512_setzero_si512();
-        for (int v = 0; v < 4; ++v) {
-          const __m512i aq = _mm512_loadu_si512(ab.qs + 64 * v);
-          sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(q[v], aq), scales[v]);
-        }
-        const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.bsums));
-        const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(bsums, sc16), 5);
-        sumi = _mm512_sub_epi32(sumi, _mm512_zextsi256_si512(offset));  // -32 * sum_g sc * a_g
-        acc[x] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_set1_ps(d * ab.d), acc[x]);
-      }
-    }
+    const Consts512 c = MakeConsts512();
+    for (int64_t b = 0; b < blocks; ++b) Block512<NX>(c, w[b], a, b, acc);
     for (int x = 0; x < NX; ++x)
       out[x * ldo] = HorizontalSum(
           _mm256_add_ps(_mm512_castps512_ps256(acc[x]), _mm512_extractf32x8_ps(acc[x], 1)));
@@ -154,6 +119,84 @@ struct KernelQ6_K {
     }
 #endif
   }
+  // S weight rows against one activation row, super-block b of every row per step (S streams in
+  // flight); each row's operations and order are Row<1>'s. The 512-bit VNNI path only: elsewhere
+  // the rows run one after the other.
+  template <int S>
+  static HWY_INLINE void Rows(const uint8_t* const* wrows, const uint8_t* acts, int64_t blocks,
+                              float* const* outs) {
+#if INFERA_VNNI512
+    const ActBlockQ8K* a[1] = {reinterpret_cast<const ActBlockQ8K*>(acts)};
+    const quant::BlockQ6_K* w[S];
+    __m512 acc[S];
+    for (int s = 0; s < S; ++s) {
+      w[s] = reinterpret_cast<const quant::BlockQ6_K*>(wrows[s]);
+      acc[s] = _mm512_setzero_ps();
+    }
+    const Consts512 c = MakeConsts512();
+    for (int64_t b = 0; b < blocks; ++b)
+#pragma GCC unroll 8  // every stream in registers (a loop over s spills the accumulators)
+      for (int s = 0; s < S; ++s) Block512<1>(c, w[s][b], a, b, &acc[s]);
+    for (int s = 0; s < S; ++s)
+      *outs[s] = HorizontalSum(
+          _mm256_add_ps(_mm512_castps512_ps256(acc[s]), _mm512_extractf32x8_ps(acc[s], 1)));
+#else
+    for (int s = 0; s < S; ++s) Row<1>(wrows[s], acts, 0, blocks, outs[s], 0);
+#endif
+  }
+
+#if INFERA_VNNI512
+  struct Consts512 {
+    __m512i low4, low2, shift01, shift23;
+    __m512i scale_idx[4];  // vector v covers groups of 16 numbered 4v .. 4v + 3
+  };
+  static HWY_INLINE Consts512 MakeConsts512() {
+    Consts512 c;
+    c.low4 = _mm512_set1_epi8(0x0F);
+    c.low2 = _mm512_set1_epi8(0x03);
+    c.shift01 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+    c.shift23 = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(6), 1);
+    for (int v = 0; v < 4; ++v) {
+      alignas(64) int16_t idx[32];
+      for (int l = 0; l < 32; ++l) idx[l] = static_cast<int16_t>(4 * v + l / 8);
+      c.scale_idx[v] = _mm512_load_si512(idx);
+    }
+    return c;
+  }
+  // One super-block of a weight row against block b of NX activation rows, into acc[x].
+  template <int NX>
+  static HWY_INLINE void Block512(const Consts512& c, const quant::BlockQ6_K& blk,
+                                  const ActBlockQ8K* const* a, int64_t b, __m512* acc) {
+    const float d = HalfToFloat(blk.d);
+    const __m256i sc16 =
+        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)));
+    const __m512i sc16z = _mm512_castsi256_si512(sc16);
+    __m512i q[4], scales[4];
+    for (int half = 0; half < 2; ++half) {
+      const __m512i ql = _mm512_loadu_si512(blk.ql + 64 * half);
+      const __m512i qh = _mm512_broadcast_i64x4(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * half)));
+      const __m512i h01 = _mm512_and_si512(_mm512_srlv_epi16(qh, c.shift01), c.low2);
+      const __m512i h23 = _mm512_and_si512(_mm512_srlv_epi16(qh, c.shift23), c.low2);
+      q[2 * half] = _mm512_or_si512(_mm512_and_si512(ql, c.low4), _mm512_slli_epi16(h01, 4));
+      q[2 * half + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), c.low4),
+                                        _mm512_slli_epi16(h23, 4));
+    }
+    for (int v = 0; v < 4; ++v) scales[v] = _mm512_permutexvar_epi16(c.scale_idx[v], sc16z);
+    for (int x = 0; x < NX; ++x) {
+      const ActBlockQ8K& ab = a[x][b];
+      __m512i sumi = _mm512_setzero_si512();
+      for (int v = 0; v < 4; ++v) {
+        const __m512i aq = _mm512_loadu_si512(ab.qs + 64 * v);
+        sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(q[v], aq), scales[v]);
+      }
+      const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.bsums));
+      const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(bsums, sc16), 5);
+      sumi = _mm512_sub_epi32(sumi, _mm512_zextsi256_si512(offset));  // -32 * sum_g sc * a_g
+      acc[x] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_set1_ps(d * ab.d), acc[x]);
+    }
+  }
+#endif
 };
 
 void MatmulRowsQ6_K(const void* acts, int64_t n, int64_t k, const void* w, int64_t j_begin,

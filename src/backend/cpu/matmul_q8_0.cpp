@@ -18,6 +18,8 @@ namespace infera::cpu {
 namespace HWY_NAMESPACE {
 
 struct KernelQ8_0 {
+  // Has Rows<S> (int8_dot-inl.h, MatmulRowsQ); 4 streams when the setting is auto (measured).
+  static constexpr int kAutoGemvStreams = 4;
   template <int NX>
   static HWY_INLINE void Row(const uint8_t* wrow, const uint8_t* acts, int64_t act_row_bytes,
                              int64_t blocks, float* out, int64_t ldo) {
@@ -33,12 +35,7 @@ struct KernelQ8_0 {
       const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs));
       const __m256i wabs = _mm256_sign_epi8(wq, wq);
       const float dw = HalfToFloat(w[b].d);
-      for (int x = 0; x < NX; ++x) {
-        const __m256i aq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[x][b].qs));
-        const __m256i p = DotU8S8(_mm256_setzero_si256(), wabs, _mm256_sign_epi8(aq, wq));
-        acc[x][b & 1] =
-            _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * a[x][b].d), acc[x][b & 1]);
-      }
+      for (int x = 0; x < NX; ++x) Block(wq, wabs, dw, a[x][b], acc[x][b & 1]);
     }
     for (int x = 0; x < NX; ++x) out[x * ldo] = HorizontalSum(_mm256_add_ps(acc[x][0], acc[x][1]));
 #else
@@ -53,6 +50,41 @@ struct KernelQ8_0 {
     }
 #endif
   }
+
+  // S weight rows against one activation row, block b of every row per step (S streams in
+  // flight); each row's operations and order are Row<1>'s.
+  template <int S>
+  static HWY_INLINE void Rows(const uint8_t* const* wrows, const uint8_t* acts, int64_t blocks,
+                              float* const* outs) {
+#if INFERA_INT8_SIMD
+    const auto* a = reinterpret_cast<const ActBlockQ8*>(acts);
+    const quant::BlockQ8_0* w[S];
+    __m256 acc[S][2];
+    for (int s = 0; s < S; ++s) {
+      w[s] = reinterpret_cast<const quant::BlockQ8_0*>(wrows[s]);
+      acc[s][0] = acc[s][1] = _mm256_setzero_ps();
+    }
+    for (int64_t b = 0; b < blocks; ++b)
+#pragma GCC unroll 8  // every stream in registers (a loop over s spills the accumulators)
+      for (int s = 0; s < S; ++s) {
+        const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[s][b].qs));
+        Block(wq, _mm256_sign_epi8(wq, wq), HalfToFloat(w[s][b].d), a[b], acc[s][b & 1]);
+      }
+    for (int s = 0; s < S; ++s) *outs[s] = HorizontalSum(_mm256_add_ps(acc[s][0], acc[s][1]));
+#else
+    for (int s = 0; s < S; ++s) Row<1>(wrows[s], acts, 0, blocks, outs[s], 0);
+#endif
+  }
+
+#if INFERA_INT8_SIMD
+  // One weight block (wq, |wq|, its scale) against one activation block into acc.
+  static HWY_INLINE void Block(__m256i wq, __m256i wabs, float dw, const ActBlockQ8& ab,
+                               __m256& acc) {
+    const __m256i aq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs));
+    const __m256i p = DotU8S8(_mm256_setzero_si256(), wabs, _mm256_sign_epi8(aq, wq));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * ab.d), acc);
+  }
+#endif
 };
 
 void MatmulRowsQ8_0(const void* acts, int64_t n, int64_t k, const void* w, int64_t j_begin,

@@ -3,7 +3,9 @@
 #include "backend/cpu/quant_matmul.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -89,6 +91,36 @@ void quantize_row_q8k(const float* x, int64_t k, ActBlockQ8K* out) {
 }
 
 }  // namespace
+
+namespace {
+// The setting of quant_gemv_streams(): 0 = each kernel's own count (the default), else 1, 2, 4, 8.
+bool valid_gemv_streams(int s) { return s == 0 || s == 1 || s == 2 || s == 4 || s == 8; }
+
+int gemv_streams_from_env() {
+  const char* v = std::getenv("INFERA_CPU_GEMV_STREAMS");
+  if (!v || !*v || std::strcmp(v, "auto") == 0) return 0;
+  char* end = nullptr;
+  const long s = std::strtol(v, &end, 10);
+  if (*end != '\0' || s == 0 || !valid_gemv_streams(static_cast<int>(s)))
+    throw InvalidArgument("INFERA_CPU_GEMV_STREAMS must be auto, 1, 2, 4 or 8, not '" +
+                          std::string(v) + "'");
+  return static_cast<int>(s);
+}
+
+std::atomic<int>& gemv_streams_setting() {
+  static std::atomic<int> streams{gemv_streams_from_env()};
+  return streams;
+}
+}  // namespace
+
+int quant_gemv_streams() { return gemv_streams_setting().load(std::memory_order_relaxed); }
+
+void set_quant_gemv_streams(int streams) {
+  if (!valid_gemv_streams(streams))
+    throw InvalidArgument("[matmul] GEMV streams must be 0 (auto), 1, 2, 4 or 8, not " +
+                          std::to_string(streams));
+  gemv_streams_setting().store(streams, std::memory_order_relaxed);
+}
 
 bool uses_q8k_activations(DType weight_type) {
   return weight_type == DType::Q4_K || weight_type == DType::Q6_K;

@@ -62,6 +62,19 @@ void activation_element(DType weight_type, const void* row, int64_t p, float& d,
 void matmul_rows_quantized(const void* acts, int64_t n, int64_t k, const void* w, DType wtype,
                            int64_t j_begin, int64_t j_end, float* out, int64_t ldo);
 
+// How many distant weight-row ranges a single-row decode GEMV reads in lockstep per thread
+// (INFERA_CPU_GEMV_STREAMS = auto (the default), 1, 2, 4 or 8; read once). With S > 1 the
+// thread's rows (or row groups) [j_begin, j_end) are cut into S equal ranges and the kernel
+// advances one row of each per block step, so S sequential streams are in flight instead of one:
+// on the machines measured one stream per core reads ~30 GB/s, four in lockstep ~43 GB/s. Each
+// row keeps its own accumulators and summation order, so results are bit-identical whatever S
+// (tested). Only n = 1 takes this path (more activation rows would need S times the
+// accumulators). Returns 0 for auto: each kernel's measured best (kAutoGemvStreams: 4 for the row
+// groups and Q8_0 rows, 2 for Q6_K rows; docs/notes/2026-12-01/issue-8-cpuq.md).
+int quant_gemv_streams();
+// Overrides the value read from INFERA_CPU_GEMV_STREAMS (tests, benchmarks): 0 (auto), 1, 2, 4, 8.
+void set_quant_gemv_streams(int streams);
+
 // The whole op: out[n, m] = x[n, k] . w[m, k]^T for a quantized w, weight rows split over the
 // pool. Below kQuantPrefillRows rows of x (decode, small batches) x is quantized once and every
 // weight row streams through the integer kernels above. From kQuantPrefillRows on (prefill):
