@@ -97,23 +97,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
   int chunk_lo = 0, chunk_hi = 0, chunks = 1;
   if constexpr (kSplit) {
     __syncthreads();
-    if (warp == 0) {  // block_key_range by a warp: blocks of a chunk-less split wait on it
-      int lo = len, hi = 0;
-      for (int v = lane; v < nv; v += 32) {
-        lo = min(lo, range[2 * v]);
-        hi = max(hi, range[2 * v + 1]);
-      }
-#pragma unroll
-      for (int off = 16; off > 0; off >>= 1) {
-        lo = min(lo, __shfl_xor_sync(0xffffffffu, lo, off));
-        hi = max(hi, __shfl_xor_sync(0xffffffffu, hi, off));
-      }
-      if (packed) lo = min(lo, hi) / kKeys * kKeys;
-      if (lane == 0) {
-        range[2 * kVectors] = lo;
-        range[2 * kVectors + 1] = max(lo, hi);
-      }
-    }
+    // The union by a warp: blocks of a chunk-less split wait on it.
+    if (warp == 0) warp_union_key_range<kVectors>(nv, len, packed, lane, range);
     __syncthreads();
     const int lo = range[2 * kVectors], hi = range[2 * kVectors + 1];
     const int n = (hi - lo + kKeys - 1) / kKeys, per = static_cast<int>(a.split_key_tiles);
@@ -332,12 +317,6 @@ void launch_d(const AttentionArgs& a, cudaStream_t s) {
   launch_dk<T, D, false>(a, s);
 }
 
-template <typename T>
-void launch_typed(const AttentionArgs& a, cudaStream_t s) {
-  if (a.head_dim == 64) return launch_d<T, 64>(a, s);
-  launch_d<T, 128>(a, s);
-}
-
 }  // namespace
 
 int64_t attention_flash_blocks_per_sm(int64_t head_dim) {
@@ -350,10 +329,8 @@ bool attention_flash_supports(ElemType type, int64_t head_dim) {
 
 void launch_attention_flash(const void* p, cudaStream_t s) {
   const auto& a = *static_cast<const AttentionArgs*>(p);
-  if (a.type == ElemType::BF16)
-    launch_typed<__nv_bfloat16>(a, s);
-  else
-    launch_typed<__half>(a, s);
+  dispatch_type_and_head_dim(
+      a, [&](auto t, auto d) { launch_d<typename decltype(t)::type, decltype(d)::value>(a, s); });
 }
 
 }  // namespace infera::cuda

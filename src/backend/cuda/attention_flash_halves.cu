@@ -213,20 +213,13 @@ void launch_halves(const AttentionArgs& a, cudaStream_t s) {
   attention_flash_halves_kernel<T, D><<<grid, kThreadsH, kSmemHalves<T, D>, s>>>(a);
 }
 
-template <typename T>
-void launch_typed(const AttentionArgs& a, cudaStream_t s) {
-  if (a.head_dim == 64) return launch_halves<T, 64>(a, s);
-  launch_halves<T, 128>(a, s);
-}
-
 }  // namespace
 
 void launch_attention_flash_halves(const void* p, cudaStream_t s) {
   const auto& a = *static_cast<const AttentionArgs*>(p);
-  if (a.type == ElemType::BF16)
-    launch_typed<__nv_bfloat16>(a, s);
-  else
-    launch_typed<__half>(a, s);
+  dispatch_type_and_head_dim(a, [&](auto t, auto d) {
+    launch_halves<typename decltype(t)::type, decltype(d)::value>(a, s);
+  });
 }
 
 }  // namespace infera::cuda

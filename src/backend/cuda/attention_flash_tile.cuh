@@ -6,6 +6,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <type_traits>
+
 #include "backend/cuda/attention_common.cuh"
 #include "backend/cuda/device_util.cuh"
 #include "backend/cuda/mma_tile.cuh"
@@ -73,6 +75,28 @@ __device__ __forceinline__ void load_tile(const AttentionArgs& a, int b, int g, 
   }
 }
 
+// range[2 kVec], range[2 kVec + 1] = the union of the nv per-vector ranges range[2v, 2v + 1]
+// (tile-aligned from the sequence's first row when packed), by one warp (lane = its lane).
+template <int kVec>
+__device__ __forceinline__ void warp_union_key_range(int nv, int len, bool packed, int lane,
+                                                     int* range) {
+  int lo = len, hi = 0;
+  for (int v = lane; v < nv; v += 32) {
+    lo = min(lo, range[2 * v]);
+    hi = max(hi, range[2 * v + 1]);
+  }
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) {
+    lo = min(lo, __shfl_xor_sync(0xffffffffu, lo, off));
+    hi = max(hi, __shfl_xor_sync(0xffffffffu, hi, off));
+  }
+  if (packed) lo = min(lo, hi) / kKeys * kKeys;
+  if (lane == 0) {
+    range[2 * kVec] = lo;
+    range[2 * kVec + 1] = max(lo, hi);
+  }
+}
+
 // The block's query vectors' key ranges, by NT threads: range[2v], range[2v + 1] = [lo, hi) of
 // vector v < kVec ([0, 0) past nv), and range[2 kVec], range[2 kVec + 1] their union (tile-aligned
 // from the sequence's first row when packed). Every thread calls it (it synchronizes twice).
@@ -91,23 +115,7 @@ __device__ __forceinline__ void block_key_ranges(const AttentionArgs& a, int row
     range[2 * v + 1] = hi;
   }
   __syncthreads();
-  if (tid < 32) {
-    int lo = len, hi = 0;
-    for (int v = lane; v < nv; v += 32) {
-      lo = min(lo, range[2 * v]);
-      hi = max(hi, range[2 * v + 1]);
-    }
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) {
-      lo = min(lo, __shfl_xor_sync(0xffffffffu, lo, off));
-      hi = max(hi, __shfl_xor_sync(0xffffffffu, hi, off));
-    }
-    if (packed) lo = min(lo, hi) / kKeys * kKeys;
-    if (lane == 0) {
-      range[2 * kVec] = lo;
-      range[2 * kVec + 1] = max(lo, hi);
-    }
-  }
+  if (tid < 32) warp_union_key_range<kVec>(nv, len, packed, lane, range);
   __syncthreads();
 }
 
@@ -358,6 +366,27 @@ __device__ __forceinline__ void softmax_tile_interleaved(float (&s)[kGroups][4],
     o[dt][2] *= alpha1;
     o[dt][3] *= alpha1;
   }
+}
+
+// Host: fn(Type<T>{}, HeadDim<D>{}) for the flash kernels' element type (bf16 or f16) and head_dim
+// (64 or 128): the dispatch every flash-family launcher starts with (tags, so a generic lambda
+// can name T and D: `[&](auto t, auto d) { f<typename decltype(t)::type, decltype(d)::value>();
+// }`).
+template <typename T>
+struct Type {
+  using type = T;
+};
+template <int D>
+using HeadDim = std::integral_constant<int, D>;
+
+template <typename Fn>
+void dispatch_type_and_head_dim(const AttentionArgs& a, Fn&& fn) {
+  const auto by_head_dim = [&](auto t) {
+    if (a.head_dim == 64) return fn(t, HeadDim<64>{});
+    fn(t, HeadDim<128>{});
+  };
+  if (a.type == ElemType::BF16) return by_head_dim(Type<__nv_bfloat16>{});
+  by_head_dim(Type<__half>{});
 }
 
 }  // namespace infera::cuda::flash
