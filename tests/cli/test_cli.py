@@ -13,6 +13,12 @@ from cli_common import (QWEN06, QWEN3_MICRO as MICRO, SHARED, CliTestCase, binar
                         infera, main, read_f32)
 
 
+
+def cpu_has_avx512_bf16():
+    """Whether the CPU backend's bf16 dot products (vdpbf16ps) run here (Linux CPU flags)."""
+    cpuinfo = Path("/proc/cpuinfo")
+    return cpuinfo.exists() and "avx512_bf16" in cpuinfo.read_text().split()
+
 class Help(CliTestCase):
     def test_every_subcommand_has_help(self):
         for sub in ["run", "chat", "logits", "tokenize", "detokenize", "bench", "quantize", "embed",
@@ -127,8 +133,7 @@ class Outputs(CliTestCase):
         # fixture, so greedy ids must equal the reference's up to the first step whose top-1/top-2
         # margin is under BF16_MARGIN (cases 1 and 2: every step), and equal --matmul-precision bf16's.
         BF16_MARGIN = 0.25
-        has_bf16 = "avx512_bf16" in (Path("/proc/cpuinfo").read_text().split()
-                                      if Path("/proc/cpuinfo").exists() else [])
+        has_bf16 = cpu_has_avx512_bf16()
         for c in cases(MICRO)[1:3]:
             common = ["--model", MICRO, "--prompt-ids", ",".join(map(str, c["input_ids"])), "--greedy",
                       "--max-tokens", len(c["greedy_new_ids"]), "--ignore-eos", "--json"]
@@ -150,8 +155,7 @@ class Outputs(CliTestCase):
         # Commands that report numbers keep f32 activations by default: bit-identical to
         # --matmul-precision f32, and different from bf16 where the CPU has AVX512-BF16.
         ids = ",".join(map(str, cases(MICRO)[0]["input_ids"]))
-        has_bf16 = "avx512_bf16" in (Path("/proc/cpuinfo").read_text().split()
-                                      if Path("/proc/cpuinfo").exists() else [])
+        has_bf16 = cpu_has_avx512_bf16()
         with tempfile.TemporaryDirectory() as d:
             got = {}
             for name, extra in [("default", []), ("f32", ["--matmul-precision", "f32"]),
@@ -396,8 +400,7 @@ class Bench(CliTestCase):
     def test_bf16_matmuls_are_held_to_the_bf16_dot_peak(self):
         # bf16 weights run vdpbf16ps where the CPU has AVX512-BF16 (bench's default precision, bf16),
         # and prefill's fraction of peak must be of that instruction's peak (about 2x the f32 FMA one).
-        flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-        has_bf16 = "avx512_bf16" in flags.split()
+        has_bf16 = cpu_has_avx512_bf16()
         with tempfile.TemporaryDirectory() as d:
             out = Path(d) / "r.json"
             r = infera("bench", "--model", MICRO, *self.ARGS, "--out", out, "--quiet")
