@@ -126,6 +126,10 @@ void attention_paged(ThreadPool& pool, const float* q, int64_t hq, const PagedKv
                     panel.data());
         t += take;
       }
+      // Value row t of head g in the paged pool (its run is contiguous_run(table, t, ...) long).
+      const auto value_row = [&](int64_t t) {
+        return static_cast<const char*>(kv.values) + kv.byte_offset(g, table[t / bs], t % bs);
+      };
       // Softmax of every row first, then out = P . V for kWeightedRows rows at a time (rows in
       // order of position, so a tile's causal ranges nearly coincide): their common keys
       // [rlo, min rhi) together, each value row loaded once for all of them, then each row's own
@@ -165,11 +169,9 @@ void attention_paged(ThreadPool& pool, const float* q, int64_t hq, const PagedKv
         const int64_t joint_hi = same_lo ? common_hi : rlo;  // [rlo, joint_hi) together
         for (int64_t t = rlo; t < joint_hi;) {
           const int64_t take = contiguous_run(table, t, joint_hi, bs);
-          const char* base =
-              static_cast<const char*>(kv.values) + kv.byte_offset(g, table[t / bs], t % bs);
           const float* pt[kWeightedRows];
           for (int j = 0; j < n_rows; ++j) pt[j] = p[j] + (t - rlo);
-          weighted_rows_sum(pt, n_rows, take, base, kv.dtype, d, o, t != rlo);
+          weighted_rows_sum(pt, n_rows, take, value_row(t), kv.dtype, d, o, t != rlo);
           t += take;
         }
         for (int j = 0; j < n_rows; ++j) {  // each row's keys past the joint ones
@@ -178,9 +180,8 @@ void attention_paged(ThreadPool& pool, const float* q, int64_t hq, const PagedKv
           const int64_t rhi = row_hi[static_cast<size_t>(bi)];
           for (int64_t t = same_lo ? joint_hi : row_start; t < rhi;) {
             const int64_t take = contiguous_run(table, t, rhi, bs);
-            const char* base =
-                static_cast<const char*>(kv.values) + kv.byte_offset(g, table[t / bs], t % bs);
-            weighted_row_sum(p[j] + (t - row_start), take, base, kv.dtype, d, o[j], t != row_start);
+            weighted_row_sum(p[j] + (t - row_start), take, value_row(t), kv.dtype, d, o[j],
+                             t != row_start);
             t += take;
           }
         }

@@ -375,21 +375,6 @@ void WeightedRowsSum(const float* const* p, int rows, int64_t count, const void*
   }
 }
 
-void WeightedRowSum(const float* p, int64_t count, const void* v, DType vtype, int64_t dim,
-                    float* out, bool accumulate) {
-  switch (vtype) {
-    case DType::F32:
-      return WeightedRowSumT(p, count, static_cast<const float*>(v), dim, out, accumulate);
-    case DType::BF16:
-      return WeightedRowSumT(p, count, static_cast<const hwy::bfloat16_t*>(v), dim, out,
-                             accumulate);
-    case DType::F16:
-      return WeightedRowSumT(p, count, static_cast<const hwy::float16_t*>(v), dim, out, accumulate);
-    default:
-      return;
-  }
-}
-
 // R query rows against the kScoreTileKeys keys of kt: R x NV accumulators stay in registers
 // (AVX-512: 8 rows x 2 vectors, AVX2: 2 x 4, SSE4: 1 x 8).
 constexpr int64_t kScoreLanes = static_cast<int64_t>(HWY_LANES(float));
@@ -439,7 +424,6 @@ HWY_EXPORT(MatmulRows);
 HWY_EXPORT(WidenRow);
 HWY_EXPORT(Dot);
 HWY_EXPORT(SoftmaxNumerators);
-HWY_EXPORT(WeightedRowSum);
 HWY_EXPORT(WeightedRowsSum);
 HWY_EXPORT(SiluMul);
 HWY_EXPORT(ScoresTile);
@@ -460,7 +444,7 @@ float softmax_numerators_f32(float* s, int64_t n, float scale) {
 }
 void weighted_row_sum(const float* p, int64_t count, const void* v, DType vtype, int64_t d,
                       float* out, bool accumulate) {
-  HWY_DYNAMIC_DISPATCH(WeightedRowSum)(p, count, v, vtype, d, out, accumulate);
+  HWY_DYNAMIC_DISPATCH(WeightedRowsSum)(&p, 1, count, v, vtype, d, &out, accumulate);
 }
 void silu_mul_f32(const float* g, const float* u, float* o, int64_t n) {
   HWY_DYNAMIC_DISPATCH(SiluMul)(g, u, o, n);
