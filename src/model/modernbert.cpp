@@ -338,9 +338,11 @@ class ModernBert final : public Encoder {
     Tensor q = s_.q.rows(0, n), k = s_.k.rows(0, n), v = s_.v.rows(0, n);
     Tensor attn = s_.attn.rows(0, n), inner = s_.inner.rows(0, n), gate = s_.gate.rows(0, n);
 
-    // Layer 0 has no attn_norm: its attention reads the embedding output itself.
+    // Layer 0 has no attn_norm: its attention reads the embedding output itself. A later layer's
+    // attn_norm was applied by the previous layer's residual add (add_layernorm) into xn.
     const Tensor& attn_in = w.attn_norm.empty() ? x : xn;
-    if (!w.attn_norm.empty()) backend_.layernorm(x, w.attn_norm, w.attn_norm_b, p_.eps, xn);
+    if (!w.attn_norm.empty() && !normed_by_previous_layer(il))
+      backend_.layernorm(x, w.attn_norm, w.attn_norm_b, p_.eps, xn);
     linear_shared_input(attn_in, {&w.wq, &w.wk, &w.wv}, {&w.bq, &w.bk, &w.bv}, {&q, &k, &v});
     Tensor qh = q.reshaped({n, p_.heads, p_.head_dim});
     Tensor kh = k.reshaped({n, p_.heads, p_.head_dim});
@@ -354,15 +356,29 @@ class ModernBert final : public Encoder {
                               attn_h);
     emit(attn, "attn", il);
     linear(attn, w.wo, w.bo, proj);
-    backend_.add(x, proj, x);
+    backend_.add_layernorm(x, proj, w.mlp_norm, w.mlp_norm_b, p_.eps, xn);
     emit(x, "attn_residual", il);
 
-    backend_.layernorm(x, w.mlp_norm, w.mlp_norm_b, p_.eps, xn);
-    linear_shared_input(xn, {&w.wi_in, &w.wi_gate}, {&w.bi_in, &w.bi_gate}, {&inner, &gate});
-    backend_.geglu(inner, gate, inner);
+    if (plain_weights({&w.wi_in, &w.wi_gate}, {&w.bi_in, &w.bi_gate})) {
+      backend_.matmul_geglu(xn, w.wi_in, w.wi_gate, inner, gate);
+    } else {
+      linear_shared_input(xn, {&w.wi_in, &w.wi_gate}, {&w.bi_in, &w.bi_gate}, {&inner, &gate});
+      backend_.geglu(inner, gate, inner);
+    }
     linear(inner, w.wo2, w.bo2, proj);
-    backend_.add(x, proj, x);
+    if (normed_by_previous_layer(il + 1)) {
+      const LayerWeights& next = layers_[static_cast<size_t>(il) + 1];
+      backend_.add_layernorm(x, proj, next.attn_norm, next.attn_norm_b, p_.eps, xn);
+    } else {
+      backend_.add(x, proj, x);
+    }
     emit(x, "layer_out", il);
+  }
+
+  // Whether layer il's attn_norm is applied at the end of layer il - 1 (its residual add, fused
+  // with that norm into xn) rather than at its own start.
+  bool normed_by_previous_layer(int il) const {
+    return il > 0 && il < p_.layers && !layers_[static_cast<size_t>(il)].attn_norm.empty();
   }
 
   // ModernBertPredictionHead, in place on h [rows, hidden]: dense, GELU, LayerNorm.
@@ -379,16 +395,22 @@ class ModernBert final : public Encoder {
     if (!bias.empty()) backend_.add_bias(out, bias, out);
   }
 
+  // Float weights without biases: what matmul_multi and matmul_geglu take.
+  static bool plain_weights(std::initializer_list<const Tensor*> weights,
+                            std::initializer_list<const Tensor*> biases) {
+    bool plain = true;
+    for (const Tensor* wt : weights) plain &= !dtype_is_quantized(wt->dtype());
+    for (const Tensor* b : biases) plain &= b->empty();
+    return plain;
+  }
+
   // Several projections of one input (q/k/v; Wi's input and gate halves). Float weights without
   // biases go through matmul_multi, which lets a backend prepare x once for all of them (CUDA
   // rounds it to bf16 once instead of per GEMM); quantized weights or biases: one linear each.
   void linear_shared_input(const Tensor& x, std::initializer_list<const Tensor*> weights,
                            std::initializer_list<const Tensor*> biases,
                            std::initializer_list<Tensor*> outs) {
-    bool plain = true;
-    for (const Tensor* wt : weights) plain &= !dtype_is_quantized(wt->dtype());
-    for (const Tensor* b : biases) plain &= b->empty();
-    if (plain) {
+    if (plain_weights(weights, biases)) {
       backend_.matmul_multi(x, std::span<const Tensor* const>(weights.begin(), weights.size()),
                             std::span<Tensor* const>(outs.begin(), outs.size()));
       return;

@@ -69,6 +69,9 @@ enum class Op : uint8_t {
   AddBias,
   AttentionPacked,
   MeanPool,
+  // Encoder fused ops (composite defaults, like the fused ops below).
+  AddLayerNorm,
+  MatmulGeglu,
   // Fused ops (composite defaults below; a backend overrides them to save launches and passes).
   AddRmsNorm,
   MatmulSwiglu,
@@ -177,6 +180,19 @@ class Backend {
   virtual void mean_pool(const Tensor& x, const Batch& batch, Tensor& out) {
     unsupported(Op::MeanPool);
   }
+  // The encoder's fused ops. Like the fused ops below, each has a default composed of the ops it
+  // is defined as, means exactly that composition, and is overridden to save passes and launches.
+  //
+  // Residual add then the next LayerNorm: x = x + delta; out = layernorm(x, weight, bias, eps).
+  // x [rows, dim] F32 (updated in place), delta like x, out like x (must not alias x or delta).
+  virtual void add_layernorm(Tensor& x, const Tensor& delta, const Tensor& weight,
+                             const Tensor& bias, float eps, Tensor& out);
+  // The GeGLU MLP's first half: out = gelu(x . w_in^T) * (x . w_gate^T), as matmul_multi(x,
+  // {w_in, w_gate}, {out, gate}) then geglu(out, gate, out). out and gate are [n, f] F32; `gate`
+  // is scratch the backend may use or leave alone, and its contents after the call are
+  // unspecified.
+  virtual void matmul_geglu(const Tensor& x, const Tensor& w_in, const Tensor& w_gate, Tensor& out,
+                            Tensor& gate);
 
   // --- fused ops ----------------------------------------------------------------------------
   // Each has a default composed of the ops above (so every backend runs them correctly as is) and

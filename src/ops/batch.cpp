@@ -45,6 +45,10 @@ std::string_view op_name(Op op) {
       return "attention_packed";
     case Op::MeanPool:
       return "mean_pool";
+    case Op::AddLayerNorm:
+      return "add_layernorm";
+    case Op::MatmulGeglu:
+      return "matmul_geglu";
     case Op::AddRmsNorm:
       return "add_rmsnorm";
     case Op::MatmulSwiglu:

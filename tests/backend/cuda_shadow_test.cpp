@@ -131,6 +131,32 @@ TEST_F(CudaShadowTest, ModernBertWithShadowsEqualsConvertingBitForBit) {
   EXPECT_EQ(cuda_stats(*plain)->bf16_shadows, 0);
 }
 
+// The encoder's fused ops (add_layernorm, matmul_geglu) against their compositions on a whole
+// ModernBERT: add_layernorm is bit for bit add then layernorm, matmul_geglu rounds the two GEMM
+// outputs to bf16 before GeGLU (NMSE ~1e-6 here; an indexing or pairing bug gives ~1). The
+// profile shows they were taken: no separate residual add or f32 GeGLU pass is left.
+TEST_F(CudaShadowTest, ModernBertFusedOpsFollowTheirCompositions) {
+  CudaOptions composed;
+  composed.fused = false;
+  composed.glu_bf16_gemm = false;
+  auto plain = make_cuda_backend(0, composed);
+  CudaOptions fused;
+  fused.profile = true;
+  auto ours = make_cuda_backend(0, fused);
+  const std::vector<float> want = modernbert_hidden(*plain);
+  const std::vector<float> got = modernbert_hidden(*ours);
+  ASSERT_EQ(got.size(), want.size());
+  const double e = nmse(got, want);
+  EXPECT_TRUE(e <= 1e-4) << "NMSE " << e;
+  const std::string report = cuda_profile_report(*ours);
+  EXPECT_NE(report.find("add_layernorm"), std::string::npos) << report;
+  EXPECT_NE(report.find("geglu_bf16"), std::string::npos) << report;
+  // Report lines are "op / kernel  ms ...": the unfused ops' own lines.
+  EXPECT_EQ(report.find("\ngeglu / geglu "), std::string::npos) << report;
+  // The last layer's residual add stays a plain add (the final norm writes x in place).
+  EXPECT_NE(report.find("\nadd / add "), std::string::npos) << report;
+}
+
 CudaOptions prefill_switches(bool glu_bf16, bool qk_by_token) {
   CudaOptions o;
   o.glu_bf16_gemm = glu_bf16;

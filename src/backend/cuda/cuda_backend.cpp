@@ -111,7 +111,8 @@ bool CudaBackend::supports(Op op, std::initializer_list<DType> dtypes) const {
     const bool ok =
         (op == Op::Embedding || op == Op::Matmul || op == Op::RmsNorm || op == Op::KvWrite ||
          op == Op::Attention || op == Op::LayerNorm || op == Op::AddBias || op == Op::AddRmsNorm ||
-         op == Op::MatmulSwiglu || op == Op::QkNormRopeKvWrite)
+         op == Op::MatmulSwiglu || op == Op::QkNormRopeKvWrite || op == Op::AddLayerNorm ||
+         op == Op::MatmulGeglu)
             ? is_float
             : t == DType::F32;
     if (!ok) return false;

@@ -85,6 +85,10 @@ class CudaBackend final : public Backend {
   void attention_packed(const Tensor& q, const Tensor& k, const Tensor& v, const Batch& batch,
                         const AttentionParams& params, Tensor& out) override;
   void mean_pool(const Tensor& x, const Batch& batch, Tensor& out) override;
+  void add_layernorm(Tensor& x, const Tensor& delta, const Tensor& weight, const Tensor& bias,
+                     float eps, Tensor& out) override;
+  void matmul_geglu(const Tensor& x, const Tensor& w_in, const Tensor& w_gate, Tensor& out,
+                    Tensor& gate) override;
   OpStats op_stats() const override;
   void reset_op_stats() override;
   void synchronize() override;
@@ -130,11 +134,12 @@ class CudaBackend final : public Backend {
            (options_.params_early ? kTuneParamsEarly : 0);
   }
   // Records x . w^T for every weight through the skinny tensor-core GEMM (skinny_gemm.cu) as one
-  // launch, or with swiglu (ws = {gate, up}) silu(x . gate^T) * (x . up^T) into outs[0]; returns
+  // launch, or with glu = kSkinnySwiglu (ws = {gate, up}) silu(x . gate^T) * (x . up^T) into
+  // outs[0] (kSkinnyGeglu: gelu(x . ws[0]^T) * (x . ws[1]^T)), 0: plain GEMMs; returns
   // false, recording nothing, where it does not apply (CudaOptions::skinny_gemm off, rows outside
   // (gemv_max_rows, skinny_max_rows], non-bf16 weights, k % 8 != 0, unaligned): then cuBLAS.
   bool record_skinny(const Tensor& x, std::span<const Tensor* const> ws,
-                     std::span<Tensor* const> outs, bool swiglu, const char* op);
+                     std::span<Tensor* const> outs, int64_t glu, const char* op);
 
   // bf16 shadows (CudaOptions::bf16_shadow). An op whose f32 output is a prefill-sized GEMM input
   // (add_rmsnorm's out, swiglu's, the flash attention's, ...) asks shadow_buffer(out) for a bf16

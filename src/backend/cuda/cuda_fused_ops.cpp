@@ -54,7 +54,7 @@ void CudaBackend::matmul_multi(const Tensor& x, std::span<const Tensor* const> w
                     ws.size() <= static_cast<size_t>(kGemvMaxSegments);
   for (const Tensor* w : ws) one_launch = one_launch && w->dtype() == ws[0]->dtype();
   if (!one_launch) {
-    if (record_skinny(x, ws, outs, false, op)) return;
+    if (record_skinny(x, ws, outs, 0, op)) return;
     // Several GEMMs: the shared input is converted for the tensor cores once.
     const void* converted = nullptr;
     for (size_t i = 0; i < ws.size(); ++i) {
@@ -113,7 +113,8 @@ void CudaBackend::matmul_swiglu(const Tensor& x, const Tensor& w_gate, const Ten
     matmul_checks(x, w_up, up);
     const Tensor* ws[] = {&w_gate, &w_up};
     Tensor* outs[] = {&gate, &up};
-    if (options_.fused && w_up.shape() == w_gate.shape() && record_skinny(x, ws, outs, true, op))
+    if (options_.fused && w_up.shape() == w_gate.shape() &&
+        record_skinny(x, ws, outs, kSkinnySwiglu, op))
       return;
     if (options_.glu_bf16_gemm && !options_.exact_f32 && w_gate.dtype() == DType::BF16 &&
         w_up.shape() == w_gate.shape() && n > options_.gemv_max_rows) {

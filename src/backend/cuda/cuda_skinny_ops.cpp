@@ -10,7 +10,8 @@
 namespace infera::cuda {
 
 bool CudaBackend::record_skinny(const Tensor& x, std::span<const Tensor* const> ws,
-                                std::span<Tensor* const> outs, bool swiglu, const char* op) {
+                                std::span<Tensor* const> outs, int64_t glu, const char* op) {
+  const bool swiglu = glu != 0;  // either gated unit: two weights, one output
   if (!options_.skinny_gemm || options_.exact_f32 || ws.empty() || ws.size() != outs.size() ||
       ws.size() > static_cast<size_t>(kGemvMaxSegments) || (swiglu && ws.size() != 2))
     return false;
@@ -26,14 +27,18 @@ bool CudaBackend::record_skinny(const Tensor& x, std::span<const Tensor* const> 
     a.m[i] = w.dim(0);
   }
   a.segments = static_cast<int64_t>(ws.size());
-  a.swiglu = swiglu ? 1 : 0;
+  a.swiglu = glu;
   a.n = n;
   a.k = k;
   a.x = ws[0]->data();  // stands in for x's bf16 copy (scratch or shadow: 256-byte aligned)
   if (!skinny_gemm_supports(a)) return false;
 
   // x as bf16: the shadow its producer wrote, or one conversion for every weight.
-  OpNote nt = note(op, swiglu ? "skinny_swiglu" : "skinny_gemm", {&x, ws[0], outs[0]});
+  OpNote nt = note(op,
+                   glu == kSkinnyGeglu ? "skinny_geglu"
+                   : swiglu            ? "skinny_swiglu"
+                                       : "skinny_gemm",
+                   {&x, ws[0], outs[0]});
   a.x = take_shadow(x, n * k);
   if (!a.x) {
     void* xb = ctx_->scratch(DeviceContext::kGemmInputBf16, static_cast<size_t>(n * k) * 2);

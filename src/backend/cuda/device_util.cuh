@@ -145,6 +145,15 @@ __global__ void binary_vec4_kernel(const float4* __restrict__ a, const float4* _
   }
 }
 
+// GELU, the exact erf form (torch's default), and GeGLU's gelu(input) * gate: shared by the
+// encoder's f32 kernels and matmul_geglu's bf16 path, so both compute the same formula.
+__device__ __forceinline__ float gelu_erf(float x) {
+  return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+}
+struct GegluOp {
+  __device__ float operator()(float x, float g) const { return gelu_erf(x) * g; }
+};
+
 inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 inline unsigned blocks_for(int64_t items, int64_t per_block) {

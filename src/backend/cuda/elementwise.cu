@@ -254,15 +254,17 @@ void launch_swiglu(const void* p, cudaStream_t s) {
 }
 
 namespace {
-// SwiGLU over the bf16 GEMM results of matmul_swiglu's prefill path: 8 elements a step (one
-// 16-byte load of gate and of up), the f32 result and its bf16 shadow written together.
-__global__ void swiglu_bf16_vec8_kernel(const uint4* __restrict__ gate,
-                                        const uint4* __restrict__ up, float4* __restrict__ out,
-                                        uint4* __restrict__ ob, int64_t count8) {
-  const SwigluOp op;
+// A gated unit (SwiGLU, GeGLU) over the bf16 GEMM results of matmul_swiglu's / matmul_geglu's
+// prefill path: 8 elements a step (one 16-byte load of each operand), the f32 result and its bf16
+// shadow written together. Op(a, b): silu(gate) * up, or gelu(input) * gate.
+template <typename Op>
+__global__ void glu_bf16_vec8_kernel(const uint4* __restrict__ a, const uint4* __restrict__ b,
+                                     float4* __restrict__ out, uint4* __restrict__ ob,
+                                     int64_t count8) {
+  const Op op;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count8;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const uint4 g = gate[i], u = up[i];
+    const uint4 g = a[i], u = b[i];
     const auto* gh = reinterpret_cast<const __nv_bfloat162*>(&g);
     const auto* uh = reinterpret_cast<const __nv_bfloat162*>(&u);
     float r[8];
@@ -284,30 +286,39 @@ __global__ void swiglu_bf16_vec8_kernel(const uint4* __restrict__ gate,
   }
 }
 
-__global__ void swiglu_bf16_kernel(const __nv_bfloat16* __restrict__ gate,
-                                   const __nv_bfloat16* __restrict__ up, float* __restrict__ out,
-                                   __nv_bfloat16* __restrict__ ob, int64_t count) {
+template <typename Op>
+__global__ void glu_bf16_kernel(const __nv_bfloat16* __restrict__ a,
+                                const __nv_bfloat16* __restrict__ b, float* __restrict__ out,
+                                __nv_bfloat16* __restrict__ ob, int64_t count) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const float r = SwigluOp()(__bfloat162float(gate[i]), __bfloat162float(up[i]));
+    const float r = Op()(__bfloat162float(a[i]), __bfloat162float(b[i]));
     out[i] = r;
     if (ob) ob[i] = __float2bfloat16_rn(r);
   }
 }
-}  // namespace
 
-void launch_swiglu_bf16(const void* p, cudaStream_t s) {
-  const auto& a = *static_cast<const SwigluBf16Args*>(p);
+template <typename Op>
+void launch_glu_bf16(const SwigluBf16Args& a, cudaStream_t s) {
   if (a.count % 8 == 0 && aligned16(a.gate) && aligned16(a.up) && aligned16(a.out) &&
       (!a.out_bf16 || aligned16(a.out_bf16))) {
-    swiglu_bf16_vec8_kernel<<<stride_blocks(a.count / 8), 256, 0, s>>>(
+    glu_bf16_vec8_kernel<Op><<<stride_blocks(a.count / 8), 256, 0, s>>>(
         static_cast<const uint4*>(a.gate), static_cast<const uint4*>(a.up),
         reinterpret_cast<float4*>(a.out), static_cast<uint4*>(a.out_bf16), a.count / 8);
     return;
   }
-  swiglu_bf16_kernel<<<stride_blocks(a.count), 256, 0, s>>>(
+  glu_bf16_kernel<Op><<<stride_blocks(a.count), 256, 0, s>>>(
       static_cast<const __nv_bfloat16*>(a.gate), static_cast<const __nv_bfloat16*>(a.up), a.out,
       static_cast<__nv_bfloat16*>(a.out_bf16), a.count);
+}
+}  // namespace
+
+void launch_swiglu_bf16(const void* p, cudaStream_t s) {
+  launch_glu_bf16<SwigluOp>(*static_cast<const SwigluBf16Args*>(p), s);
+}
+
+void launch_geglu_bf16(const void* p, cudaStream_t s) {
+  launch_glu_bf16<GegluOp>(*static_cast<const SwigluBf16Args*>(p), s);
 }
 
 void launch_add(const void* p, cudaStream_t s) {

@@ -1,6 +1,7 @@
 // The encoder (ModernBERT) kernels: LayerNorm, GELU/GeGLU (exact erf form), bias add, mean pooling
 // and packed bidirectional/windowed attention. All f32 arithmetic, as the CPU backend.
 #include <algorithm>
+#include <stdexcept>
 
 #include "backend/cuda/device_util.cuh"
 #include "backend/cuda/kernels.h"
@@ -47,20 +48,30 @@ __global__ void layernorm_kernel(const float* x, const W* __restrict__ w, const 
 // The same LayerNorm with the row in registers (K float4 per thread; dim % 4 == 0, 16-byte
 // aligned rows): x is read once instead of twice, with 16-byte loads. Same two passes and
 // formula; the sums' order follows the float4 partition (f32 rounding may differ from above).
+// With delta (add_layernorm), the row is x + delta, written back to sum_out (== x) as the add
+// kernel would: each thread writes only the chunks it read, so x may be updated in place.
 template <typename W, int K>
 __global__ void layernorm_rows_kernel(const float* x, const W* __restrict__ w,
                                       const W* __restrict__ b, float* out,
-                                      __nv_bfloat16* __restrict__ ob, int64_t dim, float eps) {
+                                      __nv_bfloat16* __restrict__ ob, int64_t dim, float eps,
+                                      const float* delta, float* sum_out) {
   __shared__ float part[32];
   const int64_t row = blockIdx.x;
   const int chunks = static_cast<int>(dim / 4);
   const float4* xr = reinterpret_cast<const float4*>(x + row * dim);
+  const float4* dr = delta ? reinterpret_cast<const float4*>(delta + row * dim) : nullptr;
+  float4* sr = sum_out ? reinterpret_cast<float4*>(sum_out + row * dim) : nullptr;
   float4 v[K];
   float s = 0.0f;
 #pragma unroll
   for (int k = 0; k < K; ++k) {
     const int c = threadIdx.x + k * blockDim.x;
     v[k] = c < chunks ? xr[c] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (dr && c < chunks) {
+      const float4 d = dr[c];
+      v[k] = make_float4(v[k].x + d.x, v[k].y + d.y, v[k].z + d.z, v[k].w + d.w);
+      sr[c] = v[k];
+    }
     s += (v[k].x + v[k].y) + (v[k].z + v[k].w);
   }
   const float mean = block_sum(s, part) / static_cast<float>(dim);
@@ -92,7 +103,7 @@ __global__ void layernorm_rows_kernel(const float* x, const W* __restrict__ w,
 template <typename W>
 bool launch_layernorm_rows(const LayerNormArgs& a, cudaStream_t s) {
   const int64_t chunks = a.dim / 4;
-  if (a.dim % 4 != 0 || chunks > 4 * 1024 || !aligned16(a.x) || !aligned16(a.out)) return false;
+  if (!layernorm_rows_apply(a)) return false;
   const int64_t threads = std::min<int64_t>(1024, (chunks + 31) / 32 * 32);
   const int64_t k = (chunks + threads - 1) / threads;
   const auto grid = static_cast<unsigned>(a.rows), block = static_cast<unsigned>(threads);
@@ -101,26 +112,21 @@ bool launch_layernorm_rows(const LayerNormArgs& a, cudaStream_t s) {
   auto* ob = static_cast<__nv_bfloat16*>(a.out_bf16);
   const auto eps = static_cast<float>(a.eps);
   if (k == 1)
-    layernorm_rows_kernel<W, 1><<<grid, block, 0, s>>>(a.x, w, b, a.out, ob, a.dim, eps);
+    layernorm_rows_kernel<W, 1><<<grid, block, 0, s>>>(a.x, w, b, a.out, ob, a.dim, eps,
+                                                             a.delta, a.sum_out);
   else if (k == 2)
-    layernorm_rows_kernel<W, 2><<<grid, block, 0, s>>>(a.x, w, b, a.out, ob, a.dim, eps);
+    layernorm_rows_kernel<W, 2><<<grid, block, 0, s>>>(a.x, w, b, a.out, ob, a.dim, eps,
+                                                             a.delta, a.sum_out);
   else
-    layernorm_rows_kernel<W, 4><<<grid, block, 0, s>>>(a.x, w, b, a.out, ob, a.dim, eps);
+    layernorm_rows_kernel<W, 4><<<grid, block, 0, s>>>(a.x, w, b, a.out, ob, a.dim, eps,
+                                                             a.delta, a.sum_out);
   return true;
 }
-
-__device__ __forceinline__ float gelu(float x) {
-  return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-}
-
-struct GegluOp {
-  __device__ float operator()(float x, float g) const { return gelu(x) * g; }
-};
 
 __global__ void gelu_kernel(const float* a, const float* gate, float* out, int64_t count) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    out[i] = gate ? gelu(a[i]) * gate[i] : gelu(a[i]);
+    out[i] = gate ? gelu_erf(a[i]) * gate[i] : gelu_erf(a[i]);
 }
 
 template <typename W>
@@ -244,6 +250,11 @@ unsigned stride_grid(int64_t count) {
 
 }  // namespace
 
+bool layernorm_rows_apply(const LayerNormArgs& a) {
+  return a.dim % 4 == 0 && a.dim / 4 <= 4 * 1024 && aligned16(a.x) && aligned16(a.out) &&
+         (!a.delta || (aligned16(a.delta) && a.sum_out == a.x));
+}
+
 int64_t packed_attention_smem_bytes(int64_t head_dim) {
   return (32 * head_dim * 2 + kPackedKeys * (2 * head_dim + 1) + kPackedWarps * kPackedKeys + 64) *
          static_cast<int64_t>(sizeof(float));
@@ -255,11 +266,12 @@ void launch_layernorm(const void* p, cudaStream_t s) {
   const auto grid = static_cast<unsigned>(a.rows);
   const auto eps = static_cast<float>(a.eps);
   auto* ob = static_cast<__nv_bfloat16*>(a.out_bf16);
-  if (a.in_registers) {
+  if (a.in_registers || a.delta) {
     const bool done = a.weight_type == ElemType::F32   ? launch_layernorm_rows<float>(a, s)
                       : a.weight_type == ElemType::F16 ? launch_layernorm_rows<__half>(a, s)
                                                        : launch_layernorm_rows<__nv_bfloat16>(a, s);
     if (done) return;
+    if (a.delta) throw std::runtime_error("add_layernorm: the row does not fit the in-register kernel");
   }
   switch (a.weight_type) {
     case ElemType::F32:

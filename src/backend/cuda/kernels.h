@@ -94,6 +94,9 @@ struct SwigluBf16Args {
   void* out_bf16 = nullptr;
 };
 void launch_swiglu_bf16(const void* args, cudaStream_t stream);
+// The same for GeGLU (matmul_geglu): out = gelu(gate) * up, i.e. `gate` holds the input half and
+// `up` the gate half of ModernBERT's Wi.
+void launch_geglu_bf16(const void* args, cudaStream_t stream);
 
 // dst[i, :] = src[rows[i], :].
 struct GatherRowsArgs {
@@ -199,8 +202,15 @@ struct LayerNormArgs {
   double eps;
   void* out_bf16 = nullptr;  // when set: out rounded to bf16 as well (BinaryArgs::out_bf16)
   int64_t in_registers = 0;  // the row held in registers where it fits (layernorm_rows_kernel)
+  // add_layernorm: when set, the row normed is x + delta, and that sum is written back to x
+  // (sum_out == x); only the in-register kernel does this (the caller checks it applies).
+  const float* delta = nullptr;
+  float* sum_out = nullptr;
 };
 void launch_layernorm(const void* args, cudaStream_t stream);
+// Whether the in-register LayerNorm kernel takes these arguments (dim % 4 == 0, at most 16384
+// wide, 16-byte aligned rows; with delta, sum_out == x): add_layernorm needs it.
+bool layernorm_rows_apply(const LayerNormArgs& args);
 // BinaryArgs: out = gelu(a) (b null) or gelu(a) * b (GeGLU), erf form.
 void launch_gelu(const void* args, cudaStream_t stream);
 // out[i, :] = x[i, :] + bias[:].
@@ -297,9 +307,11 @@ void launch_gemv_multi(const void* args, cudaStream_t stream);
 
 // Decode-batch GEMM on bf16 tensor cores (skinny_gemm.cu) for the batches past the GEMV: bf16 x
 // [n, k] (a bf16 shadow or converted) and up to kGemvMaxSegments bf16 weights sharing it, f32
-// out; swiglu as GemvArgs (out[0] = silu(x . w[0]^T) * (x . w[1]^T), out[1] untouched), with
+// out; swiglu as GemvArgs (out[0] = silu(x . w[0]^T) * (x . w[1]^T), out[1] untouched), or with
+// swiglu = kSkinnyGeglu GeGLU (out[0] = gelu(x . w[0]^T) * (x . w[1]^T), matmul_geglu), with
 // out_bf16 (when set) receiving out[0] rounded to bf16. k is split over `splits` CTAs of a
 // cluster (set by skinny_gemm_layout).
+constexpr int64_t kSkinnySwiglu = 1, kSkinnyGeglu = 2;
 struct SkinnyGemmArgs {
   const void* x;
   const void* w[kGemvMaxSegments];

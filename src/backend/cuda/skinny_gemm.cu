@@ -207,7 +207,8 @@ __global__ void __launch_bounds__(kThreadsFor<BN>, 2) skinny_gemm_kernel(const S
     const int64_t col = n0 + wn * 32 + nj * 8 + 2 * (lane % 4) + (e % 2);
     if (row >= m || col >= a.n) return;
     if constexpr (G == 2) {
-      v = v / (1.0f + expf(-v)) * up;  // as swiglu_kernel
+      // As swiglu_kernel, or GeGLU as the encoder's kernels (gelu_erf).
+      v = a.swiglu == kSkinnyGeglu ? gelu_erf(v) * up : v / (1.0f + expf(-v)) * up;
       if (out_bf16) out_bf16[col * m + row] = __float2bfloat16_rn(v);
     }
     out[col * m + row] = v;
