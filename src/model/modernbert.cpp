@@ -346,14 +346,12 @@ class ModernBert final : public Encoder {
     linear_shared_input(attn_in, {&w.wq, &w.wk, &w.wv}, {&w.bq, &w.bk, &w.bv}, {&q, &k, &v});
     Tensor qh = q.reshaped({n, p_.heads, p_.head_dim});
     Tensor kh = k.reshaped({n, p_.heads, p_.head_dim});
-    backend_.rope(qh, batch.positions, w.theta);
-    backend_.rope(kh, batch.positions, w.theta);
     Tensor attn_h = attn.reshaped({n, p_.heads, p_.head_dim});
-    backend_.attention_packed(qh, kh, v.reshaped({n, p_.heads, p_.head_dim}), batch,
-                              {.scale = 1.0f / std::sqrt(static_cast<float>(p_.head_dim)),
-                               .causal = false,
-                               .window = w.global ? -1 : static_cast<int32_t>(p_.window)},
-                              attn_h);
+    backend_.rope_attention_packed(qh, kh, v.reshaped({n, p_.heads, p_.head_dim}), batch, w.theta,
+                                   {.scale = 1.0f / std::sqrt(static_cast<float>(p_.head_dim)),
+                                    .causal = false,
+                                    .window = w.global ? -1 : static_cast<int32_t>(p_.window)},
+                                   attn_h);
     emit(attn, "attn", il);
     linear(attn, w.wo, w.bo, proj);
     backend_.add_layernorm(x, proj, w.mlp_norm, w.mlp_norm_b, p_.eps, xn);

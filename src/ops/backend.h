@@ -72,6 +72,7 @@ enum class Op : uint8_t {
   // Encoder fused ops (composite defaults, like the fused ops below).
   AddLayerNorm,
   MatmulGeglu,
+  RopeAttentionPacked,
   // Fused ops (composite defaults below; a backend overrides them to save launches and passes).
   AddRmsNorm,
   MatmulSwiglu,
@@ -193,6 +194,11 @@ class Backend {
   // unspecified.
   virtual void matmul_geglu(const Tensor& x, const Tensor& w_in, const Tensor& w_gate, Tensor& out,
                             Tensor& gate);
+  // The encoder's attention stage: rope(q, batch.positions, theta), rope(k, batch.positions,
+  // theta), then attention_packed(q, k, v, batch, params, out); q and k are left rotated, as the
+  // composition leaves them.
+  virtual void rope_attention_packed(Tensor& q, Tensor& k, const Tensor& v, const Batch& batch,
+                                     double theta, const AttentionParams& params, Tensor& out);
 
   // --- fused ops ----------------------------------------------------------------------------
   // Each has a default composed of the ops above (so every backend runs them correctly as is) and

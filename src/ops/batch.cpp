@@ -49,6 +49,8 @@ std::string_view op_name(Op op) {
       return "add_layernorm";
     case Op::MatmulGeglu:
       return "matmul_geglu";
+    case Op::RopeAttentionPacked:
+      return "rope_attention_packed";
     case Op::AddRmsNorm:
       return "add_rmsnorm";
     case Op::MatmulSwiglu:

@@ -24,4 +24,11 @@ void Backend::matmul_geglu(const Tensor& x, const Tensor& w_in, const Tensor& w_
   geglu(out, gate, out);
 }
 
+void Backend::rope_attention_packed(Tensor& q, Tensor& k, const Tensor& v, const Batch& batch,
+                                    double theta, const AttentionParams& params, Tensor& out) {
+  rope(q, batch.positions, theta);
+  rope(k, batch.positions, theta);
+  attention_packed(q, k, v, batch, params, out);
+}
+
 }  // namespace infera

@@ -310,6 +310,74 @@ TEST_P(EncoderOps, PackedAttention) {
   }
 }
 
+// rope_attention_packed (ModernBERT's attention stage): the output against RoPE in double (NeoX
+// halves, positions = offsets in the sequence) then the dense masked reference, and bit for bit
+// against rope, rope, attention_packed on the same backend (q and k as rotated as theirs): CUDA's
+// one staging launch claims exactly that. Flash cases (MHA, d 64 / 128) and others (GQA, d 8: the
+// separate rope launches).
+TEST_P(EncoderOps, RopeAttentionPackedIsRopeThenAttention) {
+  std::vector<PackedCase> cases = {
+      {"MHA d64 window 64", {1, 63, 64, 65, 200}, 2, 2, 64, {.causal = false, .window = 64}},
+      {"MHA d64 global", {93, 130}, 2, 2, 64, {.causal = false}},
+      {"MHA d128 window 16", {150, 33}, 2, 2, 128, {.causal = false, .window = 16}},
+      {"GQA 4:2 d32 global", {5, 40}, 4, 2, 32, {.causal = false}},
+      {"MHA d8 window 4", {30}, 2, 2, 8, {.causal = false, .window = 4}},
+  };
+  const double theta = 10000.0;
+  for (PackedCase& c : cases) c.params.scale = 1.0f / std::sqrt(float(c.d));
+  for_each_target(GetParam(), [&](Backend& b, const std::string& label) {
+    OpReport report(label);
+    if (!b.supports(Op::AttentionPacked, {DType::F32}))
+      return report.declined(Op::RopeAttentionPacked, DType::F32);
+    std::mt19937 rng(25);
+    for (const PackedCase& c : cases) {
+      SCOPED_TRACE(c.name);
+      const BatchDesc d = packed_batch(c.lengths);
+      const Batch batch = b.upload_batch(d);
+      const int64_t n = d.num_tokens();
+      HostData q = make_host_data(DType::F32, size_t(n * c.hq * c.d), rng, 2.0f);
+      HostData k = make_host_data(DType::F32, size_t(n * c.hkv * c.d), rng, 2.0f);
+      HostData v = make_host_data(DType::F32, size_t(n * c.hkv * c.d), rng);
+      HostData q2 = q, k2 = k;  // the CPU's tensors may be views of the host data
+      Tensor qt = to_backend(b, "q", DType::F32, {n, c.hq, c.d}, q);
+      Tensor kt = to_backend(b, "k", DType::F32, {n, c.hkv, c.d}, k);
+      Tensor vt = to_backend(b, "v", DType::F32, {n, c.hkv, c.d}, v);
+      Tensor out = b.alloc("out", DType::F32, {n, c.hq, c.d});
+      b.rope_attention_packed(qt, kt, vt, batch, theta, c.params, out);
+      const std::vector<float> got = read_back(b, out), got_q = read_back(b, qt),
+                               got_k = read_back(b, kt);
+
+      Tensor q2t = to_backend(b, "q2", DType::F32, {n, c.hq, c.d}, q2);
+      Tensor k2t = to_backend(b, "k2", DType::F32, {n, c.hkv, c.d}, k2);
+      Tensor out2 = b.alloc("out2", DType::F32, {n, c.hq, c.d});
+      b.rope(q2t, batch.positions, theta);
+      b.rope(k2t, batch.positions, theta);
+      b.attention_packed(q2t, k2t, vt, batch, c.params, out2);
+      EXPECT_TRUE(read_back(b, out2) == got) << label << ": out differs";  // NaN differs too
+      EXPECT_TRUE(read_back(b, q2t) == got_q) << label << ": q differs from rope's";
+      EXPECT_TRUE(read_back(b, k2t) == got_k) << label << ": k differs from rope's";
+
+      // RoPE in double, then the dense masked attention reference.
+      auto rotate = [&](std::vector<float> x, int64_t heads) {
+        const int64_t half = c.d / 2;
+        for (int64_t t = 0; t < n; ++t)
+          for (int64_t h = 0; h < heads; ++h)
+            for (int64_t j = 0; j < half; ++j) {
+              const double angle = d.positions[size_t(t)] * std::pow(theta, -2.0 * j / c.d);
+              float* r = x.data() + (t * heads + h) * c.d;
+              const double a = r[j], bb = r[j + half];
+              r[j] = float(a * std::cos(angle) - bb * std::sin(angle));
+              r[j + half] = float(bb * std::cos(angle) + a * std::sin(angle));
+            }
+        return x;
+      };
+      const std::vector<float> rq = rotate(q2.values, c.hq), rk = rotate(k2.values, c.hkv);
+      report.check(Op::RopeAttentionPacked, packed_bound(GetParam().name), c.name, got,
+                   dense_masked_reference(c, d, rq, rk, v.values));
+    }
+  });
+}
+
 // ModernBERT's local layers: |i - j| <= 64 at the lengths around the tile sizes and the window,
 // each alone and all packed together, equal to the dense masked reference; the windowed schedule
 // visits exactly the key tiles the window needs (fewer than dense once L > 64 + one tile), and the

@@ -108,13 +108,12 @@ bool CudaBackend::supports(Op op, std::initializer_list<DType> dtypes) const {
     const bool is_float = t == DType::F32 || t == DType::F16 || t == DType::BF16;
     // Q8_0 / Q4_0 weights: plain matmul only (dequantized inside its kernel).
     if (op == Op::Matmul && (t == DType::Q8_0 || t == DType::Q4_0)) continue;
-    const bool ok =
-        (op == Op::Embedding || op == Op::Matmul || op == Op::RmsNorm || op == Op::KvWrite ||
-         op == Op::Attention || op == Op::LayerNorm || op == Op::AddBias || op == Op::AddRmsNorm ||
-         op == Op::MatmulSwiglu || op == Op::QkNormRopeKvWrite || op == Op::AddLayerNorm ||
-         op == Op::MatmulGeglu)
-            ? is_float
-            : t == DType::F32;
+    const bool ok = (op == Op::Embedding || op == Op::Matmul || op == Op::RmsNorm ||
+                     op == Op::KvWrite || op == Op::Attention || op == Op::LayerNorm ||
+                     op == Op::AddBias || op == Op::AddRmsNorm || op == Op::MatmulSwiglu ||
+                     op == Op::QkNormRopeKvWrite || op == Op::AddLayerNorm || op == Op::MatmulGeglu)
+                        ? is_float
+                        : t == DType::F32;
     if (!ok) return false;
   }
   return true;
@@ -307,6 +306,7 @@ CudaOptions cuda_options_from_env() {
   }
   o.flash_key_halves = cuda::env_flag("INFERA_CUDA_FLASH_HALVES", o.flash_key_halves);
   o.packed_flash_halves = cuda::env_flag("INFERA_CUDA_PACKED_FLASH_HALVES", o.packed_flash_halves);
+  o.rope_stage = cuda::env_flag("INFERA_CUDA_ROPE_STAGE", o.rope_stage);
   if (const char* v = std::getenv("INFERA_CUDA_FLASH_SPLIT_TILES"); v && *v)
     o.flash_split_key_tiles = std::max(0, std::atoi(v));
   o.bf16_shadow = cuda::env_flag("INFERA_CUDA_BF16_SHADOW", o.bf16_shadow);

@@ -57,6 +57,10 @@ struct CudaOptions {
   // encoder_bench ModernBERT-large 10x512 13.87 -> 14.10 ms, 64x512 89.08 -> 88.24 ms (one run
   // each, run 2): not measured faster.
   bool packed_flash_halves = false;
+  // rope_attention_packed where the flash kernel runs: one staging launch rotates q and k and
+  // writes the bf16 k and v the kernel reads (INFERA_CUDA_ROPE_STAGE=0: rope, rope, then the two
+  // conversions, four launches; same bits).
+  bool rope_stage = true;
   // Key tiles (64 keys) per chunk of a split query tile; 0: chosen from the batch's shape
   // (INFERA_CUDA_FLASH_SPLIT_TILES, for measuring the choice).
   int64_t flash_split_key_tiles = 0;

@@ -89,6 +89,8 @@ class CudaBackend final : public Backend {
                      float eps, Tensor& out) override;
   void matmul_geglu(const Tensor& x, const Tensor& w_in, const Tensor& w_gate, Tensor& out,
                     Tensor& gate) override;
+  void rope_attention_packed(Tensor& q, Tensor& k, const Tensor& v, const Batch& batch,
+                             double theta, const AttentionParams& params, Tensor& out) override;
   OpStats op_stats() const override;
   void reset_op_stats() override;
   void synchronize() override;
@@ -103,6 +105,17 @@ class CudaBackend final : public Backend {
     Tensor cos, sin;  // device [positions, head_dim / 2]
   };
   const RopeTable& rope_table(double theta, int64_t head_dim, int32_t max_position);
+  // rope's checks and launch arguments for x (op names the caller in errors).
+  RopeArgs rope_args(Tensor& x, const Tensor& positions, double theta, const char* op);
+  // attention_packed, after rotating q and k by rope (rope_attention_packed; nullptr: none): one
+  // staging launch where the flash kernel runs (it also writes the bf16 k and v the flash kernel
+  // reads, which attention_packed converts separately), else the two rope launches first.
+  struct PackedRope {
+    RopeArgs q, k;
+  };
+  void record_attention_packed(const Tensor& q, const Tensor& k, const Tensor& v,
+                               const Batch& batch, const AttentionParams& params, Tensor& out,
+                               const PackedRope* rope, const char* op);
   // The uploaded batch whose field `field` (-1: any field, stored in *found) is `t`; throws
   // InvalidArgument naming `op` when `t` is no index tensor made by upload_batch here.
   const UploadedBatch& find_batch(const Tensor& t, int field, const char* op,

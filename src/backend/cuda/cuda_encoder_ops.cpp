@@ -175,7 +175,21 @@ void CudaBackend::mean_pool(const Tensor& x, const Batch& batch, Tensor& out) {
 
 void CudaBackend::attention_packed(const Tensor& q, const Tensor& k, const Tensor& v,
                                    const Batch& batch, const AttentionParams& params, Tensor& out) {
-  const char* op = "attention_packed";
+  record_attention_packed(q, k, v, batch, params, out, nullptr, "attention_packed");
+}
+
+void CudaBackend::rope_attention_packed(Tensor& q, Tensor& k, const Tensor& v, const Batch& batch,
+                                        double theta, const AttentionParams& params, Tensor& out) {
+  const char* op = "rope_attention_packed";
+  if (!options_.fused) return Backend::rope_attention_packed(q, k, v, batch, theta, params, out);
+  const PackedRope rope{rope_args(q, batch.positions, theta, op),
+                        rope_args(k, batch.positions, theta, op)};
+  record_attention_packed(q, k, v, batch, params, out, &rope, op);
+}
+
+void CudaBackend::record_attention_packed(const Tensor& q, const Tensor& k, const Tensor& v,
+                                          const Batch& batch, const AttentionParams& params,
+                                          Tensor& out, const PackedRope* rope, const char* op) {
   for (const Tensor* t : {&q, &k, &v, static_cast<const Tensor*>(&out)}) expect_f32(*t, op);
   const BatchDesc& d = *batch.desc;
   const int64_t tokens = d.num_tokens();
@@ -257,17 +271,36 @@ void CudaBackend::attention_packed(const Tensor& q, const Tensor& k, const Tenso
   a.causal = params.causal ? 1 : 0;
   a.window = params.window;
   a.dense = dense ? 1 : 0;
+  // The flash kernel reads k and v rounded to bf16: rope_attention_packed's staging writes them
+  // as it rotates q and k (one launch instead of four).
+  const size_t kv_bytes = static_cast<size_t>(k.numel()) * 2;
+  void* kb = flash ? ctx_->scratch(DeviceContext::kEncoderKeysBf16, kv_bytes) : nullptr;
+  void* vb = flash ? ctx_->scratch(DeviceContext::kEncoderValuesBf16, kv_bytes) : nullptr;
+  bool staged = false;
+  if (rope) {
+    INFERA_CUDA_EXPECT(
+        rope->q.x == a.q && rope->k.x == a.k && rope->q.n == tokens && rope->k.n == tokens, op,
+        "rope arguments of other tensors");
+    const RopeStageArgs st{rope->q.x,   rope->k.x,   a.v,    kb, vb,  rope->q.positions,
+                           rope->q.cos, rope->q.sin, tokens, hq, hkv, hd};
+    staged = flash && options_.rope_stage && rope_stage_applies(st);
+    if (staged) {
+      ctx_->record(launch_rope_stage, st, note(op, "rope_stage", {&q, &k}));
+    } else {
+      ctx_->record(launch_rope, rope->q, note(op, "rope", {&q}));
+      ctx_->record(launch_rope, rope->k, note(op, "rope", {&k}));
+    }
+  }
   if (flash) {
     // The decoder's flash kernel without a block table (attention_flash.cu): k and v rounded to
     // bf16 first (what the tensor-core kernel does as it stages them), its 64-row query tiles and
     // 64-key tiles aligned to the sequence's first row: the schedule counted above.
-    const size_t kv_bytes = static_cast<size_t>(k.numel()) * 2;
-    void* kb = ctx_->scratch(DeviceContext::kEncoderKeysBf16, kv_bytes);
-    void* vb = ctx_->scratch(DeviceContext::kEncoderValuesBf16, kv_bytes);
-    ctx_->record(launch_convert, ConvertArgs{a.k, kb, ElemType::BF16, k.numel()},
-                 note(op, "convert_bf16", {&k}));
-    ctx_->record(launch_convert, ConvertArgs{a.v, vb, ElemType::BF16, v.numel()},
-                 note(op, "convert_bf16", {&v}));
+    if (!staged) {
+      ctx_->record(launch_convert, ConvertArgs{a.k, kb, ElemType::BF16, k.numel()},
+                   note(op, "convert_bf16", {&k}));
+      ctx_->record(launch_convert, ConvertArgs{a.v, vb, ElemType::BF16, v.numel()},
+                   note(op, "convert_bf16", {&v}));
+    }
     AttentionArgs f{};
     f.q = a.q;
     f.out = a.out;

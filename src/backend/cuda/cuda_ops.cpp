@@ -265,6 +265,11 @@ void CudaBackend::record_gemm_bf16_out(const void* x_bf16, const Tensor& w, void
 
 void CudaBackend::rope(Tensor& x, const Tensor& positions, double theta) {
   const char* op = "rope";
+  const RopeArgs a = rope_args(x, positions, theta, op);
+  ctx_->record(launch_rope, a, note(op, "rope", {&x, &positions}));
+}
+
+RopeArgs CudaBackend::rope_args(Tensor& x, const Tensor& positions, double theta, const char* op) {
   expect_f32(x, op);
   INFERA_CUDA_EXPECT(x.rank() == 3 && x.dim(2) % 2 == 0 && x.dim(2) > 0, op,
                      "x " + x.shape().str());
@@ -275,14 +280,13 @@ void CudaBackend::rope(Tensor& x, const Tensor& positions, double theta) {
   INFERA_CUDA_EXPECT(b.min[kPositions] >= 0, op,
                      "negative position " + std::to_string(b.min[kPositions]));
   const RopeTable& table = rope_table(theta, x.dim(2), b.max[kPositions]);
-  RopeArgs a{x.data_as<float>(),
-             positions.data_as<const int32_t>(),
-             table.cos.data_as<const float>(),
-             table.sin.data_as<const float>(),
-             x.dim(0),
-             x.dim(1),
-             x.dim(2)};
-  ctx_->record(launch_rope, a, note(op, "rope", {&x, &positions}));
+  return RopeArgs{x.data_as<float>(),
+                  positions.data_as<const int32_t>(),
+                  table.cos.data_as<const float>(),
+                  table.sin.data_as<const float>(),
+                  x.dim(0),
+                  x.dim(1),
+                  x.dim(2)};
 }
 
 namespace {

@@ -75,6 +75,14 @@ __global__ void rmsnorm_rows_kernel(const float* x, const W* __restrict__ w, flo
   }
 }
 
+// The rotation of one (x[j], x[j + half]) pair: one expression for every RoPE kernel here, so
+// rope and rope_attention_packed's staging round alike.
+__device__ __forceinline__ void rope_rotate(float a, float b, float c, float s, float& lo,
+                                            float& hi) {
+  lo = a * c - b * s;
+  hi = b * c + a * s;
+}
+
 __global__ void rope_kernel(float* x, const int32_t* __restrict__ positions,
                             const float* __restrict__ cos_table,
                             const float* __restrict__ sin_table, int64_t heads, int64_t d) {
@@ -84,9 +92,7 @@ __global__ void rope_kernel(float* x, const int32_t* __restrict__ positions,
   float* v = x + row * d;
   for (int64_t j = threadIdx.x; j < half; j += blockDim.x) {
     const float c = cos_table[pos * half + j], s = sin_table[pos * half + j];
-    const float a = v[j], b = v[j + half];
-    v[j] = a * c - b * s;
-    v[j + half] = b * c + a * s;
+    rope_rotate(v[j], v[j + half], c, s, v[j], v[j + half]);
   }
 }
 
@@ -103,9 +109,43 @@ __global__ void rope_rows_kernel(float* x, const int32_t* __restrict__ positions
   float* v = x + static_cast<int64_t>(row) * d;
   const float c = cos_table[static_cast<int64_t>(pos) * half + j];
   const float s = sin_table[static_cast<int64_t>(pos) * half + j];
-  const float a = v[j], b = v[j + half];
-  v[j] = a * c - b * s;
-  v[j + half] = b * c + a * s;
+  rope_rotate(v[j], v[j + half], c, s, v[j], v[j + half]);
+}
+
+// rope_attention_packed's staging for the flash kernel, over n * hq q rows, then n * hkv k rows,
+// then n * hkv v rows (blockDim (half, rows per block), as rope_rows_kernel): q rotated in place;
+// k rotated in place and its bf16 copy written to kb; v's bf16 copy written to vb. The rotation
+// and the rounding are rope_rows_kernel's and the conversion's, so the bits are those of rope,
+// rope, then the two conversions. 32-bit indices: the host checks n * (hq + 2 hkv) * d < 2^31.
+__global__ void rope_stage_kernel(float* q, float* k, const float* __restrict__ v,
+                                  __nv_bfloat16* __restrict__ kb, __nv_bfloat16* __restrict__ vb,
+                                  const int32_t* __restrict__ positions,
+                                  const float* __restrict__ cos_table,
+                                  const float* __restrict__ sin_table, int n, int hq, int hkv,
+                                  int d) {
+  const int row = blockIdx.x * blockDim.y + threadIdx.y, j = threadIdx.x, half = d / 2;
+  const int q_rows = n * hq, kv_rows = n * hkv;
+  if (row >= q_rows + 2 * kv_rows) return;
+  if (row >= q_rows + kv_rows) {
+    const int64_t at = static_cast<int64_t>(row - q_rows - kv_rows) * d;
+    vb[at + j] = __float2bfloat16_rn(v[at + j]);
+    vb[at + j + half] = __float2bfloat16_rn(v[at + j + half]);
+    return;
+  }
+  const bool is_q = row < q_rows;
+  const int r = is_q ? row : row - q_rows;
+  const int pos = positions[r / (is_q ? hq : hkv)];
+  float* x = (is_q ? q : k) + static_cast<int64_t>(r) * d;
+  const float c = cos_table[static_cast<int64_t>(pos) * half + j];
+  const float s = sin_table[static_cast<int64_t>(pos) * half + j];
+  float lo, hi;
+  rope_rotate(x[j], x[j + half], c, s, lo, hi);
+  x[j] = lo;
+  x[j + half] = hi;
+  if (!is_q) {
+    kb[static_cast<int64_t>(r) * d + j] = __float2bfloat16_rn(lo);
+    kb[static_cast<int64_t>(r) * d + j + half] = __float2bfloat16_rn(hi);
+  }
 }
 
 struct SwigluOp {
@@ -236,6 +276,23 @@ void launch_rope(const void* p, cudaStream_t s) {
   const unsigned threads = threads_for(a.head_dim / 2);
   rope_kernel<<<static_cast<unsigned>(a.n * a.heads), threads, 0, s>>>(a.x, a.positions, a.cos,
                                                                        a.sin, a.heads, a.head_dim);
+}
+
+bool rope_stage_applies(const RopeStageArgs& a) {
+  const int64_t half = a.head_dim / 2;
+  return a.head_dim % 2 == 0 && half > 0 && half <= 256 && 256 % half == 0 &&
+         a.n * (a.hq + 2 * a.hkv) * a.head_dim < (int64_t{1} << 31);
+}
+
+void launch_rope_stage(const void* p, cudaStream_t s) {
+  const auto& a = *static_cast<const RopeStageArgs*>(p);
+  if (!rope_stage_applies(a)) throw std::runtime_error("rope stage: unsupported shape");
+  const int64_t half = a.head_dim / 2, rows = a.n * (a.hq + 2 * a.hkv);
+  const dim3 block(static_cast<unsigned>(half), static_cast<unsigned>(256 / half));
+  rope_stage_kernel<<<blocks_for(rows, 256 / half), block, 0, s>>>(
+      a.q, a.k, a.v, static_cast<__nv_bfloat16*>(a.k_bf16), static_cast<__nv_bfloat16*>(a.v_bf16),
+      a.positions, a.cos, a.sin, static_cast<int>(a.n), static_cast<int>(a.hq),
+      static_cast<int>(a.hkv), static_cast<int>(a.head_dim));
 }
 
 void launch_swiglu(const void* p, cudaStream_t s) {

@@ -70,6 +70,22 @@ struct RopeArgs {
   int64_t n, heads, head_dim;
 };
 void launch_rope(const void* args, cudaStream_t stream);
+// rope_attention_packed's staging (one launch): q [n, hq, d] and k [n, hkv, d] rotated in place
+// (RopeArgs' tables and positions), k's and v's bf16 copies written to k_bf16 and v_bf16 for the
+// flash kernel. rope_stage_applies: d / 2 divides 256 and 32-bit indices suffice.
+struct RopeStageArgs {
+  float* q;
+  float* k;
+  const float* v;
+  void* k_bf16;
+  void* v_bf16;
+  const int32_t* positions;
+  const float* cos;
+  const float* sin;
+  int64_t n, hq, hkv, head_dim;
+};
+bool rope_stage_applies(const RopeStageArgs& args);
+void launch_rope_stage(const void* args, cudaStream_t stream);
 
 // out = silu(gate) * up (elementwise) or out = a + b. swiglu (and GeGLU, below) also write
 // out's values rounded to bf16 into out_bf16 when it is set: the next GEMM's tensor-core input
