@@ -49,6 +49,8 @@ std::string_view op_name(Op op) {
       return "add_rmsnorm";
     case Op::MatmulSwiglu:
       return "matmul_swiglu";
+    case Op::MatmulSwigluDown:
+      return "matmul_swiglu_down";
     case Op::QkNormRopeKvWrite:
       return "qk_norm_rope_kv_write";
     case Op::ArgmaxRows:

@@ -39,6 +39,7 @@ const char* const kModernBert = R"({
 CudaOptions with_shadows(bool on) {
   CudaOptions o;
   o.bf16_shadow = on;
+  o.mlp_bf16_only = false;  // its SwiGLU -> down hand-off needs no shadow (counted below)
   return o;
 }
 
@@ -163,6 +164,24 @@ TEST_F(CudaShadowTest, Qwen3PrefillGluBf16FollowsTheF32Path) {
   const double e = nmse(got, want);
   EXPECT_TRUE(e <= 1e-4) << "NMSE " << e;
   EXPECT_GT(e, 0.0) << "the bf16 gate/up path was not taken";
+}
+
+// matmul_swiglu_down with the SwiGLU result written only as bf16 (CudaOptions::mlp_bf16_only):
+// the down projection reads the bits the f32 path's shadow held, so the logits are the same bit
+// for bit, and the path is taken (one shadow use fewer per layer: swiglu -> down).
+TEST_F(CudaShadowTest, Qwen3PrefillMlpBf16OnlyEqualsTheShadowPathBitForBit) {
+  CudaOptions both, shadow_only;
+  shadow_only.mlp_bf16_only = false;
+  auto with_f32 = make_cuda_backend(0, shadow_only);
+  auto bf16_only = make_cuda_backend(0, both);
+  const std::vector<float> want = qwen3_prefill(*with_f32, kQwen3Heads16);
+  const std::vector<float> got = qwen3_prefill(*bf16_only, kQwen3Heads16);
+  ASSERT_EQ(got.size(), want.size());
+  size_t differ = 0;
+  for (size_t i = 0; i < got.size(); ++i) differ += !(got[i] == want[i]);  // NaN differs
+  EXPECT_EQ(differ, 0u) << "logits that differ, of " << got.size();
+  EXPECT_EQ(cuda_stats(*with_f32)->bf16_shadows, 4 * kLayers - 1);
+  EXPECT_EQ(cuda_stats(*bf16_only)->bf16_shadows, 3 * kLayers - 1);
 }
 
 // Logits of 3 decode steps of 24 sequences (prompts of 150-265 tokens, so the staged decode

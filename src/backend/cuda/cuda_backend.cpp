@@ -311,6 +311,7 @@ CudaOptions cuda_options_from_env() {
   o.bf16_shadow = cuda::env_flag("INFERA_CUDA_BF16_SHADOW", o.bf16_shadow);
   o.glu_bf16_gemm = cuda::env_flag("INFERA_CUDA_GLU_BF16", o.glu_bf16_gemm);
   o.qk_norm_by_token = cuda::env_flag("INFERA_CUDA_QKNORM_TOKEN", o.qk_norm_by_token);
+  o.mlp_bf16_only = cuda::env_flag("INFERA_CUDA_MLP_BF16_ONLY", o.mlp_bf16_only);
   o.decode_pipeline = cuda::env_flag("INFERA_CUDA_DECODE_PIPELINE", o.decode_pipeline);
   o.stream_new_steps = cuda::env_flag("INFERA_CUDA_STREAM", o.stream_new_steps);
   o.cublaslt_plans = cuda::env_flag("INFERA_CUDA_CUBLASLT", o.cublaslt_plans);

@@ -78,6 +78,11 @@ struct CudaOptions {
   // qk_norm 1.66 -> 1.02 ms, swiglu 1.26 -> 1.01 ms, gate/up GEMMs about 2.36 -> 2.12 ms.
   bool glu_bf16_gemm = true;
   bool qk_norm_by_token = true;
+  // matmul_swiglu_down on the glu_bf16_gemm path: the SwiGLU kernel writes its result only as
+  // bf16 (into the gate scratch) for the down projection's GEMM, not also as f32 (which nothing
+  // reads): at 8x512 50 of the kernel's 125 MB a layer. Same bits as matmul_swiglu + matmul
+  // (the down GEMM read the bf16 shadow of the same values). INFERA_CUDA_MLP_BF16_ONLY=0: off.
+  bool mlp_bf16_only = true;
   // Decode attention (<= 4 query vectors per kv head) with every warp on its own keys
   // (INFERA_CUDA_DECODE_ATTENTION=0: the general f32 kernel instead).
   bool decode_attention = true;

@@ -272,8 +272,10 @@ __global__ void swiglu_bf16_vec8_kernel(const uint4* __restrict__ gate,
       r[2 * j] = op(gf.x, uf.x);
       r[2 * j + 1] = op(gf.y, uf.y);
     }
-    out[2 * i] = make_float4(r[0], r[1], r[2], r[3]);
-    out[2 * i + 1] = make_float4(r[4], r[5], r[6], r[7]);
+    if (out) {  // nullptr: the bf16 result only (matmul_swiglu_down)
+      out[2 * i] = make_float4(r[0], r[1], r[2], r[3]);
+      out[2 * i + 1] = make_float4(r[4], r[5], r[6], r[7]);
+    }
     if (ob) {
       uint4 packed;
       auto* ph = reinterpret_cast<__nv_bfloat162*>(&packed);
@@ -290,7 +292,7 @@ __global__ void swiglu_bf16_kernel(const __nv_bfloat16* __restrict__ gate,
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const float r = SwigluOp()(__bfloat162float(gate[i]), __bfloat162float(up[i]));
-    out[i] = r;
+    if (out) out[i] = r;
     if (ob) ob[i] = __float2bfloat16_rn(r);
   }
 }

@@ -85,7 +85,7 @@ void launch_swiglu(const void* args, cudaStream_t stream);
 void launch_add(const void* args, cudaStream_t stream);
 
 // out = silu(gate) * up from bf16 gate and up (matmul_swiglu's prefill GEMMs write bf16), f32
-// math; out_bf16 as in BinaryArgs.
+// math; out_bf16 as in BinaryArgs. out may be nullptr (only the bf16 result: matmul_swiglu_down).
 struct SwigluBf16Args {
   const void* gate;
   const void* up;
