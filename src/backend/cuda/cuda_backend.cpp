@@ -167,6 +167,8 @@ void CudaBackend::synchronize() { ctx_->synchronize("synchronize"); }
 Batch CudaBackend::upload_batch(const BatchDesc& desc) {
   // Launches that name a pooled buffer must be issued before the buffer is rewritten.
   ctx_->flush();
+  ctx_->set_step_pdl(options_.pdl_max_step_tokens < 0 ||
+                     desc.num_tokens() <= options_.pdl_max_step_tokens);
   const std::vector<int32_t>* fields[kBatchFields] = {
       &desc.tokens,   &desc.positions,   &desc.slots,      &desc.query_start,
       &desc.seq_lens, &desc.block_table, &desc.output_rows};
@@ -305,6 +307,7 @@ CudaOptions cuda_options_from_env() {
     o.flash_wide = w == 1 || w == 4 ? 4 : w == 8 ? 8 : 0;
   }
   o.flash_key_halves = cuda::env_flag("INFERA_CUDA_FLASH_HALVES", o.flash_key_halves);
+  o.flash_wide_auto = cuda::env_flag("INFERA_CUDA_FLASH_WIDE_AUTO", o.flash_wide_auto);
   o.packed_flash_halves = cuda::env_flag("INFERA_CUDA_PACKED_FLASH_HALVES", o.packed_flash_halves);
   if (const char* v = std::getenv("INFERA_CUDA_FLASH_SPLIT_TILES"); v && *v)
     o.flash_split_key_tiles = std::max(0, std::atoi(v));
@@ -324,6 +327,8 @@ CudaOptions cuda_options_from_env() {
       cuda::env_flag("INFERA_CUDA_LAYERNORM_REGISTERS", o.layernorm_in_registers);
   o.profile = cuda::env_flag("INFERA_CUDA_PROFILE", o.profile);
   o.programmatic_launch = cuda::env_flag("INFERA_CUDA_PDL", o.programmatic_launch);
+  if (const char* v = std::getenv("INFERA_CUDA_PDL_MAX_TOKENS"); v && *v)
+    o.pdl_max_step_tokens = std::atoll(v);
   if (const char* v = std::getenv("INFERA_CUDA_PDL_EARLY"); v && *v)
     o.pdl_early_trigger = std::clamp(std::atoi(v), 0, 2);
   o.gemv_preload = cuda::env_flag("INFERA_CUDA_GEMV_PRELOAD", o.gemv_preload);

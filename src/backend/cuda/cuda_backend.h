@@ -45,6 +45,12 @@ struct CudaOptions {
   // tiles (flash_split_keys) applies to it as to the 64-vector kernel. The encoders' packed
   // attention keeps the 64-vector kernel.
   int64_t flash_wide = 0;
+  // Where flash_wide is 0: many-sequence prefill takes the 8-warp wide kernel (no split) when its
+  // grid has at least 3 blocks per SM and no sequence has more than 1024 query rows; else the
+  // key-halves / 64-vector kernels (INFERA_CUDA_FLASH_WIDE_AUTO=0: never). On the H200 (cudapre
+  // run 1, 3 alternating rounds, INFERA_CUDA_FLASH_WIDE=8 against the defaults): 8x512 x1.035
+  // (512 blocks), but 1x512 x0.90 (64 blocks) and 1x2048 x0.97 (long rows: the key halves win).
+  bool flash_wide_auto = true;
   // Paged prefill attention with each 64-key tile's two halves on different warps of a block of
   // 8 (attention_flash_halves.cu): half the serial walk of a long query tile, 16 warps an SM
   // (INFERA_CUDA_FLASH_HALVES=0: the 64-vector kernel of 4 warps). Needs flash_fast_softmax;
@@ -155,6 +161,12 @@ struct CudaOptions {
   // predecessor finishes and streams its weights into L2 before waiting for it
   // (INFERA_CUDA_PDL=0: plain launches). Process-wide: the last backend made sets it.
   bool programmatic_launch = true;
+  // Steps of more than this many tokens (prefill) launch every kernel plainly, without PDL
+  // (INFERA_CUDA_PDL_MAX_TOKENS; -1: no limit, PDL in every step as before). A PDL kernel after a
+  // cuBLAS GEMM may have its blocks resident and parked at their wait while the GEMM's later waves
+  // still need the SMs; ncu (which serialises kernels) cannot show it: on the H200 a replayed
+  // prefill graph took 11.17 ms (ncu, 8x512) against a 13.1 ms step (cudapre run 1).
+  int64_t pdl_max_step_tokens = 256;
   // Batch-1 decode chain (kernels.h kTune*; docs/notes/2026-11-30/issue-11-cudab1.md; H200 runs
   // under bench/reference/cudab1_h200, b1 greedy decode, Qwen3-0.6B shape, ctx 512).
   // The GEMV (1..2 rows, bf16 weights) loads its first round of weight rows into registers

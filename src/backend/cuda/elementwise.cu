@@ -359,8 +359,12 @@ void launch_convert(const void* p, cudaStream_t s) {
 
 namespace {
 std::atomic<bool> g_programmatic_launch{true};
-}
+thread_local bool t_pdl_suppressed = false;
+}  // namespace
 void set_programmatic_launch(bool on) { g_programmatic_launch.store(on); }
-bool programmatic_launch() { return g_programmatic_launch.load(std::memory_order_relaxed); }
+bool programmatic_launch() {
+  return !t_pdl_suppressed && g_programmatic_launch.load(std::memory_order_relaxed);
+}
+void set_thread_pdl_suppressed(bool suppressed) { t_pdl_suppressed = suppressed; }
 
 }  // namespace infera::cuda

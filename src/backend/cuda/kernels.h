@@ -20,6 +20,9 @@ using LaunchFn = void (*)(const void* args, cudaStream_t stream);
 // launch_pdl): process-wide, set by the backend from CudaOptions::programmatic_launch.
 void set_programmatic_launch(bool on);
 bool programmatic_launch();
+// Launches from this thread skip PDL while set (DeviceContext sets it around the launches of a
+// step recorded with set_step_pdl(false)): programmatic_launch() then says no.
+void set_thread_pdl_suppressed(bool suppressed);
 
 // Batch-1 decode-chain switches, bits of the `tune` member of the launch structs that carry one
 // (filled by the backend from CudaOptions):
