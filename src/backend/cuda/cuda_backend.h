@@ -161,12 +161,15 @@ struct CudaOptions {
   // predecessor finishes and streams its weights into L2 before waiting for it
   // (INFERA_CUDA_PDL=0: plain launches). Process-wide: the last backend made sets it.
   bool programmatic_launch = true;
-  // Steps of more than this many tokens (prefill) launch every kernel plainly, without PDL
-  // (INFERA_CUDA_PDL_MAX_TOKENS; -1: no limit, PDL in every step as before). A PDL kernel after a
-  // cuBLAS GEMM may have its blocks resident and parked at their wait while the GEMM's later waves
-  // still need the SMs; ncu (which serialises kernels) cannot show it: on the H200 a replayed
-  // prefill graph took 11.17 ms (ncu, 8x512) against a 13.1 ms step (cudapre run 1).
-  int64_t pdl_max_step_tokens = 256;
+  // Steps of more than this many tokens launch every kernel plainly, without PDL
+  // (INFERA_CUDA_PDL_MAX_TOKENS=N; -1, the default: no limit, PDL in every step as before). The
+  // idea: a PDL kernel after a cuBLAS GEMM may have its blocks resident and parked at their wait
+  // while the GEMM's later waves still need the SMs. Not measured faster (cudapre run 2, 3 rounds,
+  // 256 against -1: prefill 1x2048 x0.96-1.03, 8x512 x1.00-1.11; ModernBERT-large 64x512
+  // x0.94 / x0.99 in 2 rounds), so off. The graph's device time equals its kernels' sum anyway
+  // (run 2: events around the graph launch 7.1 ms at 1x2048, ncu 7.36): the wall's excess over it
+  // was host time (BatchDesc::validate, see docs/notes/2026-12-01/issue-11-cudapre.md).
+  int64_t pdl_max_step_tokens = -1;
   // Batch-1 decode chain (kernels.h kTune*; docs/notes/2026-11-30/issue-11-cudab1.md; H200 runs
   // under bench/reference/cudab1_h200, b1 greedy decode, Qwen3-0.6B shape, ctx 512).
   // The GEMV (1..2 rows, bf16 weights) loads its first round of weight rows into registers
