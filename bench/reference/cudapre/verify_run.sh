@@ -3,7 +3,8 @@
 # against main's binary, prefill and decode (step_bench) and ModernBERT-large (encoder_bench),
 # 3 alternating rounds. The BatchDesc::validate fix (host time, ~0.26-1 us a prompt token) was
 # measured only on the host (validate_bench.txt); this is its end-to-end check. Carry like
-# run2/run.sh (bin/step_bench, bin/step_bench_main, bin/encoder_bench, bin/encoder_bench_main).
+# run2/run.sh (bin/step_bench, bin/step_bench_main, bin/encoder_bench, bin/encoder_bench_main,
+# ab_table.py beside this script; /work/main/.devcarry/cudapre holds them, built from ffa464d).
 cd "$(dirname "$0")"; HERE=$PWD
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 tar xJf bin.tar.xz; tar xJf shared.tar.xz
@@ -19,4 +20,4 @@ for i in 1 2 3; do
   echo "== encoder main #$i"; timeout 20 $HERE/bin/encoder_bench_main $EB
   echo "== encoder new #$i"; timeout 20 $HERE/bin/encoder_bench $EB
 done > $OUT/bench.log 2>&1
-python3 bench/reference/cudapre/ab_table.py $OUT/bench.log
+python3 $HERE/ab_table.py $OUT/bench.log | tee $OUT/ratios.txt
