@@ -118,6 +118,7 @@ struct Options {
 nlohmann::json bench_prefill(CausalLM& model, const Options& o, DType kv, int64_t len,
                              int64_t seqs = 1) {
   std::vector<double> logits_samples, ids_samples;
+  HostRecording host;  // the timed steps' host recording and flush time (CUDA), summed
   const int64_t vocab = model.info().vocab;
   const int64_t blocks = (len + o.block_size - 1) / o.block_size;
   for (int64_t r = 0; r <= o.repeats; ++r) {  // the first run warms up (cuBLAS, graphs)
@@ -136,12 +137,24 @@ nlohmann::json bench_prefill(CausalLM& model, const Options& o, DType kv, int64_
       std::vector<float> logits(static_cast<size_t>(ids_mode ? 0 : seqs * vocab));
       std::vector<int32_t> first(static_cast<size_t>(seqs));
       model.backend().synchronize();
+      // --profile-step: the last repeat's first-token-ids step (a graph replay by then).
+      const bool profiled = o.profile_step && ids_mode && r == o.repeats;
+      const HostRecording before = host_recording(model.backend());
+      if (profiled) profiler_range(model.backend(), true);
       const auto t = Clock::now();
       if (ids_mode)
         run_step_argmax(model, cache, chunks, first);
       else
         run_step(model, cache, chunks, logits);
-      if (r > 0) (ids_mode ? ids_samples : logits_samples).push_back(seconds_since(t));
+      const double took = seconds_since(t);
+      if (profiled) profiler_range(model.backend(), false);
+      if (r > 0) {
+        (ids_mode ? ids_samples : logits_samples).push_back(took);
+        const HostRecording after = host_recording(model.backend());
+        host.seconds += after.seconds - before.seconds;
+        host.flush_seconds += after.flush_seconds - before.flush_seconds;
+        host.steps += after.steps - before.steps;
+      }
     }
   }
   const double m = median(logits_samples), mi = median(ids_samples);
@@ -150,6 +163,12 @@ nlohmann::json bench_prefill(CausalLM& model, const Options& o, DType kv, int64_
               (long long)seqs, (long long)len, m * 1e3, tokens / m);
   std::printf("prefill %3lld x %6lld tokens: median %8.3f ms  %10.0f tok/s  (first token ids)\n",
               (long long)seqs, (long long)len, mi * 1e3, tokens / mi);
+  // Mean over the timed steps (graph captures included in flush): the host time before the GPU
+  // starts a replayed step (recording) and the flush's own time.
+  if (host.steps > 0)
+    std::printf("prefill %3lld x %6lld tokens: host record %7.1f + flush %7.1f us/step (mean)\n",
+                (long long)seqs, (long long)len, host.seconds / double(host.steps) * 1e6,
+                host.flush_seconds / double(host.steps) * 1e6);
   return {{"sequences", seqs},
           {"prompt_tokens", len},
           {"seconds", logits_samples},
@@ -285,8 +304,8 @@ int main(int argc, char** argv) {
   app.add_flag("--sampled", o.sampled,
                "Also decode with T 0.8 / top-k 40 / top-p 0.9 sampled on the host and the backend");
   app.add_flag("--profile-step", o.profile_step,
-               "CUDA: cudaProfilerStart/Stop around each batch's last timed greedy step (for "
-               "ncu --profile-from-start off)");
+               "CUDA: cudaProfilerStart/Stop around each batch's last timed greedy step and each "
+               "prefill case's last first-token-ids step (for ncu --profile-from-start off)");
   CLI11_PARSE(app, argc, argv);
   try {
     const DType kv = o.kv_dtype == "f32"   ? DType::F32

@@ -235,8 +235,7 @@ class Qwen3 final : public CausalLM {
     backend_.add_rmsnorm(x, proj, w.mlp_norm, p_.eps, xn);
     emit(x, "attn_residual", il);
 
-    backend_.matmul_swiglu(xn, w.gate_proj, w.up_proj, gate, up);
-    backend_.matmul(gate, w.down_proj, proj);
+    backend_.matmul_swiglu_down(xn, w.gate_proj, w.up_proj, w.down_proj, gate, up, proj);
     if (il + 1 < p_.layers)
       backend_.add_rmsnorm(x, proj, layers_[static_cast<size_t>(il) + 1].attn_norm, p_.eps, xn);
     else

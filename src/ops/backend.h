@@ -76,6 +76,7 @@ enum class Op : uint8_t {
   // Fused ops (composite defaults below; a backend overrides them to save launches and passes).
   AddRmsNorm,
   MatmulSwiglu,
+  MatmulSwigluDown,
   QkNormRopeKvWrite,
   ArgmaxRows,
   SampleRows,  // sample_rows; a backend that says no leaves sampling to the host's Sampler
@@ -218,6 +219,12 @@ class Backend {
   // call are unspecified.
   virtual void matmul_swiglu(const Tensor& x, const Tensor& w_gate, const Tensor& w_up,
                              Tensor& gate, Tensor& up);
+  // The whole gated MLP: out = (silu(x . w_gate^T) * (x . w_up^T)) . w_down^T, as
+  // matmul_swiglu(x, w_gate, w_up, gate, up) then matmul(gate, w_down, out). gate and up [n, f]
+  // F32 are scratch the backend may use or leave alone (contents unspecified after the call), so
+  // a backend need not write the f32 SwiGLU result that only the down projection reads.
+  virtual void matmul_swiglu_down(const Tensor& x, const Tensor& w_gate, const Tensor& w_up,
+                                  const Tensor& w_down, Tensor& gate, Tensor& up, Tensor& out);
   // Attention's input stage: per-head RMSNorm of q [n, hq, d] and k [n, hkv, d] (weights
   // q_norm, k_norm [d]), RoPE on both at batch.positions, both in place, then k and v
   // [n, hkv, d] written to the cache at batch.slots, as rmsnorm x2, rope x2, kv_write.

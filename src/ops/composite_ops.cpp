@@ -33,6 +33,12 @@ void Backend::matmul_swiglu(const Tensor& x, const Tensor& w_gate, const Tensor&
   swiglu(gate, up, gate);
 }
 
+void Backend::matmul_swiglu_down(const Tensor& x, const Tensor& w_gate, const Tensor& w_up,
+                                 const Tensor& w_down, Tensor& gate, Tensor& up, Tensor& out) {
+  matmul_swiglu(x, w_gate, w_up, gate, up);
+  matmul(gate, w_down, out);
+}
+
 void Backend::qk_norm_rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const Tensor& q_norm,
                                     const Tensor& k_norm, float eps, double theta, KvLayer& cache,
                                     const Batch& batch) {

@@ -39,6 +39,7 @@ const char* const kModernBert = R"({
 CudaOptions with_shadows(bool on) {
   CudaOptions o;
   o.bf16_shadow = on;
+  o.mlp_bf16_only = false;  // its SwiGLU -> down hand-off needs no shadow (counted below)
   return o;
 }
 
@@ -189,6 +190,65 @@ TEST_F(CudaShadowTest, Qwen3PrefillGluBf16FollowsTheF32Path) {
   const double e = nmse(got, want);
   EXPECT_TRUE(e <= 1e-4) << "NMSE " << e;
   EXPECT_GT(e, 0.0) << "the bf16 gate/up path was not taken";
+}
+
+// matmul_swiglu_down with the SwiGLU result written only as bf16 (CudaOptions::mlp_bf16_only):
+// the down projection reads the bits the f32 path's shadow held, so the logits are the same bit
+// for bit, and the path is taken (one shadow use fewer per layer: swiglu -> down).
+TEST_F(CudaShadowTest, Qwen3PrefillMlpBf16OnlyEqualsTheShadowPathBitForBit) {
+  CudaOptions both, shadow_only;
+  shadow_only.mlp_bf16_only = false;
+  auto with_f32 = make_cuda_backend(0, shadow_only);
+  auto bf16_only = make_cuda_backend(0, both);
+  const std::vector<float> want = qwen3_prefill(*with_f32, kQwen3Heads16);
+  const std::vector<float> got = qwen3_prefill(*bf16_only, kQwen3Heads16);
+  ASSERT_EQ(got.size(), want.size());
+  size_t differ = 0;
+  for (size_t i = 0; i < got.size(); ++i) differ += !(got[i] == want[i]);  // NaN differs
+  EXPECT_EQ(differ, 0u) << "logits that differ, of " << got.size();
+  EXPECT_EQ(cuda_stats(*with_f32)->bf16_shadows, 4 * kLayers - 1);
+  EXPECT_EQ(cuda_stats(*bf16_only)->bf16_shadows, 3 * kLayers - 1);
+}
+
+// Every row's logits of 64 prompts of 40-103 tokens prefilled in one step: one 128-vector tile
+// per (sequence, kv head) at Qwen3-0.6B's head counts, 512 blocks (CudaOptions::flash_wide_auto
+// takes the 8-warp wide kernel on GPUs of up to 170 SMs).
+std::vector<float> qwen3_many_prompts(Backend& backend) {
+  auto model = load_causal_lm(config_dir("shadow_qwen3_h16", kQwen3Heads16), backend,
+                              {.dummy_weights = true});
+  const int64_t vocab = model->info().vocab, seqs = 64;
+  KvCache cache(backend, model->kv_shape(),
+                {.block_size = 16, .num_blocks = seqs * 7, .dtype = DType::BF16});
+  std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(seqs));
+  std::vector<SeqChunk> chunks;
+  int64_t rows = 0;
+  for (int64_t s = 0; s < seqs; ++s) {
+    const SeqId id = cache.add_sequence();
+    const int64_t n = 40 + s;
+    EXPECT_TRUE(cache.reserve(id, n));
+    for (int64_t i = 0; i < n; ++i)
+      prompts[size_t(s)].push_back(static_cast<int32_t>((i * 7919 + 31 * s + 3) % vocab));
+    chunks.push_back({id, prompts[size_t(s)], OutputRows::All});
+    rows += n;
+  }
+  std::vector<float> logits(static_cast<size_t>(rows * vocab));
+  run_step(*model, cache, chunks, logits);
+  return logits;
+}
+
+// The wide kernel's summation order differs from the key-halves kernel's: the logits agree
+// within the bf16 bound of the op harness (NMSE 1e-4), and differ (the rule took the wide kernel).
+TEST_F(CudaShadowTest, Qwen3ManyPromptsWideAutoFollowsKeyHalves) {
+  CudaOptions halves;
+  halves.flash_wide_auto = false;
+  auto by_halves = make_cuda_backend(0, halves);
+  auto by_rule = make_cuda_backend(0, CudaOptions{});
+  const std::vector<float> want = qwen3_many_prompts(*by_halves);
+  const std::vector<float> got = qwen3_many_prompts(*by_rule);
+  ASSERT_EQ(got.size(), want.size());
+  const double e = nmse(got, want);
+  EXPECT_TRUE(e <= 1e-4) << "NMSE " << e;
+  EXPECT_GT(e, 0.0) << "the wide kernel was not taken";
 }
 
 // Logits of 3 decode steps of 24 sequences (prompts of 150-265 tokens, so the staged decode

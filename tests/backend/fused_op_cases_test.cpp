@@ -1,4 +1,4 @@
-// The fused ops of ops/backend.h (add_rmsnorm, matmul_multi, matmul_swiglu,
+// The fused ops of ops/backend.h (add_rmsnorm, matmul_multi, matmul_swiglu, matmul_swiglu_down,
 // qk_norm_rope_kv_write, argmax_rows), run by the harness on every backend and SIMD target against
 // scalar references in double written here: the CPU exercises Backend's composite defaults, a
 // GPU its fused kernels. Shapes cover 1 row, odd and unaligned widths, and both sides of the
@@ -154,6 +154,23 @@ TEST_P(FusedOps, MatmulMultiAndSwiglu) {
         const Doubles u = matmul_ref(x.values, w_up.values, n, k, m);
         for (size_t i = 0; i < g.size(); ++i) want[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
         report.check(Op::MatmulSwiglu, wt, dims({n, k, m}), read_back(b, gate), want);
+        // The whole MLP (matmul_swiglu_down): that SwiGLU result through a down projection
+        // [md, m]; md = 75 is no multiple of 8, and 1 + k / 2 follows k.
+        for (const int md : {75, 1 + k / 2}) {
+          HostData w_dn = make_host_data(wt, size_t(md * m), rng);
+          Tensor dn_t = to_backend(b, "w_down", wt, {md, m}, w_dn);
+          Tensor mlp = b.alloc("mlp", DType::F32, {n, md});
+          b.matmul_swiglu_down(xt, wt_t[0], up_t, dn_t, gate, up, mlp);
+          Doubles want_mlp(size_t(n * md));
+          for (int i = 0; i < n; ++i)
+            for (int j = 0; j < md; ++j) {
+              double acc = 0;
+              for (int p = 0; p < m; ++p)
+                acc += want[size_t(i * m + p)] * double(w_dn.values[size_t(j * m + p)]);
+              want_mlp[size_t(i * md + j)] = acc;
+            }
+          report.check(Op::MatmulSwigluDown, wt, dims({n, k, m, md}), read_back(b, mlp), want_mlp);
+        }
       }
     }
   });

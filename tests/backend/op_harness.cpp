@@ -45,7 +45,8 @@ CudaOptions harness_cuda_options(const std::string& name) {
     o.flash_key_halves = true;
     o.packed_flash_halves = true;
   }
-  if (name == "cuda_flash_wide8") {  // 128-vector tiles, 8 warps, split
+  if (name == "cuda_flash_wide8_plain") o.flash_wide = 8;  // ... unsplit (flash_wide_auto's)
+  if (name == "cuda_flash_wide8") {                        // 128-vector tiles, 8 warps, split
     o.flash_wide = 8;
     o.flash_split_keys = true;
   }
@@ -53,6 +54,8 @@ CudaOptions harness_cuda_options(const std::string& name) {
     o.glu_bf16_gemm = !o.glu_bf16_gemm;
     o.qk_norm_by_token = !o.qk_norm_by_token;
     o.flash_key_halves = !o.flash_key_halves;  // on by default: flipped, the 64-vector kernel
+    o.mlp_bf16_only = !o.mlp_bf16_only;
+    o.flash_wide_auto = !o.flash_wide_auto;
   }
   if (name == "cuda_b1") {  // the batch-1 decode-chain switches that are off (kernels.h kTune*)
     o.pdl_early_trigger = 2;
@@ -102,7 +105,7 @@ std::vector<HarnessBackend> harness_backends() {
     for (const char* name :
          {"cuda_exact", "cuda_skinny", "cuda_unstaged", "cuda_interleaved", "cuda_prefill_toggled",
           "cuda_b1", "cuda_flash_split", "cuda_flash_wide", "cuda_flash_wide_split",
-          "cuda_flash_wide8", "cuda_flash_halves"})
+          "cuda_flash_wide8", "cuda_flash_wide8_plain", "cuda_flash_halves"})
       list.push_back({name, [name] { return make_cuda_backend(0, harness_cuda_options(name)); }});
 #endif
   return list;

@@ -167,6 +167,8 @@ void CudaBackend::synchronize() { ctx_->synchronize("synchronize"); }
 Batch CudaBackend::upload_batch(const BatchDesc& desc) {
   // Launches that name a pooled buffer must be issued before the buffer is rewritten.
   ctx_->flush();
+  ctx_->set_step_pdl(options_.pdl_max_step_tokens < 0 ||
+                     desc.num_tokens() <= options_.pdl_max_step_tokens);
   const std::vector<int32_t>* fields[kBatchFields] = {
       &desc.tokens,   &desc.positions,   &desc.slots,      &desc.query_start,
       &desc.seq_lens, &desc.block_table, &desc.output_rows};
@@ -305,6 +307,7 @@ CudaOptions cuda_options_from_env() {
     o.flash_wide = w == 1 || w == 4 ? 4 : w == 8 ? 8 : 0;
   }
   o.flash_key_halves = cuda::env_flag("INFERA_CUDA_FLASH_HALVES", o.flash_key_halves);
+  o.flash_wide_auto = cuda::env_flag("INFERA_CUDA_FLASH_WIDE_AUTO", o.flash_wide_auto);
   o.packed_flash_halves = cuda::env_flag("INFERA_CUDA_PACKED_FLASH_HALVES", o.packed_flash_halves);
   o.rope_stage = cuda::env_flag("INFERA_CUDA_ROPE_STAGE", o.rope_stage);
   if (const char* v = std::getenv("INFERA_CUDA_FLASH_SPLIT_TILES"); v && *v)
@@ -312,6 +315,7 @@ CudaOptions cuda_options_from_env() {
   o.bf16_shadow = cuda::env_flag("INFERA_CUDA_BF16_SHADOW", o.bf16_shadow);
   o.glu_bf16_gemm = cuda::env_flag("INFERA_CUDA_GLU_BF16", o.glu_bf16_gemm);
   o.qk_norm_by_token = cuda::env_flag("INFERA_CUDA_QKNORM_TOKEN", o.qk_norm_by_token);
+  o.mlp_bf16_only = cuda::env_flag("INFERA_CUDA_MLP_BF16_ONLY", o.mlp_bf16_only);
   o.decode_pipeline = cuda::env_flag("INFERA_CUDA_DECODE_PIPELINE", o.decode_pipeline);
   o.stream_new_steps = cuda::env_flag("INFERA_CUDA_STREAM", o.stream_new_steps);
   o.cublaslt_plans = cuda::env_flag("INFERA_CUDA_CUBLASLT", o.cublaslt_plans);
@@ -324,6 +328,8 @@ CudaOptions cuda_options_from_env() {
       cuda::env_flag("INFERA_CUDA_LAYERNORM_REGISTERS", o.layernorm_in_registers);
   o.profile = cuda::env_flag("INFERA_CUDA_PROFILE", o.profile);
   o.programmatic_launch = cuda::env_flag("INFERA_CUDA_PDL", o.programmatic_launch);
+  if (const char* v = std::getenv("INFERA_CUDA_PDL_MAX_TOKENS"); v && *v)
+    o.pdl_max_step_tokens = std::atoll(v);
   if (const char* v = std::getenv("INFERA_CUDA_PDL_EARLY"); v && *v)
     o.pdl_early_trigger = std::clamp(std::atoi(v), 0, 2);
   o.gemv_preload = cuda::env_flag("INFERA_CUDA_GEMV_PRELOAD", o.gemv_preload);

@@ -45,6 +45,12 @@ struct CudaOptions {
   // tiles (flash_split_keys) applies to it as to the 64-vector kernel. The encoders' packed
   // attention keeps the 64-vector kernel.
   int64_t flash_wide = 0;
+  // Where flash_wide is 0: many-sequence prefill takes the 8-warp wide kernel (no split) when its
+  // grid has at least 3 blocks per SM and no sequence has more than 1024 query rows; else the
+  // key-halves / 64-vector kernels (INFERA_CUDA_FLASH_WIDE_AUTO=0: never). On the H200 (cudapre
+  // run 1, 3 alternating rounds, INFERA_CUDA_FLASH_WIDE=8 against the defaults): 8x512 x1.035
+  // (512 blocks), but 1x512 x0.90 (64 blocks) and 1x2048 x0.97 (long rows: the key halves win).
+  bool flash_wide_auto = true;
   // Paged prefill attention with each 64-key tile's two halves on different warps of a block of
   // 8 (attention_flash_halves.cu): half the serial walk of a long query tile, 16 warps an SM
   // (INFERA_CUDA_FLASH_HALVES=0: the 64-vector kernel of 4 warps). Needs flash_fast_softmax;
@@ -82,6 +88,11 @@ struct CudaOptions {
   // qk_norm 1.66 -> 1.02 ms, swiglu 1.26 -> 1.01 ms, gate/up GEMMs about 2.36 -> 2.12 ms.
   bool glu_bf16_gemm = true;
   bool qk_norm_by_token = true;
+  // matmul_swiglu_down on the glu_bf16_gemm path: the SwiGLU kernel writes its result only as
+  // bf16 (into the gate scratch) for the down projection's GEMM, not also as f32 (which nothing
+  // reads): at 8x512 50 of the kernel's 125 MB a layer. Same bits as matmul_swiglu + matmul
+  // (the down GEMM read the bf16 shadow of the same values). INFERA_CUDA_MLP_BF16_ONLY=0: off.
+  bool mlp_bf16_only = true;
   // Decode attention (<= 4 query vectors per kv head) with every warp on its own keys
   // (INFERA_CUDA_DECODE_ATTENTION=0: the general f32 kernel instead).
   bool decode_attention = true;
@@ -154,6 +165,15 @@ struct CudaOptions {
   // predecessor finishes and streams its weights into L2 before waiting for it
   // (INFERA_CUDA_PDL=0: plain launches). Process-wide: the last backend made sets it.
   bool programmatic_launch = true;
+  // Steps of more than this many tokens launch every kernel plainly, without PDL
+  // (INFERA_CUDA_PDL_MAX_TOKENS=N; -1, the default: no limit, PDL in every step as before). The
+  // idea: a PDL kernel after a cuBLAS GEMM may have its blocks resident and parked at their wait
+  // while the GEMM's later waves still need the SMs. Not measured faster (cudapre run 2, 3 rounds,
+  // 256 against -1: prefill 1x2048 x0.96-1.03, 8x512 x1.00-1.11; ModernBERT-large 64x512
+  // x0.94 / x0.99 in 2 rounds), so off. The graph's device time equals its kernels' sum anyway
+  // (run 2: events around the graph launch 7.1 ms at 1x2048, ncu 7.36): the wall's excess over it
+  // was host time (BatchDesc::validate, see docs/notes/2026-12-01/issue-11-cudapre.md).
+  int64_t pdl_max_step_tokens = -1;
   // Batch-1 decode chain (kernels.h kTune*; docs/notes/2026-11-30/issue-11-cudab1.md; H200 runs
   // under bench/reference/cudab1_h200, b1 greedy decode, Qwen3-0.6B shape, ctx 512).
   // The GEMV (1..2 rows, bf16 weights) loads its first round of weight rows into registers

@@ -69,6 +69,8 @@ class CudaBackend final : public Backend {
                     std::span<Tensor* const> outs) override;
   void matmul_swiglu(const Tensor& x, const Tensor& w_gate, const Tensor& w_up, Tensor& gate,
                      Tensor& up) override;
+  void matmul_swiglu_down(const Tensor& x, const Tensor& w_gate, const Tensor& w_up,
+                          const Tensor& w_down, Tensor& gate, Tensor& up, Tensor& out) override;
   void qk_norm_rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const Tensor& q_norm,
                              const Tensor& k_norm, float eps, double theta, KvLayer& cache,
                              const Batch& batch) override;
@@ -137,6 +139,14 @@ class CudaBackend final : public Backend {
   // off, the shapes differ, or the weights' or outputs' distance does not fit a stride.
   bool record_gemm_pair(const void* x_bf16, const Tensor& w0, const Tensor& w1, void* out0,
                         void* out1, ElemType out_type, int64_t n, int64_t k, const OpNote& nt);
+  // matmul_swiglu's bf16 GLU path (CudaOptions::glu_bf16_gemm) applies: bf16 gate/up weights of
+  // one shape, past the GEMV.
+  bool glu_bf16_applies(const Tensor& w_gate, const Tensor& w_up, int64_t n) const;
+  // Records the gate and up GEMMs with bf16 outputs (in `up`'s memory) and the SwiGLU over them,
+  // writing the result as f32 to out_f32 and/or as bf16 to out_bf16 (either may be nullptr).
+  void record_glu_bf16(const Tensor& x, const Tensor& w_gate, const Tensor& w_up,
+                       const Tensor& gate, Tensor& up, float* out_f32, void* out_bf16,
+                       const char* op);
   Tensor device_tensor(const std::string& name, DType dtype, Shape shape);
   // The kTune* bits (kernels.h) of the decode-chain switches in options_.
   int64_t decode_tune() const {

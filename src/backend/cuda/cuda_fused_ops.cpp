@@ -116,27 +116,9 @@ void CudaBackend::matmul_swiglu(const Tensor& x, const Tensor& w_gate, const Ten
     if (options_.fused && w_up.shape() == w_gate.shape() &&
         record_skinny(x, ws, outs, kSkinnySwiglu, op))
       return;
-    if (options_.glu_bf16_gemm && !options_.exact_f32 && w_gate.dtype() == DType::BF16 &&
-        w_up.shape() == w_gate.shape() && n > options_.gemv_max_rows) {
-      // gate . x and up . x as bf16 in `up`'s f32 memory ([n, m] f32 holds [2, n, m] bf16).
-      const int64_t m = w_gate.dim(0);
-      auto* g16 = static_cast<uint16_t*>(up.data());
-      const void* xb = bf16_input(x, n, k);
-      // Paired (CudaOptions::paired_gemm): the two outputs in the weights' address order, so
-      // that one forward stride reaches both.
-      const bool up_first = options_.paired_gemm && w_up.data() < w_gate.data();
-      uint16_t* gate16 = up_first ? g16 + n * m : g16;
-      uint16_t* up16 = up_first ? g16 : g16 + n * m;
-      if (!record_gemm_pair(xb, w_gate, w_up, gate16, up16, ElemType::BF16, n, k,
-                            note(op, "cublas_gemm_pair_bf16", {&x, &w_gate}))) {
-        record_gemm_bf16_out(xb, w_gate, gate16, n, k, m,
-                             note(op, "cublas_gemm_bf16", {&x, &w_gate}));
-        record_gemm_bf16_out(xb, w_up, up16, n, k, m, note(op, "cublas_gemm_bf16", {&x, &w_up}));
-      }
+    if (glu_bf16_applies(w_gate, w_up, n)) {
       void* shadow = shadow_buffer(gate);
-      ctx_->record(launch_swiglu_bf16,
-                   SwigluBf16Args{gate16, up16, gate.data_as<float>(), n * m, shadow},
-                   note(op, "swiglu_bf16", {&gate, &up}));
+      record_glu_bf16(x, w_gate, w_up, gate, up, gate.data_as<float>(), shadow, op);
       return publish_shadow(gate, shadow);
     }
     const void* converted = record_matmul(x, w_gate, gate, n, k, w_gate.dim(0));
@@ -167,6 +149,53 @@ void CudaBackend::matmul_swiglu(const Tensor& x, const Tensor& w_gate, const Ten
   a.k = k;
   a.tune = decode_tune();
   ctx_->record(launch_gemv_multi, a, note(op, "gemv_swiglu", {&x, &w_gate, &gate}));
+}
+
+bool CudaBackend::glu_bf16_applies(const Tensor& w_gate, const Tensor& w_up, int64_t n) const {
+  return options_.glu_bf16_gemm && !options_.exact_f32 && w_gate.dtype() == DType::BF16 &&
+         w_up.dtype() == DType::BF16 && w_up.shape() == w_gate.shape() &&
+         n > options_.gemv_max_rows;
+}
+
+void CudaBackend::record_glu_bf16(const Tensor& x, const Tensor& w_gate, const Tensor& w_up,
+                                  const Tensor& gate, Tensor& up, float* out_f32, void* out_bf16,
+                                  const char* op) {
+  // gate . x and up . x as bf16 in `up`'s f32 memory ([n, m] f32 holds [2, n, m] bf16).
+  const int64_t k = row_width(x), n = row_count(x), m = w_gate.dim(0);
+  auto* g16 = static_cast<uint16_t*>(up.data());
+  const void* xb = bf16_input(x, n, k);
+  // Paired (CudaOptions::paired_gemm): the two outputs in the weights' address order, so that
+  // one forward stride reaches both.
+  const bool up_first = options_.paired_gemm && w_up.data() < w_gate.data();
+  uint16_t* gate16 = up_first ? g16 + n * m : g16;
+  uint16_t* up16 = up_first ? g16 : g16 + n * m;
+  if (!record_gemm_pair(xb, w_gate, w_up, gate16, up16, ElemType::BF16, n, k,
+                        note(op, "cublas_gemm_pair_bf16", {&x, &w_gate}))) {
+    record_gemm_bf16_out(xb, w_gate, gate16, n, k, m, note(op, "cublas_gemm_bf16", {&x, &w_gate}));
+    record_gemm_bf16_out(xb, w_up, up16, n, k, m, note(op, "cublas_gemm_bf16", {&x, &w_up}));
+  }
+  ctx_->record(launch_swiglu_bf16, SwigluBf16Args{gate16, up16, out_f32, n * m, out_bf16},
+               note(op, "swiglu_bf16", {&gate, &up}));
+}
+
+void CudaBackend::matmul_swiglu_down(const Tensor& x, const Tensor& w_gate, const Tensor& w_up,
+                                     const Tensor& w_down, Tensor& gate, Tensor& up, Tensor& out) {
+  const char* op = "matmul_swiglu_down";
+  const int64_t n = row_count(x);
+  // Past the GEMV with bf16 weights (the GLU path of matmul_swiglu, not the skinny GEMM): the
+  // SwiGLU kernel writes its result only as bf16, into `gate`'s memory (scratch here), and the
+  // down projection's GEMM reads that: the f32 result, which nothing else reads, is never written.
+  if (!options_.mlp_bf16_only || !options_.fused || options_.skinny_gemm ||
+      is_block_quantized(w_gate) || is_block_quantized(w_up) || w_down.dtype() != DType::BF16 ||
+      !glu_bf16_applies(w_gate, w_up, n))
+    return Backend::matmul_swiglu_down(x, w_gate, w_up, w_down, gate, up, out);
+  expect_f32(x, op);
+  matmul_checks(x, w_gate, gate);
+  matmul_checks(x, w_up, up);
+  matmul_checks(gate, w_down, out);
+  void* result16 = gate.data();  // [n, f] bf16 in [n, f] f32 memory
+  record_glu_bf16(x, w_gate, w_up, gate, up, nullptr, result16, op);
+  record_matmul(gate, w_down, out, n, row_width(gate), w_down.dim(0), result16);
 }
 
 void CudaBackend::qk_norm_rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const Tensor& q_norm,

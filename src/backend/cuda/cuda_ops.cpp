@@ -460,12 +460,20 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& 
       a.interleaved = options_.flash_interleaved ? 1 : 0;
       a.out_bf16 = shadow_buffer(out);
       // The wide kernel: 128-vector tiles (base-2 softmax only).
-      const bool wide = options_.flash_wide != 0 && options_.flash_fast_softmax;
+      // CudaOptions::flash_wide_auto: 8 warps where many sequences fill the GPU with wide tiles.
+      const int64_t wide_tiles = (vectors + kFlashWideVectors - 1) / kFlashWideVectors;
+      const int64_t wide_warps =
+          options_.flash_wide != 0 ? options_.flash_wide
+          : options_.flash_wide_auto && d.max_query_len() <= 1024 &&
+                  wide_tiles * seqs * hkv >= 3 * int64_t{ctx_->properties().multiProcessorCount}
+              ? 8
+              : 0;
+      const bool wide = wide_warps != 0 && options_.flash_fast_softmax;
       if (wide) {
         nt.kernel = "attention_flash_wide";
         a.vectors_per_tile = kFlashWideVectors;
-        a.tiles = (vectors + kFlashWideVectors - 1) / kFlashWideVectors;
-        a.wide_warps = options_.flash_wide;
+        a.tiles = wide_tiles;
+        a.wide_warps = wide_warps;
       }
       // Or the key-halves kernel: 64-vector tiles, no split.
       const bool halves = !wide && options_.flash_key_halves && options_.flash_fast_softmax;

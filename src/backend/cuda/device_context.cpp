@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <string_view>
 
 #include "backend/cuda/cuda_check.h"
@@ -34,6 +35,8 @@ uint64_t hash_bytes(const std::vector<uint8_t>& v, size_t bytes) {
 uint64_t hash_bytes(const std::vector<uint8_t>& v) { return hash_bytes(v, v.size()); }
 
 constexpr size_t kStreamPrefix = 16;  // records that decide whether a step streams
+// High bit of a record's size word: launch it without PDL (DeviceContext::set_step_pdl).
+constexpr uint64_t kNoPdl = uint64_t{1} << 63;
 
 }  // namespace
 
@@ -72,6 +75,10 @@ DeviceContext::~DeviceContext() {
   for (auto& [hash, list] : graphs_)
     for (Graph& g : list) cudaGraphExecDestroy(g.exec);
   if (host_timers_) print_host_timers();
+  for (GraphEvents& e : graph_events_) {
+    cudaEventDestroy(e.begin);
+    cudaEventDestroy(e.end);
+  }
   for (Scratch& s : scratch_) cudaFree(s.ptr);
   free_deferred();
   gemm_plans_.reset();
@@ -201,7 +208,7 @@ void DeviceContext::append(LaunchFn fn, const void* args, size_t bytes, const Op
   offsets_.push_back(at);
   notes_.push_back(note);
   pending_.resize(at + 16 + bytes);
-  const uint64_t size = bytes;
+  const uint64_t size = bytes | (step_pdl_ ? 0 : kNoPdl);
   std::memcpy(pending_.data() + at, &fn, sizeof(fn));
   std::memcpy(pending_.data() + at + 8, &size, 8);
   std::memcpy(pending_.data() + at + 16, args, bytes);
@@ -225,6 +232,17 @@ void DeviceContext::append(LaunchFn fn, const void* args, size_t bytes, const Op
 void DeviceContext::launch_record(size_t offset, size_t note_index) {
   LaunchFn fn;
   std::memcpy(&fn, pending_.data() + offset, sizeof(fn));
+  uint64_t size = 0;
+  std::memcpy(&size, pending_.data() + offset + 8, 8);
+  struct Suppress {  // the record's PDL choice, for this launch only
+    explicit Suppress(bool on) : on_(on) {
+      if (on_) set_thread_pdl_suppressed(true);
+    }
+    ~Suppress() {
+      if (on_) set_thread_pdl_suppressed(false);
+    }
+    bool on_;
+  } suppress{(size & kNoPdl) != 0};
   const auto began =
       host_timers_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   try {
@@ -346,7 +364,7 @@ void DeviceContext::flush() {
     if (g.key == pending_) {
       if (!g.exec) return run_eagerly();  // known not to capture
       g.last_used = ++clock_;
-      check_cuda(cudaGraphLaunch(g.exec, stream_), "launch a CUDA graph");
+      launch_graph(g.exec);
       ++stats_.graph_launches;
       return;
     }
@@ -383,8 +401,24 @@ void DeviceContext::flush() {
   ++graph_count_;
   if (!captured) return run_eagerly();
   ++stats_.graph_captures;
-  check_cuda(cudaGraphLaunch(list.back().exec, stream_), "launch a CUDA graph");
+  launch_graph(list.back().exec);
   ++stats_.graph_launches;
+}
+
+void DeviceContext::launch_graph(cudaGraphExec_t exec) {
+  if (!host_timers_ || graph_events_.size() >= 4096)
+    return check_cuda(cudaGraphLaunch(exec, stream_), "launch a CUDA graph");
+  GraphEvents e{offsets_.size()};
+  check_cuda(cudaEventCreate(&e.begin), "create a timing event");
+  check_cuda(cudaEventCreate(&e.end), "create a timing event");
+  graph_events_.push_back(e);
+  check_cuda(cudaEventRecord(e.begin, stream_), "record an event");
+  const auto began = std::chrono::steady_clock::now();
+  check_cuda(cudaGraphLaunch(exec, stream_), "launch a CUDA graph");
+  HostTimer& t = host_timer_["cudaGraphLaunch call"];
+  t.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  ++t.calls;
+  check_cuda(cudaEventRecord(e.end, stream_), "record an event");
 }
 
 void DeviceContext::print_host_timers() const {
@@ -397,6 +431,20 @@ void DeviceContext::print_host_timers() const {
     std::fprintf(stderr, "  %-52s %10.3f %8lld %9.2f\n", name.c_str(), 1e3 * t.seconds,
                  static_cast<long long>(t.calls),
                  1e6 * t.seconds / double(std::max<int64_t>(t.calls, 1)));
+  // Device time of the graph launches (begin event to end event), per step size.
+  std::map<size_t, std::vector<float>> by_records;
+  for (const GraphEvents& e : graph_events_) {
+    float ms = 0;
+    if (cudaEventElapsedTime(&ms, e.begin, e.end) == cudaSuccess)
+      by_records[e.records].push_back(ms);
+  }
+  for (auto& [records, ms] : by_records) {
+    std::sort(ms.begin(), ms.end());
+    std::fprintf(stderr,
+                 "  graph of %5zu launches: device time (events) median %.3f ms, min %.3f, max "
+                 "%.3f over %zu launches\n",
+                 records, ms[ms.size() / 2], ms.front(), ms.back(), ms.size());
+  }
 }
 
 std::string DeviceContext::profile_report() const {

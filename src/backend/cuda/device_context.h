@@ -124,6 +124,9 @@ class DeviceContext {
   // itself): the owner's deferred launch (CudaBackend's qk-norm awaiting a fusion with the next
   // attention) is recorded ahead of anything else. nullptr: none.
   void set_before_record(std::function<void()> fn) { before_record_ = std::move(fn); }
+  // Whether the launches recorded from now on may use programmatic dependent launch (the step's
+  // PDL kernels; CudaOptions::pdl_max_step_tokens). Part of each record, so of a step's key.
+  void set_step_pdl(bool on) { step_pdl_ = on; }
   // Issues the pending launches (a graph replay when this exact step ran before).
   void flush();
   // flush(), then waits for the device; errors name `what`.
@@ -166,6 +169,14 @@ class DeviceContext {
   };
   bool host_timers_ = false;
   std::unordered_map<std::string, HostTimer> host_timer_;
+  // With host timers: device time of each graph launch (events around it), with the step's
+  // record count, read when the context ends: the GPU's part of a replayed step's wall time.
+  struct GraphEvents {
+    size_t records = 0;
+    cudaEvent_t begin = nullptr, end = nullptr;
+  };
+  std::vector<GraphEvents> graph_events_;
+  void launch_graph(cudaGraphExec_t exec);
   std::chrono::steady_clock::time_point last_append_end_;
 
   std::chrono::steady_clock::time_point step_began_;  // first record of the pending step
@@ -193,6 +204,7 @@ class DeviceContext {
   size_t graph_count_ = 0;
   uint64_t clock_ = 0;
   uint64_t appended_ = 0;
+  bool step_pdl_ = true;
 
   struct Scratch {
     void* ptr = nullptr;

@@ -331,8 +331,10 @@ __global__ void glu_bf16_vec8_kernel(const uint4* __restrict__ a, const uint4* _
       r[2 * j] = op(gf.x, uf.x);
       r[2 * j + 1] = op(gf.y, uf.y);
     }
-    out[2 * i] = make_float4(r[0], r[1], r[2], r[3]);
-    out[2 * i + 1] = make_float4(r[4], r[5], r[6], r[7]);
+    if (out) {  // nullptr: the bf16 result only (matmul_swiglu_down)
+      out[2 * i] = make_float4(r[0], r[1], r[2], r[3]);
+      out[2 * i + 1] = make_float4(r[4], r[5], r[6], r[7]);
+    }
     if (ob) {
       uint4 packed;
       auto* ph = reinterpret_cast<__nv_bfloat162*>(&packed);
@@ -350,7 +352,7 @@ __global__ void glu_bf16_kernel(const __nv_bfloat16* __restrict__ a,
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const float r = Op()(__bfloat162float(a[i]), __bfloat162float(b[i]));
-    out[i] = r;
+    if (out) out[i] = r;
     if (ob) ob[i] = __float2bfloat16_rn(r);
   }
 }
@@ -425,8 +427,12 @@ void launch_convert(const void* p, cudaStream_t s) {
 
 namespace {
 std::atomic<bool> g_programmatic_launch{true};
-}
+thread_local bool t_pdl_suppressed = false;
+}  // namespace
 void set_programmatic_launch(bool on) { g_programmatic_launch.store(on); }
-bool programmatic_launch() { return g_programmatic_launch.load(std::memory_order_relaxed); }
+bool programmatic_launch() {
+  return !t_pdl_suppressed && g_programmatic_launch.load(std::memory_order_relaxed);
+}
+void set_thread_pdl_suppressed(bool suppressed) { t_pdl_suppressed = suppressed; }
 
 }  // namespace infera::cuda

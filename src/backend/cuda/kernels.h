@@ -20,6 +20,9 @@ using LaunchFn = void (*)(const void* args, cudaStream_t stream);
 // launch_pdl): process-wide, set by the backend from CudaOptions::programmatic_launch.
 void set_programmatic_launch(bool on);
 bool programmatic_launch();
+// Launches from this thread skip PDL while set (DeviceContext sets it around the launches of a
+// step recorded with set_step_pdl(false)): programmatic_launch() then says no.
+void set_thread_pdl_suppressed(bool suppressed);
 
 // Batch-1 decode-chain switches, bits of the `tune` member of the launch structs that carry one
 // (filled by the backend from CudaOptions):
@@ -101,7 +104,7 @@ void launch_swiglu(const void* args, cudaStream_t stream);
 void launch_add(const void* args, cudaStream_t stream);
 
 // out = silu(gate) * up from bf16 gate and up (matmul_swiglu's prefill GEMMs write bf16), f32
-// math; out_bf16 as in BinaryArgs.
+// math; out_bf16 as in BinaryArgs. out may be nullptr (only the bf16 result: matmul_swiglu_down).
 struct SwigluBf16Args {
   const void* gate;
   const void* up;
