@@ -175,6 +175,15 @@ struct CudaOptions {
   // kernels and 1222 instead of 1308 us of kernel time per b1 step (ncu), but the steps were not
   // faster end to end (run 3: median 1.160 against 1.149 ms).
   bool fuse_qk_attention = false;
+  // Backend::residual_mlp (attention residual + norm, gate/up + SiLU, down + residual, the next
+  // layer's norm) for one decode row with bf16 weights as one kernel (residual_mlp.cu): each block
+  // requests its whole slice of the three weights into shared memory (TMA bulk copies) before its
+  // PDL wait, a grid-wide arrival counter separates gate/up from down, the last block to finish
+  // does the next norm (INFERA_CUDA_PERSISTENT=0: the composition's five kernels).
+  // residual_mlp_blocks: the grid (0: one block per SM; at most the co-resident count), for tests
+  // of uneven slices (INFERA_CUDA_PERSISTENT_BLOCKS).
+  bool residual_mlp = true;
+  int64_t residual_mlp_blocks = 0;
   // A step never seen before (its first 16 launches match no earlier step's) has its kernels
   // launched as the host records them instead of all at the end (INFERA_CUDA_STREAM=0: at the
   // end). Prefill steps, whose shapes rarely repeat, stop waiting for the host's whole pass.
