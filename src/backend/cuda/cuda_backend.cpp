@@ -285,7 +285,8 @@ CudaStats CudaBackend::stats() const {
           s.recorded_steps,
           shadow_uses_,
           s.host_flush_seconds,
-          paired_gemms_};
+          paired_gemms_,
+          residual_mlp_kernels_};
 }
 
 }  // namespace cuda
@@ -332,6 +333,10 @@ CudaOptions cuda_options_from_env() {
   o.residual_mlp = cuda::env_flag("INFERA_CUDA_PERSISTENT", o.residual_mlp);
   if (const char* v = std::getenv("INFERA_CUDA_PERSISTENT_BLOCKS"); v && *v)
     o.residual_mlp_blocks = std::max(0, std::atoi(v));
+  o.residual_mlp_carveout =
+      cuda::env_flag("INFERA_CUDA_PERSISTENT_CARVEOUT", o.residual_mlp_carveout);
+  if (const char* v = std::getenv("INFERA_CUDA_PERSISTENT_CHUNK"); v && *v)
+    o.residual_mlp_chunk = std::max(0, std::atoi(v)) / 16 * 16;
   if (const char* v = std::getenv("INFERA_CUDA_GEMV_ROWS"); v && *v) o.gemv_max_rows = std::atoi(v);
   o.skinny_gemm = cuda::env_flag("INFERA_CUDA_SKINNY", o.skinny_gemm);
   if (const char* v = std::getenv("INFERA_CUDA_SKINNY_ROWS"); v && *v)

@@ -182,8 +182,14 @@ struct CudaOptions {
   // does the next norm (INFERA_CUDA_PERSISTENT=0: the composition's five kernels).
   // residual_mlp_blocks: the grid (0: one block per SM; at most the co-resident count), for tests
   // of uneven slices (INFERA_CUDA_PERSISTENT_BLOCKS).
+  // residual_mlp_carveout: the batch-1 GEMVs prefer the largest shared-memory carveout, as the
+  // kernel does, so that it can start beside them under PDL (kernels.h kTuneMaxSharedCarveout;
+  // INFERA_CUDA_PERSISTENT_CARVEOUT=0: default carveouts). residual_mlp_chunk: bytes per bulk
+  // copy, 0 = one per weight slice (INFERA_CUDA_PERSISTENT_CHUNK).
   bool residual_mlp = true;
   int64_t residual_mlp_blocks = 0;
+  bool residual_mlp_carveout = true;
+  int64_t residual_mlp_chunk = 0;
   // A step never seen before (its first 16 launches match no earlier step's) has its kernels
   // launched as the host records them instead of all at the end (INFERA_CUDA_STREAM=0: at the
   // end). Prefill steps, whose shapes rarely repeat, stop waiting for the host's whole pass.
@@ -211,9 +217,10 @@ struct CudaStats {
   int64_t streamed_steps = 0;      // eager steps whose launches were issued while recorded
   double host_record_seconds = 0;  // host time from each step's first op to its flush, summed
   int64_t recorded_steps = 0;
-  int64_t bf16_shadows = 0;       // matmuls that read a bf16 shadow (CudaOptions::bf16_shadow)
-  double host_flush_seconds = 0;  // host time inside those steps' flushes (key, graph launch)
-  int64_t paired_gemms = 0;       // launches of two GEMMs as one (CudaOptions::paired_gemm)
+  int64_t bf16_shadows = 0;          // matmuls that read a bf16 shadow (CudaOptions::bf16_shadow)
+  double host_flush_seconds = 0;     // host time inside those steps' flushes (key, graph launch)
+  int64_t paired_gemms = 0;          // launches of two GEMMs as one (CudaOptions::paired_gemm)
+  int64_t residual_mlp_kernels = 0;  // residual_mlp ops run as one kernel (residual_mlp.cu)
 };
 std::optional<CudaStats> cuda_stats(const Backend& backend);
 // With CudaOptions::profile: device time per (op, kernel) since the last call, as a table

@@ -131,7 +131,8 @@ class CudaBackend final : public Backend {
            (options_.pdl_early_trigger >= 2 ? kTuneGemvEarlyTrigger : 0) |
            (options_.gemv_preload ? kTuneGemvPreload : 0) |
            (options_.decode_kv_prefetch ? kTuneKvPrefetch : 0) |
-           (options_.params_early ? kTuneParamsEarly : 0);
+           (options_.params_early ? kTuneParamsEarly : 0) |
+           (options_.residual_mlp && options_.residual_mlp_carveout ? kTuneMaxSharedCarveout : 0);
   }
   // Records x . w^T for every weight through the skinny tensor-core GEMM (skinny_gemm.cu) as one
   // launch, or with swiglu (ws = {gate, up}) silu(x . gate^T) * (x . up^T) into outs[0]; returns
@@ -159,6 +160,7 @@ class CudaBackend final : public Backend {
   int64_t paired_gemms_ = 0;
   // residual_mlp: co-resident blocks per (shared memory bytes, norm type), asked once each.
   std::map<std::pair<int64_t, int64_t>, int64_t> residual_mlp_fit_;
+  int64_t residual_mlp_kernels_ = 0;  // launches recorded (CudaStats)
 
   // CudaOptions::fuse_qk_attention: qk_norm_rope_kv_write records nothing and leaves its launch
   // here; attention() takes it into the staged decode kernel (AttentionArgs::fused_qk) when it is

@@ -336,9 +336,11 @@ void CudaBackend::residual_mlp(Tensor& x, const Tensor& delta, const Tensor& mlp
       blocks,
       gate_rows,
       down_rows,
+      options_.residual_mlp_chunk,
       norm_type,
       eps};
   ctx_->record(launch_residual_mlp, a, note(op, "residual_mlp", {&x, &w_gate, &w_down}));
+  ++residual_mlp_kernels_;
   publish_shadow(xn, nullptr);
 }
 

@@ -107,7 +107,7 @@ __global__ void __launch_bounds__(kThreads)
                         const __nv_bfloat16* __restrict__ w_up,
                         const __nv_bfloat16* __restrict__ w_down, const W* __restrict__ next_norm,
                         float* xn, float* h, unsigned* sync, int64_t d, int64_t f,
-                        int64_t gate_rows, int64_t down_rows, float eps) {
+                        int64_t gate_rows, int64_t down_rows, int64_t chunk, float eps) {
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ uint64_t bars[2];
   __shared__ float part[kWarps];
@@ -123,22 +123,34 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t jn = max(int64_t{0}, min(gate_rows, f - j0));
   const int64_t rn = max(int64_t{0}, min(down_rows, d - r0));
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  if (threadIdx.x == 0) {
-    mbar_init(&bars[0]);
-    mbar_init(&bars[1]);
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    // Constant weights: requested before the PDL wait (device_util.cuh's rule).
+  if (warp == 0) {
+    const auto gate_bytes = static_cast<uint32_t>(jn * d * 2);
+    const auto down_bytes = static_cast<uint32_t>(rn * f * 2);
+    if (lane == 0) {
+      mbar_init(&bars[0]);
+      mbar_init(&bars[1]);
+      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+      if (jn > 0) mbar_expect(&bars[0], 2 * gate_bytes);
+      if (rn > 0) mbar_expect(&bars[1], down_bytes);
+    }
+    __syncwarp();
+    // Constant weights: requested before the PDL wait (device_util.cuh's rule), in pieces of
+    // `chunk` bytes spread over the warp's lanes (0: one copy per slice).
+    auto issue = [&](void* dst, const void* src, uint32_t bytes, uint64_t* bar, uint32_t first) {
+      const uint32_t piece = chunk > 0 && chunk < bytes ? static_cast<uint32_t>(chunk) : bytes;
+      const uint32_t pieces = (bytes + piece - 1) / piece;
+      for (uint32_t c = (lane + 32 - first % 32) % 32; c < pieces; c += 32)
+        bulk_load(static_cast<unsigned char*>(dst) + size_t{c} * piece,
+                  static_cast<const unsigned char*>(src) + size_t{c} * piece,
+                  min(piece, bytes - c * piece), bar);
+      return first + pieces;
+    };
+    uint32_t issued = 0;
     if (jn > 0) {
-      const auto bytes = static_cast<uint32_t>(jn * d * 2);
-      mbar_expect(&bars[0], 2 * bytes);
-      bulk_load(sg, w_gate + j0 * d, bytes, &bars[0]);
-      bulk_load(su, w_up + j0 * d, bytes, &bars[0]);
+      issued = issue(sg, w_gate + j0 * d, gate_bytes, &bars[0], issued);
+      issued = issue(su, w_up + j0 * d, gate_bytes, &bars[0], issued);
     }
-    if (rn > 0) {
-      const auto bytes = static_cast<uint32_t>(rn * f * 2);
-      mbar_expect(&bars[1], bytes);
-      bulk_load(sd, w_down + r0 * f, bytes, &bars[1]);
-    }
+    if (rn > 0) issue(sd, w_down + r0 * f, down_bytes, &bars[1], issued);
   }
   pdl_wait();
 
@@ -223,13 +235,20 @@ void residual_mlp_typed(const ResidualMlpArgs& a, cudaStream_t s) {
              static_cast<const W*>(a.mlp_norm), static_cast<const __nv_bfloat16*>(a.w_gate),
              static_cast<const __nv_bfloat16*>(a.w_up), static_cast<const __nv_bfloat16*>(a.w_down),
              static_cast<const W*>(a.next_norm), a.xn, a.h, a.sync, a.d, a.f, a.gate_rows,
-             a.down_rows, static_cast<float>(a.eps));
+             a.down_rows, a.chunk, static_cast<float>(a.eps));
 }
 
+// The kernel may take up to `bytes` of dynamic shared memory (always the device's limit, so that
+// one shape's launch never lowers what another's needs) and prefers the largest carveout, as the
+// batch-1 GEMV beside it does under kTuneMaxSharedCarveout.
 template <typename W>
 void allow_smem(int bytes) {
-  const cudaError_t err = cudaFuncSetAttribute(residual_mlp_kernel<W>,
-                                               cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  cudaError_t err = cudaFuncSetAttribute(residual_mlp_kernel<W>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (err == cudaSuccess)
+    err =
+        cudaFuncSetAttribute(residual_mlp_kernel<W>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                             cudaSharedmemCarveoutMaxShared);
   if (err != cudaSuccess) throw std::runtime_error(cudaGetErrorString(err));
 }
 
@@ -247,23 +266,24 @@ int64_t residual_mlp_max_blocks(int64_t smem_bytes, ElemType norm_type) {
           cudaSuccess)
     return 0;
   // Static shared memory (barriers, partial sums) comes on top of the dynamic part.
-  if (smem_bytes + 256 > optin) return 0;
+  const int limit = optin - 256;
+  if (smem_bytes > limit) return 0;
   const int bytes = static_cast<int>(smem_bytes);
   int per_sm = 0;
   cudaError_t err = cudaSuccess;
   switch (norm_type) {
     case ElemType::F32:
-      allow_smem<float>(bytes);
+      allow_smem<float>(limit);
       err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, residual_mlp_kernel<float>,
                                                           kThreads, bytes);
       break;
     case ElemType::F16:
-      allow_smem<__half>(bytes);
+      allow_smem<__half>(limit);
       err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, residual_mlp_kernel<__half>,
                                                           kThreads, bytes);
       break;
     case ElemType::BF16:
-      allow_smem<__nv_bfloat16>(bytes);
+      allow_smem<__nv_bfloat16>(limit);
       err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
           &per_sm, residual_mlp_kernel<__nv_bfloat16>, kThreads, bytes);
       break;
