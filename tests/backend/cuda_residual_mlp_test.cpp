@@ -72,6 +72,7 @@ TEST_P(CudaResidualMlpTest, DecodeFollowsCompositionAndCpu) {
     return decode_one(*model, kSteps);
   };
   CudaOptions on, eager, off;
+  on.residual_mlp = eager.residual_mlp = true;
   eager.graphs = false;
   off.residual_mlp = false;
   auto on_b = make_cuda_backend(0, on), eager_b = make_cuda_backend(0, eager),

@@ -26,8 +26,7 @@ CudaOptions harness_cuda_options(const std::string& name) {
   if (name == "cuda_skinny") o.skinny_gemm = true;  // 9..256-row bf16 matmuls
   if (name == "cuda_unstaged") {  // the register decode attention, and GEMMs one per launch
     o.decode_staged = false;
-    o.paired_gemm = false;   // (the staged kernel's bf16 shadow does not apply here)
-    o.residual_mlp = false;  // residual_mlp as the composition of the one-op kernels
+    o.paired_gemm = false;  // (the staged kernel's bf16 shadow does not apply here)
   }
   if (name == "cuda_interleaved") {  // the interleaved tile of the 64-vector flash kernel
     o.flash_interleaved = true;
@@ -60,9 +59,13 @@ CudaOptions harness_cuda_options(const std::string& name) {
     o.decode_kv_prefetch = true;
     o.params_early = true;
     o.fuse_qk_attention = true;
-    o.residual_mlp_blocks = 5;  // residual_mlp on 5 blocks: several rows each, uneven slices
+    o.residual_mlp = true;      // residual_mlp as one kernel on 5 blocks: several rows each,
+    o.residual_mlp_blocks = 5;  // uneven slices
   }
-  if (name == "cuda_exact") o.gemv_preload = false;  // the GEMV without the preload
+  if (name == "cuda_exact") {
+    o.gemv_preload = false;  // the GEMV without the preload
+    o.residual_mlp = true;   // residual_mlp as one kernel (f32 arithmetic), one block per SM
+  }
   return o;
 }
 }  // namespace

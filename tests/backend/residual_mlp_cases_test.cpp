@@ -1,9 +1,10 @@
 // Backend::residual_mlp (ops/backend.h), run by the harness on every backend and SIMD target:
 // against a scalar reference in double written here, and against the same backend's composition
 // of the ops it is defined as. The CPU runs the composite default; CUDA its one-kernel version
-// for one row with bf16 weights (residual_mlp.cu) and the composition for everything else.
+// for one row with bf16 weights (residual_mlp.cu; on for the cuda_exact target, and for cuda_b1
+// on 5 blocks) and the composition for everything else.
 // Shapes: the Qwen3-0.6B MLP (1024 x 3072), widths that do not divide into the CUDA grid's slices
-// (the cuda_b1 target runs it on 5 blocks: several rows per block, empty and partial slices),
+// (on cuda_b1's 5 blocks: several rows per block, empty and partial slices),
 // widths that are no multiple of 8 (the composition), 3 rows, and the last layer (no next norm).
 #include <gtest/gtest.h>
 

@@ -337,6 +337,9 @@ CudaOptions cuda_options_from_env() {
       cuda::env_flag("INFERA_CUDA_PERSISTENT_CARVEOUT", o.residual_mlp_carveout);
   if (const char* v = std::getenv("INFERA_CUDA_PERSISTENT_CHUNK"); v && *v)
     o.residual_mlp_chunk = std::max(0, std::atoi(v)) / 16 * 16;
+  o.residual_mlp_lsu = cuda::env_flag("INFERA_CUDA_PERSISTENT_LSU", o.residual_mlp_lsu);
+  if (const char* v = std::getenv("INFERA_CUDA_PERSISTENT_THREADS"); v && *v)
+    o.residual_mlp_threads = std::atoi(v) == 512 ? 512 : 256;
   if (const char* v = std::getenv("INFERA_CUDA_GEMV_ROWS"); v && *v) o.gemv_max_rows = std::atoi(v);
   o.skinny_gemm = cuda::env_flag("INFERA_CUDA_SKINNY", o.skinny_gemm);
   if (const char* v = std::getenv("INFERA_CUDA_SKINNY_ROWS"); v && *v)

@@ -177,19 +177,26 @@ struct CudaOptions {
   bool fuse_qk_attention = false;
   // Backend::residual_mlp (attention residual + norm, gate/up + SiLU, down + residual, the next
   // layer's norm) for one decode row with bf16 weights as one kernel (residual_mlp.cu): each block
-  // requests its whole slice of the three weights into shared memory (TMA bulk copies) before its
-  // PDL wait, a grid-wide arrival counter separates gate/up from down, the last block to finish
-  // does the next norm (INFERA_CUDA_PERSISTENT=0: the composition's five kernels).
+  // requests its whole slice of the three weights into shared memory (bulk copies) before its PDL
+  // wait, a grid-wide arrival counter separates gate/up from down, the last block to finish does
+  // the next norm (INFERA_CUDA_PERSISTENT=1: on). OFF: not faster on the H200 (cudamk runs 2-3,
+  // docs/notes/2026-12-01/issue-11-cudamk.md): ~16 us a launch in ncu against ~17 us for the
+  // four kernels it replaces, b1 decode level with main (x0.99-1.02).
   // residual_mlp_blocks: the grid (0: one block per SM; at most the co-resident count), for tests
   // of uneven slices (INFERA_CUDA_PERSISTENT_BLOCKS).
   // residual_mlp_carveout: the batch-1 GEMVs prefer the largest shared-memory carveout, as the
-  // kernel does, so that it can start beside them under PDL (kernels.h kTuneMaxSharedCarveout;
-  // INFERA_CUDA_PERSISTENT_CARVEOUT=0: default carveouts). residual_mlp_chunk: bytes per bulk
-  // copy, 0 = one per weight slice (INFERA_CUDA_PERSISTENT_CHUNK).
-  bool residual_mlp = true;
+  // kernel does, so that it could start beside them under PDL (kernels.h kTuneMaxSharedCarveout;
+  // INFERA_CUDA_PERSISTENT_CARVEOUT=1). Off: b1 x0.94-0.97 with it (run 2). residual_mlp_chunk:
+  // bytes per bulk copy, 0 = one per weight slice (INFERA_CUDA_PERSISTENT_CHUNK).
+  // residual_mlp_lsu: cp.async by every thread instead of bulk copies
+  // (INFERA_CUDA_PERSISTENT_LSU=1); residual_mlp_threads: 256 or 512 per block
+  // (INFERA_CUDA_PERSISTENT_THREADS).
+  bool residual_mlp = false;
   int64_t residual_mlp_blocks = 0;
-  bool residual_mlp_carveout = true;
+  bool residual_mlp_carveout = false;
   int64_t residual_mlp_chunk = 0;
+  bool residual_mlp_lsu = false;
+  int64_t residual_mlp_threads = 256;
   // A step never seen before (its first 16 launches match no earlier step's) has its kernels
   // launched as the host records them instead of all at the end (INFERA_CUDA_STREAM=0: at the
   // end). Prefill steps, whose shapes rarely repeat, stop waiting for the host's whole pass.

@@ -313,11 +313,11 @@ void CudaBackend::residual_mlp(Tensor& x, const Tensor& delta, const Tensor& mlp
   const int64_t smem = cuda::residual_mlp_smem_bytes(d, f, gate_rows, down_rows);
   const ElemType norm_type = elem_type(mlp_norm.dtype());
   // Co-resident blocks of this size (asked once per size: it also sets the kernel's attribute).
-  auto fit = residual_mlp_fit_.find({smem, static_cast<int64_t>(norm_type)});
+  const int64_t threads = options_.residual_mlp_threads == 512 ? 512 : 256;
+  const std::pair<int64_t, int64_t> key{smem, static_cast<int64_t>(norm_type) + 16 * threads};
+  auto fit = residual_mlp_fit_.find(key);
   if (fit == residual_mlp_fit_.end())
-    fit = residual_mlp_fit_
-              .emplace(std::pair{smem, static_cast<int64_t>(norm_type)},
-                       cuda::residual_mlp_max_blocks(smem, norm_type))
+    fit = residual_mlp_fit_.emplace(key, cuda::residual_mlp_max_blocks(smem, threads, norm_type))
               .first;
   if (blocks > fit->second) return composed();
   ResidualMlpArgs a{
@@ -337,6 +337,8 @@ void CudaBackend::residual_mlp(Tensor& x, const Tensor& delta, const Tensor& mlp
       gate_rows,
       down_rows,
       options_.residual_mlp_chunk,
+      options_.residual_mlp_lsu ? 1 : 0,
+      threads,
       norm_type,
       eps};
   ctx_->record(launch_residual_mlp, a, note(op, "residual_mlp", {&x, &w_gate, &w_down}));

@@ -25,7 +25,9 @@
 namespace infera::cuda {
 namespace {
 
-constexpr int kThreads = 256, kWarps = kThreads / 32;
+// Threads per block: 256 by default, 512 with ResidualMlpArgs::threads (more warps to hide the
+// dot products' latency; the grid stays one block per SM).
+constexpr int kMaxThreads = 512, kMaxWarps = kMaxThreads / 32;
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -66,14 +68,14 @@ __device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
   return v;
 }
 
-// Sum over the block (every thread gets it); `part` holds kWarps floats.
+// Sum over the block (every thread gets it); `part` holds a float per warp.
 __device__ __forceinline__ float block_sum(float v, float* part) {
   v = warp_sum(v);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   __syncthreads();  // part may still be read by a previous call
   if (lane == 0) part[warp] = v;
   __syncthreads();
-  float t = lane < kWarps ? part[lane] : 0.0f;
+  float t = lane < static_cast<int>(blockDim.x / 32) ? part[lane] : 0.0f;
   return warp_sum(t);
 }
 
@@ -101,16 +103,17 @@ __device__ __forceinline__ float warp_dot(const __nv_bfloat16* row, const float*
 }
 
 template <typename W>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kMaxThreads)
     residual_mlp_kernel(float* x, const float* delta, const W* __restrict__ mlp_norm,
                         const __nv_bfloat16* __restrict__ w_gate,
                         const __nv_bfloat16* __restrict__ w_up,
                         const __nv_bfloat16* __restrict__ w_down, const W* __restrict__ next_norm,
                         float* xn, float* h, unsigned* sync, int64_t d, int64_t f,
-                        int64_t gate_rows, int64_t down_rows, int64_t chunk, float eps) {
+                        int64_t gate_rows, int64_t down_rows, int64_t chunk, int64_t lsu,
+                        float eps) {
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ uint64_t bars[2];
-  __shared__ float part[kWarps];
+  __shared__ float part[kMaxWarps];
   __shared__ int last;
   auto* sg = reinterpret_cast<__nv_bfloat16*>(smem);
   __nv_bfloat16* su = sg + gate_rows * d;
@@ -123,7 +126,23 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t jn = max(int64_t{0}, min(gate_rows, f - j0));
   const int64_t rn = max(int64_t{0}, min(down_rows, d - r0));
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  if (warp == 0) {
+  const int nthreads = static_cast<int>(blockDim.x), nwarps = nthreads / 32;
+  if (lsu) {
+    // The LSU path (ResidualMlpArgs::lsu): every thread requests 16-byte pieces with cp.async,
+    // gate and up as one group, down as the next, before the PDL wait.
+    auto copy = [&](void* dst, const void* src, int64_t bytes) {
+      for (int64_t i = threadIdx.x; i < bytes / 16; i += nthreads)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(
+                         smem_addr(static_cast<unsigned char*>(dst) + 16 * i)),
+                     "l"(static_cast<const unsigned char*>(src) + 16 * i)
+                     : "memory");
+    };
+    copy(sg, w_gate + j0 * d, jn * d * 2);
+    copy(su, w_up + j0 * d, jn * d * 2);
+    asm volatile("cp.async.commit_group;" ::: "memory");
+    copy(sd, w_down + r0 * f, rn * f * 2);
+    asm volatile("cp.async.commit_group;" ::: "memory");
+  } else if (warp == 0) {
     const auto gate_bytes = static_cast<uint32_t>(jn * d * 2);
     const auto down_bytes = static_cast<uint32_t>(rn * f * 2);
     if (lane == 0) {
@@ -156,22 +175,26 @@ __global__ void __launch_bounds__(kThreads)
 
   // A: s = x + delta, xn = rmsnorm(s) * mlp_norm (add_rmsnorm's formulas), in every block.
   float sq = 0.0f;
-  for (int64_t i = threadIdx.x; i < d; i += kThreads) {
+  for (int64_t i = threadIdx.x; i < d; i += nthreads) {
     const float v = x[i] + delta[i];
     ss[i] = v;
     sq += v * v;
   }
   const float inv = 1.0f / sqrtf(block_sum(sq, part) / static_cast<float>(d) + eps);
-  for (int64_t i = threadIdx.x; i < d; i += kThreads) {
+  for (int64_t i = threadIdx.x; i < d; i += nthreads) {
     const float v = to_f32(mlp_norm[i]) * (ss[i] * inv);
     sxn[i] = v;
     // The last layer (no next norm) leaves the MLP norm's output in xn, as the composition does.
     if (!next_norm && blockIdx.x == 0) xn[i] = v;
   }
   __syncthreads();  // sxn complete; also orders the barrier init before any wait
+  if (lsu) {
+    asm volatile("cp.async.wait_group 1;" ::: "memory");
+    __syncthreads();
+  }
   if (jn > 0) {
-    mbar_wait(&bars[0], 0);
-    for (int64_t jj = warp; jj < jn; jj += kWarps) {
+    if (!lsu) mbar_wait(&bars[0], 0);
+    for (int64_t jj = warp; jj < jn; jj += nwarps) {
       const float g = warp_dot(sg + jj * d, sxn, d);
       const float u = warp_dot(su + jj * d, sxn, d);
       if (lane == 0) h[j0 + jj] = g / (1.0f + expf(-g)) * u;  // as swiglu_kernel
@@ -191,10 +214,11 @@ __global__ void __launch_bounds__(kThreads)
 
   // B: x[r] = s[r] + h . Wd[r] for this block's rows.
   if (rn > 0) {
-    for (int64_t i = threadIdx.x; i < f; i += kThreads) sh[i] = __ldcg(h + i);
-    __syncthreads();
-    mbar_wait(&bars[1], 0);
-    for (int64_t rr = warp; rr < rn; rr += kWarps) {
+    for (int64_t i = threadIdx.x; i < f; i += nthreads) sh[i] = __ldcg(h + i);
+    if (lsu) asm volatile("cp.async.wait_group 0;" ::: "memory");
+    __syncthreads();  // sh complete, and (LSU) every thread's down pieces landed
+    if (!lsu) mbar_wait(&bars[1], 0);
+    for (int64_t rr = warp; rr < rn; rr += nwarps) {
       const float p = warp_dot(sd + rr * f, sh, f);
       if (lane == 0) x[r0 + rr] = ss[r0 + rr] + p;
     }
@@ -211,13 +235,13 @@ __global__ void __launch_bounds__(kThreads)
   __threadfence();
   if (next_norm) {
     sq = 0.0f;
-    for (int64_t i = threadIdx.x; i < d; i += kThreads) {
+    for (int64_t i = threadIdx.x; i < d; i += nthreads) {
       const float v = __ldcg(x + i);
       ss[i] = v;
       sq += v * v;
     }
     const float inv2 = 1.0f / sqrtf(block_sum(sq, part) / static_cast<float>(d) + eps);
-    for (int64_t i = threadIdx.x; i < d; i += kThreads)
+    for (int64_t i = threadIdx.x; i < d; i += nthreads)
       xn[i] = to_f32(next_norm[i]) * (ss[i] * inv2);
   }
   if (threadIdx.x == 0) {  // every block has passed the barrier and arrived: reset for next time
@@ -231,11 +255,12 @@ void residual_mlp_typed(const ResidualMlpArgs& a, cudaStream_t s) {
   auto kernel = residual_mlp_kernel<W>;
   const size_t smem =
       static_cast<size_t>(residual_mlp_smem_bytes(a.d, a.f, a.gate_rows, a.down_rows));
-  launch_pdl(kernel, dim3(static_cast<unsigned>(a.blocks)), dim3(kThreads), smem, s, a.x, a.delta,
-             static_cast<const W*>(a.mlp_norm), static_cast<const __nv_bfloat16*>(a.w_gate),
-             static_cast<const __nv_bfloat16*>(a.w_up), static_cast<const __nv_bfloat16*>(a.w_down),
-             static_cast<const W*>(a.next_norm), a.xn, a.h, a.sync, a.d, a.f, a.gate_rows,
-             a.down_rows, a.chunk, static_cast<float>(a.eps));
+  launch_pdl(kernel, dim3(static_cast<unsigned>(a.blocks)), dim3(static_cast<unsigned>(a.threads)),
+             smem, s, a.x, a.delta, static_cast<const W*>(a.mlp_norm),
+             static_cast<const __nv_bfloat16*>(a.w_gate), static_cast<const __nv_bfloat16*>(a.w_up),
+             static_cast<const __nv_bfloat16*>(a.w_down), static_cast<const W*>(a.next_norm), a.xn,
+             a.h, a.sync, a.d, a.f, a.gate_rows, a.down_rows, a.chunk, a.lsu,
+             static_cast<float>(a.eps));
 }
 
 // The kernel may take up to `bytes` of dynamic shared memory (always the device's limit, so that
@@ -258,7 +283,7 @@ int64_t residual_mlp_smem_bytes(int64_t d, int64_t f, int64_t gate_rows, int64_t
   return 2 * gate_rows * d * 2 + down_rows * f * 2 + (2 * d + f) * 4;
 }
 
-int64_t residual_mlp_max_blocks(int64_t smem_bytes, ElemType norm_type) {
+int64_t residual_mlp_max_blocks(int64_t smem_bytes, int64_t threads, ElemType norm_type) {
   int device = 0, sms = 0, optin = 0;
   if (cudaGetDevice(&device) != cudaSuccess ||
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
@@ -275,17 +300,17 @@ int64_t residual_mlp_max_blocks(int64_t smem_bytes, ElemType norm_type) {
     case ElemType::F32:
       allow_smem<float>(limit);
       err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, residual_mlp_kernel<float>,
-                                                          kThreads, bytes);
+                                                          static_cast<int>(threads), bytes);
       break;
     case ElemType::F16:
       allow_smem<__half>(limit);
       err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, residual_mlp_kernel<__half>,
-                                                          kThreads, bytes);
+                                                          static_cast<int>(threads), bytes);
       break;
     case ElemType::BF16:
       allow_smem<__nv_bfloat16>(limit);
       err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-          &per_sm, residual_mlp_kernel<__nv_bfloat16>, kThreads, bytes);
+          &per_sm, residual_mlp_kernel<__nv_bfloat16>, static_cast<int>(threads), bytes);
       break;
   }
   if (err != cudaSuccess) return 0;

@@ -28,14 +28,16 @@ struct ResidualMlpArgs {
   float* h;  // [f] scratch
   unsigned* sync;
   int64_t d, f, blocks, gate_rows, down_rows;
-  int64_t chunk;  // bytes per bulk copy (0: one copy per weight slice)
+  int64_t chunk;    // bytes per bulk copy (0: one copy per weight slice)
+  int64_t lsu;      // 1: cp.async by every thread instead of bulk copies (TMA)
+  int64_t threads;  // per block: 256 or 512
   ElemType norm_type;
   double eps;
 };
 int64_t residual_mlp_smem_bytes(int64_t d, int64_t f, int64_t gate_rows, int64_t down_rows);
 // Blocks of the kernel with this much dynamic shared memory that fit on the device at once (0:
 // none); also allows the kernel the device's shared memory limit and the largest carveout.
-int64_t residual_mlp_max_blocks(int64_t smem_bytes, ElemType norm_type);
+int64_t residual_mlp_max_blocks(int64_t smem_bytes, int64_t threads, ElemType norm_type);
 void launch_residual_mlp(const void* args, cudaStream_t stream);
 
 }  // namespace infera::cuda
