@@ -232,12 +232,22 @@ class Qwen3 final : public CausalLM {
                        attn_h);
     emit(attn, "attn", il);
     backend_.matmul(attn, w.o_proj, proj);
+    const Tensor no_norm;
+    const Tensor& next_norm =
+        il + 1 < p_.layers ? layers_[static_cast<size_t>(il) + 1].attn_norm : no_norm;
+    if (!hook_) {
+      // Residual add, MLP and the next layer's norm as one fused op (a backend may run it as one
+      // kernel); the same ops as below.
+      backend_.residual_mlp(x, proj, w.mlp_norm, w.gate_proj, w.up_proj, w.down_proj, next_norm,
+                            p_.eps, xn, gate, up, proj);
+      return;
+    }
     backend_.add_rmsnorm(x, proj, w.mlp_norm, p_.eps, xn);
     emit(x, "attn_residual", il);
 
     backend_.matmul_swiglu_down(xn, w.gate_proj, w.up_proj, w.down_proj, gate, up, proj);
-    if (il + 1 < p_.layers)
-      backend_.add_rmsnorm(x, proj, layers_[static_cast<size_t>(il) + 1].attn_norm, p_.eps, xn);
+    if (!next_norm.empty())
+      backend_.add_rmsnorm(x, proj, next_norm, p_.eps, xn);
     else
       backend_.add(x, proj, x);
     emit(x, "layer_out", il);

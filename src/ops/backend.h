@@ -78,6 +78,7 @@ enum class Op : uint8_t {
   MatmulSwiglu,
   MatmulSwigluDown,
   QkNormRopeKvWrite,
+  ResidualMlp,
   ArgmaxRows,
   SampleRows,  // sample_rows; a backend that says no leaves sampling to the host's Sampler
 };
@@ -231,6 +232,21 @@ class Backend {
   virtual void qk_norm_rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const Tensor& q_norm,
                                      const Tensor& k_norm, float eps, double theta, KvLayer& cache,
                                      const Batch& batch);
+  // A pre-norm decoder layer's second half, from the attention's output projection to the next
+  // layer's input norm, as exactly this composition:
+  //   add_rmsnorm(x, delta, mlp_norm, eps, xn);          // x += delta; xn = rmsnorm(x)
+  //   matmul_swiglu_down(xn, w_gate, w_up, w_down, gate, up, proj);
+  //                     // proj = (silu(xn.Wg^T) * (xn.Wu^T)) . Wd^T
+  //   next_norm set:   add_rmsnorm(x, proj, next_norm, eps, xn);
+  //   next_norm empty: add(x, proj, x)                   (the last layer: xn keeps the MLP norm)
+  // x, delta, xn, proj [n, d] F32; gate, up [n, f] F32 scratch whose contents afterwards are
+  // unspecified (as proj's). delta may alias proj (the model's o projection writes there); xn
+  // must alias neither x nor delta. A backend overrides it to run the whole block as one kernel
+  // where it pays (CUDA: one decode row, bf16 weights).
+  virtual void residual_mlp(Tensor& x, const Tensor& delta, const Tensor& mlp_norm,
+                            const Tensor& w_gate, const Tensor& w_up, const Tensor& w_down,
+                            const Tensor& next_norm, float eps, Tensor& xn, Tensor& gate,
+                            Tensor& up, Tensor& proj);
   // Greedy choice per row, delivered to the host: ids[i] = the index of the largest value of row
   // i of x [rows, width] F32 (ties: the lowest index, as torch.argmax; NaN never wins), or -1
   // when the row has no value above -inf. ids.size() == rows. A device backend computes it where

@@ -63,6 +63,8 @@ std::string_view op_name(Op op) {
       return "matmul_swiglu_down";
     case Op::QkNormRopeKvWrite:
       return "qk_norm_rope_kv_write";
+    case Op::ResidualMlp:
+      return "residual_mlp";
     case Op::ArgmaxRows:
       return "argmax_rows";
     case Op::SampleRows:

@@ -49,6 +49,18 @@ void Backend::qk_norm_rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const
   kv_write(k, v, cache, batch);
 }
 
+void Backend::residual_mlp(Tensor& x, const Tensor& delta, const Tensor& mlp_norm,
+                           const Tensor& w_gate, const Tensor& w_up, const Tensor& w_down,
+                           const Tensor& next_norm, float eps, Tensor& xn, Tensor& gate, Tensor& up,
+                           Tensor& proj) {
+  add_rmsnorm(x, delta, mlp_norm, eps, xn);
+  matmul_swiglu_down(xn, w_gate, w_up, w_down, gate, up, proj);
+  if (!next_norm.empty())
+    add_rmsnorm(x, proj, next_norm, eps, xn);
+  else
+    add(x, proj, x);
+}
+
 void Backend::argmax_rows(const Tensor& x, std::span<int32_t> ids) {
   if (x.rank() != 2 || x.dtype() != DType::F32 || static_cast<int64_t>(ids.size()) != x.dim(0))
     throw InvalidArgument("[argmax_rows] x " + x.shape().str() +

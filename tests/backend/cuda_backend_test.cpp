@@ -43,7 +43,8 @@ std::vector<std::vector<float>> decode_three(CausalLM& model, int steps) {
   const std::vector<std::vector<int32_t>> prompts = {
       {785, 6722, 315, 9625, 374},
       {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17},
-      {42}};
+      {42, 9}};  // two rows: a one-row step of the 2-layer fixture (residual_mlp as one kernel)
+                 // records fewer launches than the stream prefix, so it would never stream
   std::vector<SeqId> ids;
   std::vector<int32_t> next;
   for (auto p : prompts) {

@@ -62,8 +62,13 @@ CudaOptions harness_cuda_options(const std::string& name) {
     o.decode_kv_prefetch = true;
     o.params_early = true;
     o.fuse_qk_attention = true;
+    o.residual_mlp = true;      // residual_mlp as one kernel on 5 blocks: several rows each,
+    o.residual_mlp_blocks = 5;  // uneven slices
   }
-  if (name == "cuda_exact") o.gemv_preload = false;  // the GEMV without the preload
+  if (name == "cuda_exact") {
+    o.gemv_preload = false;  // the GEMV without the preload
+    o.residual_mlp = true;   // residual_mlp as one kernel (f32 arithmetic), one block per SM
+  }
   return o;
 }
 }  // namespace

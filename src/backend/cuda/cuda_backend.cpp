@@ -111,7 +111,8 @@ bool CudaBackend::supports(Op op, std::initializer_list<DType> dtypes) const {
     const bool ok = (op == Op::Embedding || op == Op::Matmul || op == Op::RmsNorm ||
                      op == Op::KvWrite || op == Op::Attention || op == Op::LayerNorm ||
                      op == Op::AddBias || op == Op::AddRmsNorm || op == Op::MatmulSwiglu ||
-                     op == Op::QkNormRopeKvWrite || op == Op::AddLayerNorm || op == Op::MatmulGeglu)
+                     op == Op::QkNormRopeKvWrite || op == Op::AddLayerNorm ||
+                     op == Op::MatmulGeglu || op == Op::ResidualMlp)
                         ? is_float
                         : t == DType::F32;
     if (!ok) return false;
@@ -287,7 +288,8 @@ CudaStats CudaBackend::stats() const {
           s.recorded_steps,
           shadow_uses_,
           s.host_flush_seconds,
-          paired_gemms_};
+          paired_gemms_,
+          residual_mlp_kernels_};
 }
 
 }  // namespace cuda
@@ -336,6 +338,16 @@ CudaOptions cuda_options_from_env() {
   o.decode_kv_prefetch = cuda::env_flag("INFERA_CUDA_KV_PREFETCH", o.decode_kv_prefetch);
   o.params_early = cuda::env_flag("INFERA_CUDA_PARAMS_EARLY", o.params_early);
   o.fuse_qk_attention = cuda::env_flag("INFERA_CUDA_FUSE_QK", o.fuse_qk_attention);
+  o.residual_mlp = cuda::env_flag("INFERA_CUDA_PERSISTENT", o.residual_mlp);
+  if (const char* v = std::getenv("INFERA_CUDA_PERSISTENT_BLOCKS"); v && *v)
+    o.residual_mlp_blocks = std::max(0, std::atoi(v));
+  o.residual_mlp_carveout =
+      cuda::env_flag("INFERA_CUDA_PERSISTENT_CARVEOUT", o.residual_mlp_carveout);
+  if (const char* v = std::getenv("INFERA_CUDA_PERSISTENT_CHUNK"); v && *v)
+    o.residual_mlp_chunk = std::max(0, std::atoi(v)) / 16 * 16;
+  o.residual_mlp_lsu = cuda::env_flag("INFERA_CUDA_PERSISTENT_LSU", o.residual_mlp_lsu);
+  if (const char* v = std::getenv("INFERA_CUDA_PERSISTENT_THREADS"); v && *v)
+    o.residual_mlp_threads = std::atoi(v) == 512 ? 512 : 256;
   if (const char* v = std::getenv("INFERA_CUDA_GEMV_ROWS"); v && *v) o.gemv_max_rows = std::atoi(v);
   o.skinny_gemm = cuda::env_flag("INFERA_CUDA_SKINNY", o.skinny_gemm);
   if (const char* v = std::getenv("INFERA_CUDA_SKINNY_ROWS"); v && *v)

@@ -199,6 +199,28 @@ struct CudaOptions {
   // kernels and 1222 instead of 1308 us of kernel time per b1 step (ncu), but the steps were not
   // faster end to end (run 3: median 1.160 against 1.149 ms).
   bool fuse_qk_attention = false;
+  // Backend::residual_mlp (attention residual + norm, gate/up + SiLU, down + residual, the next
+  // layer's norm) for one decode row with bf16 weights as one kernel (residual_mlp.cu): each block
+  // requests its whole slice of the three weights into shared memory (bulk copies) before its PDL
+  // wait, a grid-wide arrival counter separates gate/up from down, the last block to finish does
+  // the next norm (INFERA_CUDA_PERSISTENT=1: on). OFF: not faster on the H200 (cudamk runs 2-3,
+  // docs/notes/2026-12-01/issue-11-cudamk.md): ~16 us a launch in ncu against ~17 us for the
+  // four kernels it replaces, b1 decode level with main (x0.99-1.02).
+  // residual_mlp_blocks: the grid (0: one block per SM; at most the co-resident count), for tests
+  // of uneven slices (INFERA_CUDA_PERSISTENT_BLOCKS).
+  // residual_mlp_carveout: the batch-1 GEMVs prefer the largest shared-memory carveout, as the
+  // kernel does, so that it could start beside them under PDL (kernels.h kTuneMaxSharedCarveout;
+  // INFERA_CUDA_PERSISTENT_CARVEOUT=1). Off: b1 x0.94-0.97 with it (run 2). residual_mlp_chunk:
+  // bytes per bulk copy, 0 = one per weight slice (INFERA_CUDA_PERSISTENT_CHUNK).
+  // residual_mlp_lsu: cp.async by every thread instead of bulk copies
+  // (INFERA_CUDA_PERSISTENT_LSU=1); residual_mlp_threads: 256 or 512 per block
+  // (INFERA_CUDA_PERSISTENT_THREADS).
+  bool residual_mlp = false;
+  int64_t residual_mlp_blocks = 0;
+  bool residual_mlp_carveout = false;
+  int64_t residual_mlp_chunk = 0;
+  bool residual_mlp_lsu = false;
+  int64_t residual_mlp_threads = 256;
   // A step never seen before (its first 16 launches match no earlier step's) has its kernels
   // launched as the host records them instead of all at the end (INFERA_CUDA_STREAM=0: at the
   // end). Prefill steps, whose shapes rarely repeat, stop waiting for the host's whole pass.
@@ -226,9 +248,10 @@ struct CudaStats {
   int64_t streamed_steps = 0;      // eager steps whose launches were issued while recorded
   double host_record_seconds = 0;  // host time from each step's first op to its flush, summed
   int64_t recorded_steps = 0;
-  int64_t bf16_shadows = 0;       // matmuls that read a bf16 shadow (CudaOptions::bf16_shadow)
-  double host_flush_seconds = 0;  // host time inside those steps' flushes (key, graph launch)
-  int64_t paired_gemms = 0;       // launches of two GEMMs as one (CudaOptions::paired_gemm)
+  int64_t bf16_shadows = 0;          // matmuls that read a bf16 shadow (CudaOptions::bf16_shadow)
+  double host_flush_seconds = 0;     // host time inside those steps' flushes (key, graph launch)
+  int64_t paired_gemms = 0;          // launches of two GEMMs as one (CudaOptions::paired_gemm)
+  int64_t residual_mlp_kernels = 0;  // residual_mlp ops run as one kernel (residual_mlp.cu)
 };
 std::optional<CudaStats> cuda_stats(const Backend& backend);
 // With CudaOptions::profile: device time per (op, kernel) since the last call, as a table

@@ -2,6 +2,7 @@
 // the RoPE table) and cuda_ops.cpp (each op's checks and launch records).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -74,6 +75,9 @@ class CudaBackend final : public Backend {
   void qk_norm_rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, const Tensor& q_norm,
                              const Tensor& k_norm, float eps, double theta, KvLayer& cache,
                              const Batch& batch) override;
+  void residual_mlp(Tensor& x, const Tensor& delta, const Tensor& mlp_norm, const Tensor& w_gate,
+                    const Tensor& w_up, const Tensor& w_down, const Tensor& next_norm, float eps,
+                    Tensor& xn, Tensor& gate, Tensor& up, Tensor& proj) override;
   void argmax_rows(const Tensor& x, std::span<int32_t> ids) override;
   // Sampling (cuda_sampling_ops.cpp).
   void sample_rows(const Tensor& x, std::span<const RowSampling> rows,
@@ -154,7 +158,8 @@ class CudaBackend final : public Backend {
            (options_.pdl_early_trigger >= 2 ? kTuneGemvEarlyTrigger : 0) |
            (options_.gemv_preload ? kTuneGemvPreload : 0) |
            (options_.decode_kv_prefetch ? kTuneKvPrefetch : 0) |
-           (options_.params_early ? kTuneParamsEarly : 0);
+           (options_.params_early ? kTuneParamsEarly : 0) |
+           (options_.residual_mlp && options_.residual_mlp_carveout ? kTuneMaxSharedCarveout : 0);
   }
   // Records x . w^T for every weight through the skinny tensor-core GEMM (skinny_gemm.cu) as one
   // launch, or with glu = kSkinnySwiglu (ws = {gate, up}) silu(x . gate^T) * (x . up^T) into
@@ -181,6 +186,9 @@ class CudaBackend final : public Backend {
   Bf16Shadow shadow_;
   int64_t shadow_uses_ = 0;
   int64_t paired_gemms_ = 0;
+  // residual_mlp: co-resident blocks per (shared memory bytes, norm type), asked once each.
+  std::map<std::pair<int64_t, int64_t>, int64_t> residual_mlp_fit_;
+  int64_t residual_mlp_kernels_ = 0;  // launches recorded (CudaStats)
 
   // CudaOptions::fuse_qk_attention: qk_norm_rope_kv_write records nothing and leaves its launch
   // here; attention() takes it into the staged decode kernel (AttentionArgs::fused_qk) when it is

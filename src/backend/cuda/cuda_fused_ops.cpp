@@ -2,11 +2,13 @@
 // launch where the decode step used several. Shapes a fused kernel does not cover fall back to
 // Backend's composition of the one-op kernels.
 #include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/op_checks.h"
+#include "backend/cuda/residual_mlp.h"
 #include "infera/error.h"
 
 namespace infera::cuda {
@@ -293,6 +295,85 @@ void CudaBackend::argmax_rows(const Tensor& x, std::span<int32_t> ids) {
   // The key's low word is 0xffffffff - index; 0 means no value above -inf.
   for (size_t i = 0; i < ids.size(); ++i)
     ids[i] = keys_[i] == 0 ? -1 : static_cast<int32_t>(0xffffffffu - (keys_[i] & 0xffffffffu));
+}
+
+void CudaBackend::residual_mlp(Tensor& x, const Tensor& delta, const Tensor& mlp_norm,
+                               const Tensor& w_gate, const Tensor& w_up, const Tensor& w_down,
+                               const Tensor& next_norm, float eps, Tensor& xn, Tensor& gate,
+                               Tensor& up, Tensor& proj) {
+  const char* op = "residual_mlp";
+  auto composed = [&] {
+    Backend::residual_mlp(x, delta, mlp_norm, w_gate, w_up, w_down, next_norm, eps, xn, gate, up,
+                          proj);
+  };
+  // The one-kernel path: one f32 row, bf16 weights of the MLP's shapes, float norms of one type,
+  // widths in 16-byte rows, every operand on this device. Anything else: the composition.
+  const int64_t d = row_width(x), f = w_gate.rank() == 2 ? w_gate.dim(0) : 0;
+  const bool bf16_weights =
+      w_gate.dtype() == DType::BF16 && w_up.dtype() == DType::BF16 && w_down.dtype() == DType::BF16;
+  if (!options_.fused || !options_.residual_mlp || !bf16_weights || row_count(x) != 1 ||
+      x.dtype() != DType::F32 || delta.dtype() != DType::F32 || xn.dtype() != DType::F32 ||
+      gate.dtype() != DType::F32 || d % 8 != 0 || f % 8 != 0 || f == 0 ||
+      (!next_norm.empty() && next_norm.dtype() != mlp_norm.dtype()))
+    return composed();
+  const auto aligned = [](const Tensor& t) {
+    return reinterpret_cast<uintptr_t>(t.data()) % 16 == 0;
+  };
+  if (!aligned(w_gate) || !aligned(w_up) || !aligned(w_down)) return composed();
+  expect_float_on_device(mlp_norm, op);
+  expect_float_on_device(w_gate, op);
+  expect_float_on_device(w_up, op);
+  expect_float_on_device(w_down, op);
+  if (!next_norm.empty()) expect_float_on_device(next_norm, op);
+  INFERA_CUDA_EXPECT(delta.numel() == d && xn.numel() == d && mlp_norm.numel() == d &&
+                         (next_norm.empty() || next_norm.numel() == d),
+                     op, shapes(x, delta) + ", " + shapes(xn, mlp_norm));
+  INFERA_CUDA_EXPECT(w_gate.dim(1) == d && w_up.shape() == w_gate.shape() && w_down.rank() == 2 &&
+                         w_down.dim(0) == d && w_down.dim(1) == f,
+                     op, shapes(w_gate, w_up) + ", " + shapes(w_down, x));
+  INFERA_CUDA_EXPECT(gate.numel() == f, op, shapes(gate, w_gate));
+  INFERA_CUDA_EXPECT(xn.data() != x.data() && xn.data() != delta.data(), op,
+                     "xn must not alias x or delta");
+  // One block per SM (or the test's count), each with ceil(f / blocks) gate/up outputs and
+  // ceil(d / blocks) down rows in shared memory; all must be resident at once (grid barrier).
+  const int64_t sms = ctx_->properties().multiProcessorCount;
+  const int64_t blocks = options_.residual_mlp_blocks > 0 ? options_.residual_mlp_blocks : sms;
+  if (blocks <= 0) return composed();
+  const int64_t gate_rows = (f + blocks - 1) / blocks, down_rows = (d + blocks - 1) / blocks;
+  const int64_t smem = cuda::residual_mlp_smem_bytes(d, f, gate_rows, down_rows);
+  const ElemType norm_type = elem_type(mlp_norm.dtype());
+  // Co-resident blocks of this size (asked once per size: it also sets the kernel's attribute).
+  const int64_t threads = options_.residual_mlp_threads == 512 ? 512 : 256;
+  const std::pair<int64_t, int64_t> key{smem, static_cast<int64_t>(norm_type) + 16 * threads};
+  auto fit = residual_mlp_fit_.find(key);
+  if (fit == residual_mlp_fit_.end())
+    fit = residual_mlp_fit_.emplace(key, cuda::residual_mlp_max_blocks(smem, threads, norm_type))
+              .first;
+  if (blocks > fit->second) return composed();
+  ResidualMlpArgs a{
+      x.data_as<float>(),
+      delta.data_as<const float>(),
+      mlp_norm.data(),
+      w_gate.data(),
+      w_up.data(),
+      w_down.data(),
+      next_norm.empty() ? nullptr : next_norm.data(),
+      xn.data_as<float>(),
+      gate.data_as<float>(),
+      static_cast<unsigned*>(ctx_->zeroed_scratch(DeviceContext::kResidualMlpSync, 64)),
+      d,
+      f,
+      blocks,
+      gate_rows,
+      down_rows,
+      options_.residual_mlp_chunk,
+      options_.residual_mlp_lsu ? 1 : 0,
+      threads,
+      norm_type,
+      eps};
+  ctx_->record(launch_residual_mlp, a, note(op, "residual_mlp", {&x, &w_gate, &w_down}));
+  ++residual_mlp_kernels_;
+  publish_shadow(xn, nullptr);
 }
 
 }  // namespace infera::cuda

@@ -95,7 +95,8 @@ class DeviceContext {
     kEncoderValuesBf16 = 8,
     kSampleParams = 9,  // sample_rows
     kSampleOut = 10,
-    kSkinnyGluBf16 = 11,  // matmul_swiglu's result as bf16 (the down projection's input)
+    kSkinnyGluBf16 = 11,    // matmul_swiglu's result as bf16 (the down projection's input)
+    kResidualMlpSync = 12,  // residual_mlp's grid barrier and done counters (left zero)
   };
   // A device buffer of at least `bytes` kept by the context under `slot` (GEMM activations,
   // attention partials); growing it moves it, which only changes later launches' keys.

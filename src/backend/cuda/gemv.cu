@@ -4,7 +4,9 @@
 // rows of x (read through L1, they are small), accumulating in f32. One pass over the weights is
 // the whole cost, so this runs at close to memory bandwidth when the grid fills the GPU.
 #include <algorithm>
+#include <mutex>
 #include <type_traits>
+#include <unordered_set>
 
 #include "backend/cuda/device_util.cuh"
 #include "backend/cuda/kernels.h"
@@ -161,6 +163,18 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
   }
 }
 
+// kTuneMaxSharedCarveout: the kernel's preferred carveout set to the most shared memory, once per
+// kernel (a hint the driver follows where it can; failures leave the default).
+void prefer_max_shared(const void* kernel) {
+  static std::mutex mutex;
+  static std::unordered_set<const void*> done;
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (!done.insert(kernel).second) return;
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                           cudaSharedmemCarveoutMaxShared) != cudaSuccess)
+    cudaGetLastError();
+}
+
 // Whether every weight of `a` and x allow 16-byte loads.
 template <typename W>
 bool vec_aligned(const GemvArgs& a) {
@@ -183,12 +197,12 @@ void gemv_for(const GemvArgs& a, cudaStream_t s) {
     if constexpr (std::is_same_v<W, __nv_bfloat16> && N <= 2) {
       if (a.tune & kTuneGemvPreload) {
         const bool short_row = a.k <= 4 * 32 * kVec16<W>;
-        if (a.swiglu)
-          launch_pdl(gemv_vec_kernel<W, N, R, 2, 4, true>, grid, kWarpsPerBlock * 32, 0, s, a);
-        else if (short_row)
-          launch_pdl(gemv_vec_kernel<W, N, R, 1, 4, true>, grid, kWarpsPerBlock * 32, 0, s, a);
-        else
-          launch_pdl(gemv_vec_kernel<W, N, R, 1, 8, true>, grid, kWarpsPerBlock * 32, 0, s, a);
+        auto* kernel = a.swiglu    ? gemv_vec_kernel<W, N, R, 2, 4, true>
+                       : short_row ? gemv_vec_kernel<W, N, R, 1, 4, true>
+                                   : gemv_vec_kernel<W, N, R, 1, 8, true>;
+        if (a.tune & kTuneMaxSharedCarveout)
+          prefer_max_shared(reinterpret_cast<const void*>(kernel));
+        launch_pdl(kernel, grid, kWarpsPerBlock * 32, 0, s, a);
         return;
       }
     }

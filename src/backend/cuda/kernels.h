@@ -42,6 +42,11 @@ constexpr int64_t kTuneGemvEarlyTrigger = 8;
 // kTuneParamsEarly: add_rmsnorm and the qk-norm/RoPE/KV kernel read their constant parameters
 //   (norm weights, RoPE table, the batch's slots and positions) before their pdl_wait().
 constexpr int64_t kTuneParamsEarly = 16;
+// kTuneMaxSharedCarveout: the batch-1 GEMV prefers the largest shared-memory carveout, as the
+//   residual-MLP kernel (residual_mlp.cu) does: an SM changes its L1/shared split only when idle,
+//   so kernels of different carveouts cannot overlap under PDL (the next kernel's blocks would
+//   wait for the SM to drain instead of starting their weight loads beside the running one).
+constexpr int64_t kTuneMaxSharedCarveout = 32;
 
 // out[i, :] = table[ids[i], :] widened to f32.
 struct EmbeddingArgs {
