@@ -22,12 +22,6 @@ namespace {
 using Doubles = std::vector<double>;
 const DType kFloatTypes[] = {DType::F32, DType::BF16, DType::F16};
 
-std::string dims(std::initializer_list<int64_t> ds) {
-  std::string s;
-  for (int64_t d : ds) s += (s.empty() ? "" : "x") + std::to_string(d);
-  return s;
-}
-
 bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
@@ -100,17 +94,6 @@ TEST_P(EncoderFusedOps, AddLayerNorm) {
 
 double gelu_ref(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
 
-Doubles matmul_ref(const std::vector<float>& x, const std::vector<float>& w, int n, int k, int m) {
-  Doubles out(size_t(n * m));
-  for (int i = 0; i < n; ++i)
-    for (int j = 0; j < m; ++j) {
-      double s = 0;
-      for (int p = 0; p < k; ++p) s += double(x[size_t(i * k + p)]) * w[size_t(j * k + p)];
-      out[size_t(i * m + j)] = s;
-    }
-  return out;
-}
-
 TEST_P(EncoderFusedOps, MatmulGeglu) {
   for_each_target(GetParam(), [](Backend& b, const std::string& label) {
     OpReport report(label);
@@ -136,8 +119,8 @@ TEST_P(EncoderFusedOps, MatmulGeglu) {
         Tensor in_t = to_backend(b, "w_in", wt, {m, k}, w_in);
         Tensor gate_t = to_backend(b, "w_gate", wt, {m, k}, w_gate);
         Tensor out = b.alloc("out", DType::F32, {n, m}), gate = b.alloc("gate", DType::F32, {n, m});
-        const Doubles a = matmul_ref(x.values, w_in.values, n, k, m);
-        const Doubles g = matmul_ref(x.values, w_gate.values, n, k, m);
+        const Doubles a = matmul_reference(x.values, w_in.values, n, k, m);
+        const Doubles g = matmul_reference(x.values, w_gate.values, n, k, m);
         Doubles want(a.size());
         b.matmul_geglu(xt, in_t, gate_t, out, gate);
         for (size_t i = 0; i < a.size(); ++i) want[i] = gelu_ref(a[i]) * g[i];

@@ -24,23 +24,6 @@ namespace {
 using Doubles = std::vector<double>;
 const DType kFloatTypes[] = {DType::F32, DType::BF16, DType::F16};
 
-std::string dims(std::initializer_list<int64_t> ds) {
-  std::string s;
-  for (int64_t d : ds) s += (s.empty() ? "" : "x") + std::to_string(d);
-  return s;
-}
-
-Doubles matmul_ref(const std::vector<float>& x, const std::vector<float>& w, int n, int k, int m) {
-  Doubles out(size_t(n * m));
-  for (int i = 0; i < n; ++i)
-    for (int j = 0; j < m; ++j) {
-      double s = 0;
-      for (int p = 0; p < k; ++p) s += double(x[size_t(i * k + p)]) * w[size_t(j * k + p)];
-      out[size_t(i * m + j)] = s;
-    }
-  return out;
-}
-
 class FusedOps : public ::testing::TestWithParam<HarnessBackend> {};
 
 TEST_P(FusedOps, AddRmsNorm) {
@@ -125,7 +108,7 @@ TEST_P(FusedOps, MatmulMultiAndSwiglu) {
         for (int i = 0; i < 3; ++i)
           report.check(Op::Matmul, wt, dims({n, k, ms[i]}) + " multi " + std::to_string(i),
                        read_back(b, out_t[size_t(i)]),
-                       matmul_ref(x.values, w[size_t(i)].values, n, k, ms[i]));
+                       matmul_reference(x.values, w[size_t(i)].values, n, k, ms[i]));
         // q/k/v-like: the last two weights of one shape (CUDA's paired_gemm: one launch).
         {
           HostData w_v = make_host_data(wt, size_t(ms[1] * k), rng);
@@ -135,15 +118,15 @@ TEST_P(FusedOps, MatmulMultiAndSwiglu) {
           Tensor* outs2[] = {&out_t[0], &out_t[1], &v_out};
           b.matmul_multi(xt, ws2, outs2);
           report.check(Op::Matmul, wt, dims({n, k, ms[1]}) + " multi k", read_back(b, out_t[1]),
-                       matmul_ref(x.values, w[1].values, n, k, ms[1]));
+                       matmul_reference(x.values, w[1].values, n, k, ms[1]));
           report.check(Op::Matmul, wt, dims({n, k, ms[1]}) + " multi v", read_back(b, v_out),
-                       matmul_ref(x.values, w_v.values, n, k, ms[1]));
+                       matmul_reference(x.values, w_v.values, n, k, ms[1]));
         }
 
         Tensor gate = b.alloc("gate", DType::F32, {n, m}), up = b.alloc("up", DType::F32, {n, m});
         b.matmul_swiglu(xt, wt_t[0], wt_t[0], gate, up);
         // gate = silu(x.w0) * (x.w0) with the same weight twice: checks the epilogue's pairing.
-        const Doubles g = matmul_ref(x.values, w[0].values, n, k, m);
+        const Doubles g = matmul_reference(x.values, w[0].values, n, k, m);
         Doubles want(g.size());
         for (size_t i = 0; i < g.size(); ++i) want[i] = g[i] / (1.0 + std::exp(-g[i])) * g[i];
         report.check(Op::MatmulSwiglu, wt, dims({n, k, m}) + " same weight", read_back(b, gate),
@@ -151,7 +134,7 @@ TEST_P(FusedOps, MatmulMultiAndSwiglu) {
         HostData w_up = make_host_data(wt, size_t(m * k), rng);
         Tensor up_t = to_backend(b, "w_up", wt, {m, k}, w_up);
         b.matmul_swiglu(xt, wt_t[0], up_t, gate, up);
-        const Doubles u = matmul_ref(x.values, w_up.values, n, k, m);
+        const Doubles u = matmul_reference(x.values, w_up.values, n, k, m);
         for (size_t i = 0; i < g.size(); ++i) want[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
         report.check(Op::MatmulSwiglu, wt, dims({n, k, m}), read_back(b, gate), want);
         // The whole MLP (matmul_swiglu_down): that SwiGLU result through a down projection

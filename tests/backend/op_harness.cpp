@@ -128,6 +128,24 @@ std::unique_ptr<Backend> dense_schedule_backend(const HarnessBackend& hb) {
   return nullptr;
 }
 
+std::string dims(std::initializer_list<int64_t> ds) {
+  std::string s;
+  for (int64_t d : ds) s += (s.empty() ? "" : "x") + std::to_string(d);
+  return s;
+}
+
+std::vector<double> matmul_reference(const std::vector<float>& x, const std::vector<float>& w,
+                                     int n, int k, int m) {
+  std::vector<double> out(size_t(n * m));
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < m; ++j) {
+      double s = 0;
+      for (int p = 0; p < k; ++p) s += double(x[size_t(i * k + p)]) * w[size_t(j * k + p)];
+      out[size_t(i * m + j)] = s;
+    }
+  return out;
+}
+
 double nmse_bound(DType dtype) {
   switch (dtype) {
     case DType::F32:

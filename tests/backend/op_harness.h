@@ -75,6 +75,12 @@ class OpReport {
   std::vector<Entry> entries_;
 };
 
+// "2x3x4": a case's sizes, for its name.
+std::string dims(std::initializer_list<int64_t> ds);
+// out [n, m] = x [n, k] . w [m, k]^T in double: the matmul references of the fused-op cases.
+std::vector<double> matmul_reference(const std::vector<float>& x, const std::vector<float>& w,
+                                     int n, int k, int m);
+
 // Runs `body(backend, label)` for `hb` once, or once per SIMD target for the CPU backend.
 void for_each_target(const HarnessBackend& hb,
                      const std::function<void(Backend&, const std::string&)>& body);

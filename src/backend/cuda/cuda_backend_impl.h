@@ -148,9 +148,10 @@ class CudaBackend final : public Backend {
   bool glu_bf16_applies(const Tensor& w_gate, const Tensor& w_up, int64_t n) const;
   // Records the gate and up GEMMs with bf16 outputs (in `up`'s memory) and the SwiGLU over them,
   // writing the result as f32 to out_f32 and/or as bf16 to out_bf16 (either may be nullptr).
+  // geglu: GeGLU instead, w_gate then being the input half (gelu(x . w_gate^T) * (x . w_up^T)).
   void record_glu_bf16(const Tensor& x, const Tensor& w_gate, const Tensor& w_up,
                        const Tensor& gate, Tensor& up, float* out_f32, void* out_bf16,
-                       const char* op);
+                       const char* op, bool geglu = false);
   Tensor device_tensor(const std::string& name, DType dtype, Shape shape);
   // The kTune* bits (kernels.h) of the decode-chain switches in options_.
   int64_t decode_tune() const {

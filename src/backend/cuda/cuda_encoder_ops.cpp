@@ -10,9 +10,10 @@
 namespace infera::cuda {
 
 namespace {
-// layernorm's (and add_layernorm's) argument checks.
-void expect_layernorm_args(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                           const Tensor& out, const char* op) {
+// layernorm's (and add_layernorm's) argument checks, then its launch arguments (no shadow, the
+// two-pass kernel).
+LayerNormArgs layernorm_args(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
+                             const Tensor& out, const char* op) {
   expect_f32(x, op);
   expect_f32(out, op);
   expect_float_on_device(weight, op);
@@ -24,14 +25,6 @@ void expect_layernorm_args(const Tensor& x, const Tensor& weight, const Tensor& 
                        "bias " + bias.shape().str() + " must match weight " + weight.shape().str() +
                            " and its dtype");
   }
-}
-}  // namespace
-
-void CudaBackend::layernorm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
-                            Tensor& out) {
-  const char* op = "layernorm";
-  expect_layernorm_args(x, weight, bias, out, op);
-  const int64_t dim = row_width(x);
   LayerNormArgs a{};
   a.x = x.data_as<const float>();
   a.weight = weight.data();
@@ -41,6 +34,14 @@ void CudaBackend::layernorm(const Tensor& x, const Tensor& weight, const Tensor&
   a.dim = dim;
   a.weight_type = elem_type(weight.dtype());
   a.eps = eps;
+  return a;
+}
+}  // namespace
+
+void CudaBackend::layernorm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
+                            Tensor& out) {
+  const char* op = "layernorm";
+  LayerNormArgs a = layernorm_args(x, weight, bias, eps, out, op);
   a.out_bf16 = shadow_buffer(out);
   a.in_registers = options_.layernorm_in_registers ? 1 : 0;
   ctx_->record(launch_layernorm, a, note(op, "layernorm", {&x, &weight}));
@@ -52,20 +53,11 @@ void CudaBackend::layernorm(const Tensor& x, const Tensor& weight, const Tensor&
 void CudaBackend::add_layernorm(Tensor& x, const Tensor& delta, const Tensor& weight,
                                 const Tensor& bias, float eps, Tensor& out) {
   const char* op = "add_layernorm";
-  expect_layernorm_args(x, weight, bias, out, op);
+  LayerNormArgs a = layernorm_args(x, weight, bias, eps, out, op);
   expect_f32(delta, op);
   INFERA_CUDA_EXPECT(delta.numel() == x.numel(), op, shapes(x, delta));
   INFERA_CUDA_EXPECT(out.data() != x.data() && out.data() != delta.data(), op,
                      "out must not alias x or delta");
-  LayerNormArgs a{};
-  a.x = x.data_as<const float>();
-  a.weight = weight.data();
-  a.bias = bias.empty() ? nullptr : bias.data();
-  a.out = out.data_as<float>();
-  a.rows = row_count(x);
-  a.dim = row_width(x);
-  a.weight_type = elem_type(weight.dtype());
-  a.eps = eps;
   a.delta = delta.data_as<const float>();
   a.sum_out = x.data_as<float>();
   if (!options_.fused || !options_.layernorm_in_registers || !layernorm_rows_apply(a))
@@ -109,34 +101,18 @@ void CudaBackend::matmul_geglu(const Tensor& x, const Tensor& w_in, const Tensor
                                Tensor& out, Tensor& gate) {
   const char* op = "matmul_geglu";
   expect_f32(x, op);
-  const int64_t k = row_width(x), n = row_count(x);
+  const int64_t n = row_count(x);
   if (options_.fused && w_in.shape() == w_gate.shape() && out.data() != gate.data()) {
     const Tensor* ws[] = {&w_in, &w_gate};
     Tensor* outs[] = {&out, &gate};
     if (record_skinny(x, ws, outs, kSkinnyGeglu, op)) return;
   }
-  const bool bf16_gemms = options_.glu_bf16_gemm && !options_.exact_f32 &&
-                          w_in.dtype() == DType::BF16 && w_gate.dtype() == DType::BF16 &&
-                          w_in.shape() == w_gate.shape() && n > options_.gemv_max_rows;
-  if (!bf16_gemms) return Backend::matmul_geglu(x, w_in, w_gate, out, gate);
+  if (!glu_bf16_applies(w_in, w_gate, n)) return Backend::matmul_geglu(x, w_in, w_gate, out, gate);
   matmul_checks(x, w_in, out);
   matmul_checks(x, w_gate, gate);
   INFERA_CUDA_EXPECT(out.data() != gate.data(), op, "out and gate must be different tensors");
-  const int64_t m = w_in.dim(0);
-  auto* h16 = static_cast<uint16_t*>(gate.data());
-  const void* xb = bf16_input(x, n, k);
-  // Paired (CudaOptions::paired_gemm): the two outputs in the weights' address order.
-  const bool gate_first = options_.paired_gemm && w_gate.data() < w_in.data();
-  uint16_t* in16 = gate_first ? h16 + n * m : h16;
-  uint16_t* gate16 = gate_first ? h16 : h16 + n * m;
-  if (!record_gemm_pair(xb, w_in, w_gate, in16, gate16, ElemType::BF16, n, k,
-                        note(op, "cublas_gemm_pair_bf16", {&x, &w_in}))) {
-    record_gemm_bf16_out(xb, w_in, in16, n, k, m, note(op, "cublas_gemm_bf16", {&x, &w_in}));
-    record_gemm_bf16_out(xb, w_gate, gate16, n, k, m, note(op, "cublas_gemm_bf16", {&x, &w_gate}));
-  }
   void* shadow = shadow_buffer(out);
-  ctx_->record(launch_geglu_bf16, SwigluBf16Args{in16, gate16, out.data_as<float>(), n * m, shadow},
-               note(op, "geglu_bf16", {&out, &gate}));
+  record_glu_bf16(x, w_in, w_gate, out, gate, out.data_as<float>(), shadow, op, /*geglu=*/true);
   publish_shadow(out, shadow);
 }
 

@@ -161,7 +161,7 @@ bool CudaBackend::glu_bf16_applies(const Tensor& w_gate, const Tensor& w_up, int
 
 void CudaBackend::record_glu_bf16(const Tensor& x, const Tensor& w_gate, const Tensor& w_up,
                                   const Tensor& gate, Tensor& up, float* out_f32, void* out_bf16,
-                                  const char* op) {
+                                  const char* op, bool geglu) {
   // gate . x and up . x as bf16 in `up`'s f32 memory ([n, m] f32 holds [2, n, m] bf16).
   const int64_t k = row_width(x), n = row_count(x), m = w_gate.dim(0);
   auto* g16 = static_cast<uint16_t*>(up.data());
@@ -176,8 +176,9 @@ void CudaBackend::record_glu_bf16(const Tensor& x, const Tensor& w_gate, const T
     record_gemm_bf16_out(xb, w_gate, gate16, n, k, m, note(op, "cublas_gemm_bf16", {&x, &w_gate}));
     record_gemm_bf16_out(xb, w_up, up16, n, k, m, note(op, "cublas_gemm_bf16", {&x, &w_up}));
   }
-  ctx_->record(launch_swiglu_bf16, SwigluBf16Args{gate16, up16, out_f32, n * m, out_bf16},
-               note(op, "swiglu_bf16", {&gate, &up}));
+  ctx_->record(geglu ? launch_geglu_bf16 : launch_swiglu_bf16,
+               SwigluBf16Args{gate16, up16, out_f32, n * m, out_bf16},
+               note(op, geglu ? "geglu_bf16" : "swiglu_bf16", {&gate, &up}));
 }
 
 void CudaBackend::matmul_swiglu_down(const Tensor& x, const Tensor& w_gate, const Tensor& w_up,
