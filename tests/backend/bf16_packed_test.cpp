@@ -1,6 +1,7 @@
 // The packed bf16 weights of matmul_bf16_packed.h ("bf16 pairs"): the layout against the header's
 // description, the kernel against a plain scalar reference on bf16-rounded operands (odd k, tails,
-// one row, rows not multiples of 16, sub-ranges), decode and prefill giving the same bits, and the
+// one row, rows not multiples of 16, sub-ranges), decode and prefill giving the same bits, decode
+// with its weight streams in lockstep giving one stream's bits, and the
 // CPU backend with --matmul-precision bf16 packing, multiplying and looking rows up through it.
 // The kernel exists for one SIMD target, AVX512-BF16; other CPUs keep the rows and the f32 path
 // (the tests skip there, saying so).
@@ -19,6 +20,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/matmul_bf16_dot.h"
 #include "backend/cpu/matmul_bf16_packed.h"
+#include "backend/cpu/quant_matmul.h"
 #include "infera/tensor.h"
 #include "ops/backend.h"
 
@@ -204,6 +206,71 @@ TEST(Bf16Packed, DecodeAndPrefillGiveTheSameBits) {
   }
 }
 
+// Decode (n < 4) with the weight groups read as S distant streams in lockstep (2, 4, 8; any other
+// count: the adjacent tiles): every output the same bits as with one stream, within the scalar
+// reference's bound, nothing written outside the range. Ranges start and end mid-group, leave
+// whole groups over (not a multiple of S) and are shorter than S groups.
+TEST(Bf16Packed, DecodeStreamsInLockstepGiveTheSameBitsAsOneStream) {
+  if (!cpu::has_bf16_dot()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  int lockstep_cases = 0;
+  for (auto [m, k] : {std::pair<int64_t, int64_t>{16 * 37 + 5, 33},
+                      {16 * 40, 256},
+                      {16 * 9, 2},
+                      {16 * 3 + 1, 64},
+                      {16 * 70, 1}}) {
+    const auto w = random_weights(m, k, uint32_t(m + k));
+    const auto p = packed(w, m, k);
+    for (int64_t n : {1, 2, 3}) {
+      const auto x = random_rows(n, k, uint32_t(n * 3 + 1));
+      std::vector<uint16_t> xb(size_t(n * cpu::bf16_pairs_width(k)));
+      cpu::round_rows_to_bf16_pairs(x.data(), n, k, xb.data());
+      const Reference r = reference(x, n, w, m, k);
+      for (auto [jb, je] : {std::pair<int64_t, int64_t>{0, m},
+                            {5, m - 7},
+                            {48, std::min<int64_t>(m, 16 * 30)},
+                            {m / 2 + 3, m},
+                            {16, 16 * 3 + 2},
+                            {7, 9}}) {
+        if (jb < 0 || jb >= je || je > m) continue;
+        for (int64_t col0 : {int64_t{0}, jb}) {
+          const int64_t ldo = m + 3 - col0;
+          const float nan = std::numeric_limits<float>::quiet_NaN();
+          std::vector<float> one(size_t(n * ldo), nan);
+          cpu::matmul_rows_bf16_pairs(xb.data(), n, k, p.data(), jb, je, one.data(), ldo, col0, 1);
+          for (int streams : {2, 4, 8, 3, 0}) {
+            std::vector<float> out(size_t(n * ldo), nan);
+            cpu::matmul_rows_bf16_pairs(xb.data(), n, k, p.data(), jb, je, out.data(), ldo, col0,
+                                        streams);
+            const int64_t whole = je / 16 - (jb + 15) / 16;
+            if ((streams == 2 || streams == 4 || streams == 8) && whole >= streams)
+              ++lockstep_cases;
+            const std::string what = "m " + std::to_string(m) + " k " + std::to_string(k) + " n " +
+                                     std::to_string(n) + " rows [" + std::to_string(jb) + ", " +
+                                     std::to_string(je) + ") col0 " + std::to_string(col0) +
+                                     " streams " + std::to_string(streams);
+            for (int64_t i = 0; i < n; ++i)
+              for (int64_t c = 0; c < ldo; ++c) {
+                const float got = out[size_t(i * ldo + c)];
+                const int64_t j = c + col0;
+                if (j < jb || j >= je) {
+                  ASSERT_TRUE(std::isnan(got)) << what << ": wrote column " << j;
+                  continue;
+                }
+                const size_t at = size_t(i * m + j);
+                ASSERT_LE(std::fabs(double(got) - r.want[at]), r.bound[at])
+                    << what << " out[" << i << "][" << j << "] = " << got << " want " << r.want[at];
+                ASSERT_EQ(std::memcmp(&got, &one[size_t(i * ldo + c)], 4), 0)
+                    << what << " out[" << i << "][" << j << "] = " << got << ", one stream "
+                    << one[size_t(i * ldo + c)];
+              }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(lockstep_cases, 200);
+}
+
 struct RepackEnv {
   explicit RepackEnv(const char* value) {
     if (value)
@@ -264,6 +331,53 @@ TEST(Bf16Packed, BackendPacksMultipliesAndLooksRowsUp) {
                       from_bf16(w[size_t(ids[i] * k + p)]))
                 << what << " embedding row " << ids[i] << " element " << p;
       }
+}
+
+// The backend's decode matmul reads INFERA_CPU_GEMV_STREAMS (set_quant_gemv_streams here) for
+// packed bf16 weights too: every setting gives the bits of one stream, on 1 and 2 threads, for a
+// whole weight and a view starting mid-group.
+TEST(Bf16Packed, BackendDecodeIsTheSameWhateverTheStreams) {
+  if (!cpu::has_bf16_dot()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  const int64_t m = 16 * 41 + 9, k = 96;
+  auto w = random_weights(m, k, 41);
+  const Tensor host("w", DType::BF16, {m, k}, Device::CPU, w.data(), nullptr);
+  struct Restore {
+    ~Restore() { cpu::set_quant_gemv_streams(0); }
+  } restore;
+  for (int threads : {1, 2}) {
+    auto backend =
+        make_cpu_backend(threads, PackedAttentionSchedule::Windowed, MatmulPrecision::BF16);
+    const Tensor pw = backend->prepare_weight(host);
+    ASSERT_NE(pw.data(), host.data()) << "not packed";
+    for (auto [r0, rows] : {std::pair<int64_t, int64_t>{0, m}, {13, 600}})
+      for (int64_t n : {1, 2, 3}) {
+        const Tensor view = rows == m ? pw : pw.rows(r0, rows);
+        const auto x = random_rows(n, k, uint32_t(n + 50));
+        const Tensor xt("x", DType::F32, {n, k}, Device::CPU, const_cast<float*>(x.data()),
+                        nullptr);
+        const Reference r = reference(x, n, w, m, k);
+        std::vector<float> first;
+        for (int streams : {1, 0, 2, 4, 8}) {
+          cpu::set_quant_gemv_streams(streams);
+          Tensor out = backend->alloc("out", DType::F32, {n, rows});
+          backend->matmul(xt, view, out);
+          const float* o = out.data_as<float>();
+          const std::string what = "threads " + std::to_string(threads) + " rows " +
+                                   std::to_string(r0) + "+" + std::to_string(rows) + " n " +
+                                   std::to_string(n) + " streams " + std::to_string(streams);
+          for (int64_t i = 0; i < n; ++i)
+            for (int64_t j = 0; j < rows; ++j) {
+              const size_t at = size_t(i * m + r0 + j);
+              ASSERT_LE(std::fabs(double(o[i * rows + j]) - r.want[at]), r.bound[at])
+                  << what << " out[" << i << "][" << j << "]";
+            }
+          if (streams == 1)
+            first.assign(o, o + n * rows);
+          else
+            ASSERT_EQ(std::memcmp(o, first.data(), first.size() * 4), 0) << what;
+        }
+      }
+  }
 }
 
 // ModernBERT splits its fused Wqkv / Wi by rows (Tensor::rows) after prepare_weight: a row view

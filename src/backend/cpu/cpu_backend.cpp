@@ -275,10 +275,13 @@ class CpuBackend final : public Backend {
     cpu::round_rows_to_bf16_pairs(xs, n, k, bf16_rows_.data());
     const int64_t g0 = r0 / cpu::kBf16GroupRows;
     const int64_t groups = (r0 + m + cpu::kBf16GroupRows - 1) / cpu::kBf16GroupRows - g0;
+    // The decode's weight streams in lockstep: INFERA_CPU_GEMV_STREAMS, as the quantized GEMVs.
+    const int setting = cpu::quant_gemv_streams();
+    const int streams = setting == 0 ? cpu::kAutoBf16GemvStreams : setting;
     pool_.parallel_for(groups, 1, [&](int64_t begin, int64_t end) {
       const int64_t j_begin = std::max(r0, (g0 + begin) * cpu::kBf16GroupRows);
       const int64_t j_end = std::min(r0 + m, (g0 + end) * cpu::kBf16GroupRows);
-      cpu::matmul_rows_bf16_pairs(bf16_rows_.data(), n, k, w, j_begin, j_end, os, m, r0);
+      cpu::matmul_rows_bf16_pairs(bf16_rows_.data(), n, k, w, j_begin, j_end, os, m, r0, streams);
     });
   }
 
