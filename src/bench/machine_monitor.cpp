@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "bench/environment.h"
 #include "bench/machine_probe.h"
 #include "bench/process_usage.h"
 #include "bench/timer.h"
@@ -47,6 +48,18 @@ ProbeReading MachineMonitor::probe(BenchResult& result, int bandwidth_passes, in
     reading.matmul_gflops_p50 = summarize(matmul_gflops).p50;
   }
   return reading;
+}
+
+std::vector<double> MachineMonitor::adjacent_bandwidth(int64_t buffer_bytes, int passes) {
+  peak_before_probes_ = std::max(peak_before_probes_, peak_rss_bytes());
+  const BandwidthProbe bw = measure_read_bandwidth(
+      threads_, buffer_bytes > 0 ? buffer_bytes : default_adjacent_buffer_bytes(), passes);
+  resets_ok_ = reset_peak_rss() && resets_ok_;
+  return bw.gb_per_s;
+}
+
+int64_t MachineMonitor::default_adjacent_buffer_bytes() {
+  return std::max<int64_t>(int64_t{128} << 20, 4 * last_level_cache_bytes());
 }
 
 int64_t MachineMonitor::workload_peak_rss_bytes() const {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "bench/dot_kernels.h"
 #include "bench/result.h"
@@ -32,6 +33,16 @@ class MachineMonitor {
   // Once set_matmul_kind() was called, also measures that instruction's peak (`fma_samples`
   // samples; f32 reuses the FMA samples) into "machine.matmul_peak_gflops".
   ProbeReading probe(BenchResult& result, int bandwidth_passes, int fma_samples);
+
+  // A short read-bandwidth probe between a workload's steps (decode, every few steps), so each
+  // stretch of the workload has the machine's bandwidth right before and after it: `passes`
+  // passes over a fresh buffer of `buffer_bytes` (<= 0: default_adjacent_buffer_bytes()), the
+  // same read as probe()'s. Returns the GB/s samples and records nothing in the result; the peak
+  // RSS is kept free of the buffer as in probe().
+  std::vector<double> adjacent_bandwidth(int64_t buffer_bytes, int passes);
+  // 4x the last-level cache, at least 128 MiB: no pass is served from cache (a pass sweeps the
+  // buffer in order, evicting what the previous one left), a quarter of probe()'s page faults.
+  static int64_t default_adjacent_buffer_bytes();
 
   // The instruction the workload's matmuls run on (known once the model is loaded); probes from
   // here on measure its peak, the denominator of prefill's fraction of peak.
