@@ -2,10 +2,10 @@
 
 #include <algorithm>
 
-#include "bench/environment.h"
 #include "bench/machine_probe.h"
 #include "bench/process_usage.h"
 #include "bench/timer.h"
+#include "infera/error.h"
 
 namespace infera::bench {
 
@@ -50,16 +50,24 @@ ProbeReading MachineMonitor::probe(BenchResult& result, int bandwidth_passes, in
   return reading;
 }
 
-std::vector<double> MachineMonitor::adjacent_bandwidth(int64_t buffer_bytes, int passes) {
+void MachineMonitor::begin_adjacent() {
+  end_adjacent();
   peak_before_probes_ = std::max(peak_before_probes_, peak_rss_bytes());
-  const BandwidthProbe bw = measure_read_bandwidth(
-      threads_, buffer_bytes > 0 ? buffer_bytes : default_adjacent_buffer_bytes(), passes);
-  resets_ok_ = reset_peak_rss() && resets_ok_;
-  return bw.gb_per_s;
+  adjacent_ = std::make_unique<ReadBuffer>(threads_, buffer_bytes_);
+  adjacent_->read_passes(1);  // warm-up
 }
 
-int64_t MachineMonitor::default_adjacent_buffer_bytes() {
-  return std::max<int64_t>(int64_t{128} << 20, 4 * last_level_cache_bytes());
+std::vector<double> MachineMonitor::adjacent_bandwidth(int passes) {
+  if (!adjacent_) throw InvalidArgument("adjacent_bandwidth() outside begin/end_adjacent()");
+  return adjacent_->read_passes(passes);
+}
+
+void MachineMonitor::end_adjacent() {
+  if (!adjacent_) return;
+  // The buffer was resident from its first touch to here: the peak less it is the workload's.
+  peak_before_probes_ = std::max(peak_before_probes_, peak_rss_bytes() - adjacent_->bytes());
+  adjacent_.reset();
+  resets_ok_ = reset_peak_rss() && resets_ok_;
 }
 
 int64_t MachineMonitor::workload_peak_rss_bytes() const {

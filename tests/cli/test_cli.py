@@ -334,7 +334,7 @@ class Bench(CliTestCase):
 
     ARGS = ["--prefill", "8,16", "--decode-context", "8", "--decode-steps", "3", "--repeats", "2", "--warmup", "1",
             "--bandwidth-mib", "8", "--bandwidth-passes", "2", "--interleaved-passes", "1", "--fma-samples", "1",
-            "--decode-probe-steps", "2", "--decode-probe-mib", "8", "--decode-probe-passes", "1", "--threads", "2"]
+            "--decode-probe-steps", "2", "--decode-probe-passes", "1", "--threads", "2"]
 
     def test_result_file(self):
         with tempfile.TemporaryDirectory() as d:

@@ -52,7 +52,6 @@ struct BenchOptions {
   int bandwidth_passes = 10;
   int interleaved_passes = 3;
   int64_t decode_probe_steps = 16;  // 0: no probes between decode steps
-  int64_t decode_probe_mib = 0;     // 0: MachineMonitor::default_adjacent_buffer_bytes()
   int decode_probe_passes = 2;
   int fma_samples = 5;
   std::string out_dir = "bench/results";
@@ -157,10 +156,11 @@ void record_decode(BenchResult& r, int64_t context, const std::vector<StageSecon
       .samples.push_back(sum.postprocess / n);
 }
 
-// Decode in blocks of --decode-probe-steps with a short bandwidth probe before the first block
-// and after each: the machine's bandwidth swings within a run on a shared VM (33-87 GB/s seen in
-// one run), so each block is held to the probes on either side of it. Block b's fraction of the
-// roofline = its tokens/s x its bytes per token / the mean of those two probes
+// Decode in blocks of --decode-probe-steps with a short bandwidth probe (--decode-probe-passes
+// over a --bandwidth-mib buffer held through the run) before the first block and after each: the
+// machine's bandwidth swings within a run on a shared VM (33-87 GB/s seen in one run), so each
+// block is held to the probes on either side of it. Block b's fraction of the roofline = its
+// tokens/s x its bytes per token / the mean of those two probes
 // (decode.<c>.adjacent_roofline_fraction, one sample per block; the probes' samples in
 // decode.<c>.adjacent_bandwidth_gbs, the blocks' speeds in decode.<c>.block_tokens_per_second).
 // The probes run between steps, outside every step's timing.
@@ -174,13 +174,13 @@ std::vector<StageSeconds> decode_with_adjacent_probes(const BenchOptions& o, int
   bench::Metric& speeds = result.series(p + "block_tokens_per_second", "tokens/s", true, false);
   bench::Metric& fractions = result.series(p + "adjacent_roofline_fraction", "fraction", true);
   const auto probe_gbs = [&] {
-    const std::vector<double> s =
-        monitor.adjacent_bandwidth(o.decode_probe_mib << 20, o.decode_probe_passes);
+    const std::vector<double> s = monitor.adjacent_bandwidth(o.decode_probe_passes);
     probes.samples.insert(probes.samples.end(), s.begin(), s.end());
     double sum = 0;
     for (double v : s) sum += v;
     return sum / static_cast<double>(s.size());
   };
+  monitor.begin_adjacent();  // the probe buffer allocated and touched outside the timings
   double before = probe_gbs();
   std::vector<StageSeconds> steps;
   for (int64_t done = 0; done < o.decode_steps;) {
@@ -200,6 +200,7 @@ std::vector<StageSeconds> decode_with_adjacent_probes(const BenchOptions& o, int
     before = after;
     done += b;
   }
+  monitor.end_adjacent();
   return steps;
 }
 
@@ -253,26 +254,23 @@ void run_bench(const BenchOptions& o, const std::string& command_line) {
   result.environment()["matmul_precision"] = o.matmul_precision;
   result.environment()["model"] = info.summary();
   result.environment()["model_parameters"] = info.parameters;
-  result.config().update(
-      {{"model", o.model},
-       {"device", o.device},
-       {"dummy_weights", o.dummy_weights},
-       {"dummy_seed", o.dummy_seed},
-       {"threads", threads},
-       {"kv_dtype", o.kv_dtype},
-       {"kv_block_size", o.kv_block_size},
-       {"prefill_tokens", o.prefill},
-       {"decode_contexts", o.decode_contexts},
-       {"decode_steps", o.decode_steps},
-       {"repeats", o.repeats},
-       {"warmup", o.warmup},
-       {"prefill_chunk", o.prefill_chunk},
-       {"interleaved_passes", o.interleaved_passes},
-       {"decode_probe_steps", o.decode_probe_steps},
-       {"decode_probe_passes", o.decode_probe_passes},
-       {"decode_probe_buffer_bytes",
-        o.decode_probe_mib > 0 ? o.decode_probe_mib << 20
-                               : bench::MachineMonitor::default_adjacent_buffer_bytes()}});
+  result.config().update({{"model", o.model},
+                          {"device", o.device},
+                          {"dummy_weights", o.dummy_weights},
+                          {"dummy_seed", o.dummy_seed},
+                          {"threads", threads},
+                          {"kv_dtype", o.kv_dtype},
+                          {"kv_block_size", o.kv_block_size},
+                          {"prefill_tokens", o.prefill},
+                          {"decode_contexts", o.decode_contexts},
+                          {"decode_steps", o.decode_steps},
+                          {"repeats", o.repeats},
+                          {"warmup", o.warmup},
+                          {"prefill_chunk", o.prefill_chunk},
+                          {"interleaved_passes", o.interleaved_passes},
+                          {"decode_probe_steps", o.decode_probe_steps},
+                          {"decode_probe_passes", o.decode_probe_passes},
+                          {"decode_probe_buffer_bytes", monitor.buffer_bytes()}});
 
   LmBenchAdapter lm(*m.model, kv);
   std::set<int64_t> lengths(o.prefill.begin(), o.prefill.end());
@@ -424,10 +422,6 @@ void add_bench_command(CLI::App& app) {
                   "block of steps held to the probes beside it; 0: none")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20))
       ->capture_default_str();
-  cmd->add_option("--decode-probe-mib", o->decode_probe_mib,
-                  "Buffer of the probes between decode steps (default: 4x the last-level cache, "
-                  ">= 128 MiB)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   cmd->add_option("--decode-probe-passes", o->decode_probe_passes,
                   "Bandwidth passes of each probe between decode steps")
       ->check(CLI::Range(1, 10000))
