@@ -380,6 +380,78 @@ TEST(Bf16Packed, BackendDecodeIsTheSameWhateverTheStreams) {
   }
 }
 
+// matmul_multi (q/k/v) and matmul_swiglu (gate/up) on packed weights run as one parallel section
+// with x rounded once (CpuBackend::bf16_packed_multi): bit for bit the separate matmuls and the
+// swiglu op, at decode and prefill sizes, on 1 and 2 threads, whole weights and row views (views
+// of different first rows take the separate ops: same bits either way).
+TEST(Bf16Packed, FusedMultiAndSwigluAreTheSeparateOpsBitForBit) {
+  if (!cpu::has_bf16_dot()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  const int64_t k = 136, mq = 16 * 13 + 3, mkv = 16 * 5, mf = 16 * 21 + 7;
+  const auto wq = random_weights(mq, k, 61), wk = random_weights(mkv, k, 62),
+             wv = random_weights(mkv, k, 63), wg = random_weights(mf, k, 64),
+             wu = random_weights(mf, k, 65), wgu = random_weights(2 * mf, k, 66);
+  auto host = [k](const char* name, const std::vector<uint16_t>& w, int64_t m) {
+    return Tensor(name, DType::BF16, {m, k}, Device::CPU, const_cast<uint16_t*>(w.data()), nullptr);
+  };
+  for (int threads : {1, 2}) {
+    auto backend =
+        make_cpu_backend(threads, PackedAttentionSchedule::Windowed, MatmulPrecision::BF16);
+    const Tensor q = backend->prepare_weight(host("q", wq, mq));
+    const Tensor kk = backend->prepare_weight(host("k", wk, mkv));
+    const Tensor v = backend->prepare_weight(host("v", wv, mkv));
+    const Tensor g = backend->prepare_weight(host("g", wg, mf));
+    const Tensor u = backend->prepare_weight(host("u", wu, mf));
+    const Tensor gu = backend->prepare_weight(host("gu", wgu, 2 * mf));
+    ASSERT_NE(q.data(), wq.data()) << "not packed";
+    for (int64_t n : {1, 2, 3, 5, 17}) {
+      const std::string what = "threads " + std::to_string(threads) + " n " + std::to_string(n);
+      const auto x = random_rows(n, k, uint32_t(70 + n));
+      const Tensor xt("x", DType::F32, {n, k}, Device::CPU, const_cast<float*>(x.data()), nullptr);
+      auto same = [&](const Tensor& a, const Tensor& b, const std::string& which) {
+        ASSERT_EQ(a.numel(), b.numel());
+        ASSERT_EQ(std::memcmp(a.data(), b.data(), size_t(a.numel()) * 4), 0)
+            << what << " " << which;
+      };
+      // q / k / v: fused against one matmul each.
+      Tensor oq = backend->alloc("oq", DType::F32, {n, mq}),
+             ok = backend->alloc("ok", DType::F32, {n, mkv}),
+             ov = backend->alloc("ov", DType::F32, {n, mkv});
+      const Tensor* ws[] = {&q, &kk, &v};
+      Tensor* outs[] = {&oq, &ok, &ov};
+      backend->matmul_multi(xt, ws, outs);
+      for (int i = 0; i < 3; ++i) {
+        Tensor one = backend->alloc("one", DType::F32, {n, ws[i]->dim(0)});
+        backend->matmul(xt, *ws[i], one);
+        same(*outs[i], one, "multi " + std::to_string(i));
+        // and within the reference bound (the fused path is not merely self-consistent)
+        const auto& wi = i == 0 ? wq : i == 1 ? wk : wv;
+        const Reference r = reference(x, n, wi, ws[i]->dim(0), k);
+        for (int64_t e = 0; e < outs[i]->numel(); ++e)
+          ASSERT_LE(std::fabs(double(outs[i]->data_as<float>()[e]) - r.want[size_t(e)]),
+                    r.bound[size_t(e)])
+              << what << " multi " << i << " element " << e;
+      }
+      // gate / up: whole weights, then two views of one packed weight (same first-row offset
+      // within a group: 0 and mf are 16 * 21 + 7 apart, so the second view starts mid-group and
+      // the pair takes the separate ops).
+      for (int variant = 0; variant < 2; ++variant) {
+        const Tensor wgate = variant == 0 ? g : gu.rows(0, mf);
+        const Tensor wup = variant == 0 ? u : gu.rows(mf, mf);
+        Tensor gate = backend->alloc("gate", DType::F32, {n, mf}),
+               up = backend->alloc("up", DType::F32, {n, mf});
+        backend->matmul_swiglu(xt, wgate, wup, gate, up);
+        Tensor g1 = backend->alloc("g1", DType::F32, {n, mf}),
+               u1 = backend->alloc("u1", DType::F32, {n, mf}),
+               s1 = backend->alloc("s1", DType::F32, {n, mf});
+        backend->matmul(xt, wgate, g1);
+        backend->matmul(xt, wup, u1);
+        backend->swiglu(g1, u1, s1);
+        same(gate, s1, "swiglu variant " + std::to_string(variant));
+      }
+    }
+  }
+}
+
 // ModernBERT splits its fused Wqkv / Wi by rows (Tensor::rows) after prepare_weight: a row view
 // of a packed weight multiplies and looks rows up through the packed matrix, at any first row.
 TEST(Bf16Packed, RowViewsOfAPackedWeight) {
