@@ -59,6 +59,13 @@ void MachineMonitor::begin_adjacent() {
 
 std::vector<double> MachineMonitor::adjacent_bandwidth(int passes) {
   if (!adjacent_) throw InvalidArgument("adjacent_bandwidth() outside begin/end_adjacent()");
+  // Untimed passes for 30 ms first: right after decode steps the first pass read 34-49 GB/s
+  // where the second read 68-82 (2 threads, bf16). The CPU backend's pool workers spin-yield for
+  // ~10-20 ms after a section: a yielding thread counts as runnable, so the scheduler may keep
+  // both probe threads on the other core until the worker sleeps.
+  const Stopwatch warm;
+  do adjacent_->read_passes(1);
+  while (warm.seconds() < 0.03);
   return adjacent_->read_passes(passes);
 }
 

@@ -38,10 +38,11 @@ class MachineMonitor {
 
   // Short read-bandwidth probes between a workload's steps (decode, every few steps), so each
   // stretch of the workload has the machine's bandwidth right before and after it. The same read
-  // over a buffer of the same size as probe()'s, allocated and touched once by
-  // begin_adjacent() and freed by end_adjacent(); adjacent_bandwidth() runs `passes` passes and
-  // returns their GB/s (nothing is recorded in the result). The workload's peak RSS leaves the
-  // buffer out: while it is held, the peak less the buffer (resident from the start: touched).
+  // over a buffer of the same size as probe()'s, allocated and touched once by begin_adjacent()
+  // and freed by end_adjacent(); adjacent_bandwidth() reads untimed for 30 ms (the workload's
+  // threads settle), then `passes` timed passes and returns their GB/s (nothing is recorded in
+  // the result). The workload's peak RSS leaves the buffer out: while it is held, the peak less
+  // the buffer (resident from the start: touched).
   void begin_adjacent();
   std::vector<double> adjacent_bandwidth(int passes);
   void end_adjacent();
