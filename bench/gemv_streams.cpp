@@ -1,9 +1,10 @@
-// Single-row quantized GEMVs with one weight stream per thread (INFERA_CPU_GEMV_STREAMS=1, the
-// previous kernels) against S streams in lockstep, alternating in one process: every round times
-// each type's 1-stream pass and its S-stream pass back to back (the order flips every round), so
-// machine noise hits both alike; the per-round ratio t(1) / t(S) (> 1: lockstep faster) is
-// reported as median [min, max] with each side's weight GB/s, then the ratio of the fastest
-// passes (on a loaded machine the least disturbed ones), and the raw seconds go to --out.
+// Single-row quantized (and packed bf16) GEMVs with one weight stream per thread
+// (INFERA_CPU_GEMV_STREAMS=1, the previous kernels) against S streams in lockstep, alternating in
+// one process: every round times each type's 1-stream pass and its S-stream pass back to back (the
+// order flips every round), so machine noise hits both alike; the per-round ratio t(1) / t(S) (> 1:
+// lockstep faster) is reported as median [min, max] with each side's weight GB/s, then the ratio of
+// the fastest passes (on a loaded machine the least disturbed ones), and the raw seconds go to
+// --out.
 //   build/release/bench/gemv_streams [--streams 4] [--rounds 15] [--threads 2] [--cpu-time 0]
 //       [--case lm_head] [--types q8_0,q4_0_rg] [--out file.json]
 // Weights are random blocks (finite scales) through the backend's prepare_weight, so "q4_0_rg" /
@@ -41,6 +42,17 @@ struct Case {
 std::vector<uint8_t> random_weight(DType dtype, int64_t m, int64_t k, uint32_t seed) {
   std::vector<uint8_t> w(infera::dtype_bytes(dtype, static_cast<size_t>(m * k)));
   std::mt19937 rng(seed);
+  if (dtype == DType::BF16) {  // normal values' top halves (finite)
+    std::normal_distribution<float> dist;
+    for (size_t i = 0; i + 2 <= w.size(); i += 2) {
+      const float f = dist(rng);
+      uint32_t bits;
+      std::memcpy(&bits, &f, 4);
+      const uint16_t top = static_cast<uint16_t>(bits >> 16);
+      std::memcpy(&w[i], &top, 2);
+    }
+    return w;
+  }
   for (size_t i = 0; i + 4 <= w.size(); i += 4) {
     const uint32_t r = rng();
     std::memcpy(&w[i], &r, 4);
@@ -92,13 +104,18 @@ int main(int argc, char** argv) {
   }
   infera::cpu::set_quant_gemv_streams(streams);  // validates the value
   auto backend = infera::make_cpu_backend(threads);
+  // "bf16_pk": bf16 weights packed for --matmul-precision bf16 (matmul_bf16_packed.h), where the
+  // CPU has AVX512-BF16 (elsewhere that backend keeps rows: the line then measures the row kernel).
+  auto bf16_backend = infera::make_cpu_backend(threads, infera::PackedAttentionSchedule::Windowed,
+                                               infera::MatmulPrecision::BF16);
   const struct {
     const char* label;
     DType dtype;
   } types[] = {{"q8_0", DType::Q8_0},
                {"q4_0_rg", DType::Q4_0},
                {"q4_k_rg", DType::Q4_K},
-               {"q6_k", DType::Q6_K}};
+               {"q6_k", DType::Q6_K},
+               {"bf16_pk", DType::BF16}};
   const Case cases[] = {{"lm_head", 151936, 1024, 1},
                         {"mlp_up_x48", 3072, 1024, 48},
                         {"mlp_down_x48", 1024, 3072, 48},
@@ -125,18 +142,18 @@ int main(int argc, char** argv) {
     Tensor out = backend->alloc("out", DType::F32, {1, c.m});
     for (const auto& ty : types) {
       if (!listed(only_types, ty.label)) continue;
+      infera::Backend& be = ty.dtype == DType::BF16 ? *bf16_backend : *backend;
       std::vector<std::vector<uint8_t>> storage;
       std::vector<Tensor> w;
       for (int cp = 0; cp < c.copies; ++cp) {
         storage.push_back(random_weight(ty.dtype, c.m, c.k, 7 + uint32_t(cp)));
-        w.push_back(
-            backend->prepare_weight(Tensor("w", ty.dtype, infera::Shape{c.m, c.k},
-                                           infera::Device::CPU, storage.back().data(), nullptr)));
+        w.push_back(be.prepare_weight(Tensor("w", ty.dtype, infera::Shape{c.m, c.k},
+                                             infera::Device::CPU, storage.back().data(), nullptr)));
       }
       const auto pass = [&](int s) {
         infera::cpu::set_quant_gemv_streams(s);
         const double t0 = now(cpu_time);
-        for (const Tensor& wc : w) backend->matmul(x, wc, out);
+        for (const Tensor& wc : w) be.matmul(x, wc, out);
         return now(cpu_time) - t0;
       };
       pass(1);  // warm-up of both paths

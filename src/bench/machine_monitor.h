@@ -5,9 +5,12 @@
 
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <vector>
 
 #include "bench/dot_kernels.h"
+#include "bench/machine_probe.h"
 #include "bench/result.h"
 
 namespace infera::bench {
@@ -33,6 +36,17 @@ class MachineMonitor {
   // samples; f32 reuses the FMA samples) into "machine.matmul_peak_gflops".
   ProbeReading probe(BenchResult& result, int bandwidth_passes, int fma_samples);
 
+  // Short read-bandwidth probes between a workload's steps (decode, every few steps), so each
+  // stretch of the workload has the machine's bandwidth right before and after it. The same read
+  // over a buffer of the same size as probe()'s, allocated and touched once by begin_adjacent()
+  // and freed by end_adjacent(); adjacent_bandwidth() reads untimed for 30 ms (the workload's
+  // threads settle), then `passes` timed passes and returns their GB/s (nothing is recorded in
+  // the result). The workload's peak RSS leaves the buffer out: while it is held, the peak less
+  // the buffer (resident from the start: touched).
+  void begin_adjacent();
+  std::vector<double> adjacent_bandwidth(int passes);
+  void end_adjacent();
+
   // The instruction the workload's matmuls run on (known once the model is loaded); probes from
   // here on measure its peak, the denominator of prefill's fraction of peak.
   void set_matmul_kind(DotKind kind) { matmul_kind_ = kind; }
@@ -52,6 +66,7 @@ class MachineMonitor {
   int64_t peak_before_probes_ = 0;
   bool resets_ok_ = true;
   std::optional<DotKind> matmul_kind_;
+  std::unique_ptr<ReadBuffer> adjacent_;
 };
 
 }  // namespace infera::bench

@@ -16,10 +16,6 @@
 namespace infera::bench {
 namespace {
 
-struct AlignedFree {
-  void operator()(float* p) const { std::free(p); }
-};
-
 // A value the optimiser must assume is read, so probe loops are never removed.
 volatile double g_sink = 0;
 
@@ -56,38 +52,46 @@ int64_t default_bandwidth_buffer_bytes() {
   return std::max<int64_t>(int64_t{512} << 20, 16 * last_level_cache_bytes());
 }
 
-BandwidthProbe measure_read_bandwidth(int threads, int64_t buffer_bytes, int passes) {
+ReadBuffer::ReadBuffer(int threads, int64_t buffer_bytes) : threads_(threads) {
   constexpr int64_t kSliceAlign = 4096;  // page-aligned slices, one per thread
-  if (buffer_bytes < kSliceAlign * threads)
+  if (threads < 1 || buffer_bytes < kSliceAlign * threads)
     throw InvalidArgument("bandwidth probe: buffer of " + std::to_string(buffer_bytes) +
-                          " bytes is too small");
-  const int64_t slice = buffer_bytes / threads / kSliceAlign * kSliceAlign;
-  const int64_t total = slice * threads;
-  std::unique_ptr<float, AlignedFree> buffer(
-      static_cast<float*>(std::aligned_alloc(kSliceAlign, static_cast<size_t>(total))));
-  if (!buffer) throw Error("bandwidth probe: cannot allocate " + std::to_string(total) + " bytes");
-  const size_t floats_per_slice = static_cast<size_t>(slice) / sizeof(float);
-  float* base = buffer.get();
-
-  // Pass 0 first-touches each slice on its reader's thread (pages land near it); pass 1 warms.
-  std::vector<double> sums(static_cast<size_t>(threads));
-  run_parallel_passes(threads, 2, [&](int t, int pass) {
-    float* p = base + static_cast<size_t>(t) * floats_per_slice;
-    if (pass == 0)
-      for (size_t i = 0; i < floats_per_slice; ++i) p[i] = static_cast<float>(i & 1023) * 1e-3f;
-    else
-      sums[static_cast<size_t>(t)] += stream_read_sum(p, floats_per_slice);
+                          " bytes is too small for " + std::to_string(threads) + " threads");
+  slice_ = buffer_bytes / threads / kSliceAlign * kSliceAlign;
+  base_ = static_cast<float*>(std::aligned_alloc(kSliceAlign, static_cast<size_t>(bytes())));
+  if (!base_) throw Error("bandwidth probe: cannot allocate " + std::to_string(bytes()) + " bytes");
+  sums_.assign(static_cast<size_t>(threads), 0.0);
+  // Each slice first-touched on its reader's thread (pages land near it).
+  const size_t floats = static_cast<size_t>(slice_) / sizeof(float);
+  run_parallel_passes(threads, 1, [&](int t, int) {
+    float* p = base_ + static_cast<size_t>(t) * floats;
+    for (size_t i = 0; i < floats; ++i) p[i] = static_cast<float>(i & 1023) * 1e-3f;
   });
-  const std::vector<double> seconds = run_parallel_passes(threads, passes, [&](int t, int) {
-    sums[static_cast<size_t>(t)] +=
-        stream_read_sum(base + static_cast<size_t>(t) * floats_per_slice, floats_per_slice);
-  });
-  for (double s : sums) g_sink = g_sink + s;
+}
 
+ReadBuffer::~ReadBuffer() {
+  for (double s : sums_) g_sink = g_sink + s;
+  std::free(base_);
+}
+
+std::vector<double> ReadBuffer::read_passes(int passes) {
+  const size_t floats = static_cast<size_t>(slice_) / sizeof(float);
+  const std::vector<double> seconds = run_parallel_passes(threads_, passes, [&](int t, int) {
+    sums_[static_cast<size_t>(t)] +=
+        stream_read_sum(base_ + static_cast<size_t>(t) * floats, floats);
+  });
+  std::vector<double> gbs;
+  for (double s : seconds) gbs.push_back(static_cast<double>(bytes()) / s / 1e9);
+  return gbs;
+}
+
+BandwidthProbe measure_read_bandwidth(int threads, int64_t buffer_bytes, int passes) {
+  ReadBuffer buffer(threads, buffer_bytes);
+  buffer.read_passes(1);  // warm-up
   BandwidthProbe probe;
   probe.threads = threads;
-  probe.buffer_bytes = total;
-  for (double s : seconds) probe.gb_per_s.push_back(static_cast<double>(total) / s / 1e9);
+  probe.buffer_bytes = buffer.bytes();
+  probe.gb_per_s = buffer.read_passes(passes);
   return probe;
 }
 

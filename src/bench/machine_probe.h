@@ -24,6 +24,27 @@ struct BandwidthProbe {
   std::vector<double> gb_per_s;  // one sample per pass over the whole buffer, 1e9 bytes/s
 };
 
+// A buffer for timed read passes: `buffer_bytes` cut into one page-aligned slice per thread,
+// each first-touched by the thread that reads it. Kept between passes, so repeated probes (between
+// a workload's steps) pay the page faults once.
+class ReadBuffer {
+ public:
+  ReadBuffer(int threads, int64_t buffer_bytes);
+  ~ReadBuffer();
+  ReadBuffer(const ReadBuffer&) = delete;
+  ReadBuffer& operator=(const ReadBuffer&) = delete;
+  // `passes` passes over the whole buffer, every thread its slice (the read of StreamReadSum:
+  // four streams in lockstep per thread); GB/s (1e9 bytes/s) of each.
+  std::vector<double> read_passes(int passes);
+  int64_t bytes() const { return slice_ * threads_; }
+
+ private:
+  int threads_;
+  int64_t slice_;
+  float* base_;
+  std::vector<double> sums_;
+};
+
 // Streams a `buffer_bytes` buffer (each thread reads its own contiguous slice, first-touched by
 // that thread) `passes` times after one untimed warm-up pass.
 BandwidthProbe measure_read_bandwidth(int threads, int64_t buffer_bytes, int passes);

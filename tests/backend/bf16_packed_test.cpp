@@ -1,6 +1,7 @@
 // The packed bf16 weights of matmul_bf16_packed.h ("bf16 pairs"): the layout against the header's
 // description, the kernel against a plain scalar reference on bf16-rounded operands (odd k, tails,
-// one row, rows not multiples of 16, sub-ranges), decode and prefill giving the same bits, and the
+// one row, rows not multiples of 16, sub-ranges), decode and prefill giving the same bits, decode
+// with its weight streams in lockstep giving one stream's bits, and the
 // CPU backend with --matmul-precision bf16 packing, multiplying and looking rows up through it.
 // The kernel exists for one SIMD target, AVX512-BF16; other CPUs keep the rows and the f32 path
 // (the tests skip there, saying so).
@@ -19,6 +20,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/matmul_bf16_dot.h"
 #include "backend/cpu/matmul_bf16_packed.h"
+#include "backend/cpu/quant_matmul.h"
 #include "infera/tensor.h"
 #include "ops/backend.h"
 
@@ -204,6 +206,71 @@ TEST(Bf16Packed, DecodeAndPrefillGiveTheSameBits) {
   }
 }
 
+// Decode (n < 4) with the weight groups read as S distant streams in lockstep (2, 4, 8; any other
+// count: the adjacent tiles): every output the same bits as with one stream, within the scalar
+// reference's bound, nothing written outside the range. Ranges start and end mid-group, leave
+// whole groups over (not a multiple of S) and are shorter than S groups.
+TEST(Bf16Packed, DecodeStreamsInLockstepGiveTheSameBitsAsOneStream) {
+  if (!cpu::has_bf16_dot()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  int lockstep_cases = 0;
+  for (auto [m, k] : {std::pair<int64_t, int64_t>{16 * 37 + 5, 33},
+                      {16 * 40, 256},
+                      {16 * 9, 2},
+                      {16 * 3 + 1, 64},
+                      {16 * 70, 1}}) {
+    const auto w = random_weights(m, k, uint32_t(m + k));
+    const auto p = packed(w, m, k);
+    for (int64_t n : {1, 2, 3}) {
+      const auto x = random_rows(n, k, uint32_t(n * 3 + 1));
+      std::vector<uint16_t> xb(size_t(n * cpu::bf16_pairs_width(k)));
+      cpu::round_rows_to_bf16_pairs(x.data(), n, k, xb.data());
+      const Reference r = reference(x, n, w, m, k);
+      for (auto [jb, je] : {std::pair<int64_t, int64_t>{0, m},
+                            {5, m - 7},
+                            {48, std::min<int64_t>(m, 16 * 30)},
+                            {m / 2 + 3, m},
+                            {16, 16 * 3 + 2},
+                            {7, 9}}) {
+        if (jb < 0 || jb >= je || je > m) continue;
+        for (int64_t col0 : {int64_t{0}, jb}) {
+          const int64_t ldo = m + 3 - col0;
+          const float nan = std::numeric_limits<float>::quiet_NaN();
+          std::vector<float> one(size_t(n * ldo), nan);
+          cpu::matmul_rows_bf16_pairs(xb.data(), n, k, p.data(), jb, je, one.data(), ldo, col0, 1);
+          for (int streams : {2, 4, 8, 3, 0}) {
+            std::vector<float> out(size_t(n * ldo), nan);
+            cpu::matmul_rows_bf16_pairs(xb.data(), n, k, p.data(), jb, je, out.data(), ldo, col0,
+                                        streams);
+            const int64_t whole = je / 16 - (jb + 15) / 16;
+            if ((streams == 2 || streams == 4 || streams == 8) && whole >= streams)
+              ++lockstep_cases;
+            const std::string what = "m " + std::to_string(m) + " k " + std::to_string(k) + " n " +
+                                     std::to_string(n) + " rows [" + std::to_string(jb) + ", " +
+                                     std::to_string(je) + ") col0 " + std::to_string(col0) +
+                                     " streams " + std::to_string(streams);
+            for (int64_t i = 0; i < n; ++i)
+              for (int64_t c = 0; c < ldo; ++c) {
+                const float got = out[size_t(i * ldo + c)];
+                const int64_t j = c + col0;
+                if (j < jb || j >= je) {
+                  ASSERT_TRUE(std::isnan(got)) << what << ": wrote column " << j;
+                  continue;
+                }
+                const size_t at = size_t(i * m + j);
+                ASSERT_LE(std::fabs(double(got) - r.want[at]), r.bound[at])
+                    << what << " out[" << i << "][" << j << "] = " << got << " want " << r.want[at];
+                ASSERT_EQ(std::memcmp(&got, &one[size_t(i * ldo + c)], 4), 0)
+                    << what << " out[" << i << "][" << j << "] = " << got << ", one stream "
+                    << one[size_t(i * ldo + c)];
+              }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(lockstep_cases, 200);
+}
+
 struct RepackEnv {
   explicit RepackEnv(const char* value) {
     if (value)
@@ -264,6 +331,125 @@ TEST(Bf16Packed, BackendPacksMultipliesAndLooksRowsUp) {
                       from_bf16(w[size_t(ids[i] * k + p)]))
                 << what << " embedding row " << ids[i] << " element " << p;
       }
+}
+
+// The backend's decode matmul reads INFERA_CPU_GEMV_STREAMS (set_quant_gemv_streams here) for
+// packed bf16 weights too: every setting gives the bits of one stream, on 1 and 2 threads, for a
+// whole weight and a view starting mid-group.
+TEST(Bf16Packed, BackendDecodeIsTheSameWhateverTheStreams) {
+  if (!cpu::has_bf16_dot()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  const int64_t m = 16 * 41 + 9, k = 96;
+  auto w = random_weights(m, k, 41);
+  const Tensor host("w", DType::BF16, {m, k}, Device::CPU, w.data(), nullptr);
+  struct Restore {
+    ~Restore() { cpu::set_quant_gemv_streams(0); }
+  } restore;
+  for (int threads : {1, 2}) {
+    auto backend =
+        make_cpu_backend(threads, PackedAttentionSchedule::Windowed, MatmulPrecision::BF16);
+    const Tensor pw = backend->prepare_weight(host);
+    ASSERT_NE(pw.data(), host.data()) << "not packed";
+    for (auto [r0, rows] : {std::pair<int64_t, int64_t>{0, m}, {13, 600}})
+      for (int64_t n : {1, 2, 3}) {
+        const Tensor view = rows == m ? pw : pw.rows(r0, rows);
+        const auto x = random_rows(n, k, uint32_t(n + 50));
+        const Tensor xt("x", DType::F32, {n, k}, Device::CPU, const_cast<float*>(x.data()),
+                        nullptr);
+        const Reference r = reference(x, n, w, m, k);
+        std::vector<float> first;
+        for (int streams : {1, 0, 2, 4, 8}) {
+          cpu::set_quant_gemv_streams(streams);
+          Tensor out = backend->alloc("out", DType::F32, {n, rows});
+          backend->matmul(xt, view, out);
+          const float* o = out.data_as<float>();
+          const std::string what = "threads " + std::to_string(threads) + " rows " +
+                                   std::to_string(r0) + "+" + std::to_string(rows) + " n " +
+                                   std::to_string(n) + " streams " + std::to_string(streams);
+          for (int64_t i = 0; i < n; ++i)
+            for (int64_t j = 0; j < rows; ++j) {
+              const size_t at = size_t(i * m + r0 + j);
+              ASSERT_LE(std::fabs(double(o[i * rows + j]) - r.want[at]), r.bound[at])
+                  << what << " out[" << i << "][" << j << "]";
+            }
+          if (streams == 1)
+            first.assign(o, o + n * rows);
+          else
+            ASSERT_EQ(std::memcmp(o, first.data(), first.size() * 4), 0) << what;
+        }
+      }
+  }
+}
+
+// matmul_multi (q/k/v) and matmul_swiglu (gate/up) on packed weights run as one parallel section
+// with x rounded once (CpuBackend::bf16_packed_multi): bit for bit the separate matmuls and the
+// swiglu op, at decode and prefill sizes, on 1 and 2 threads, whole weights and row views (views
+// of different first rows take the separate ops: same bits either way).
+TEST(Bf16Packed, FusedMultiAndSwigluAreTheSeparateOpsBitForBit) {
+  if (!cpu::has_bf16_dot()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  const int64_t k = 136, mq = 16 * 13 + 3, mkv = 16 * 5, mf = 16 * 21 + 7;
+  const auto wq = random_weights(mq, k, 61), wk = random_weights(mkv, k, 62),
+             wv = random_weights(mkv, k, 63), wg = random_weights(mf, k, 64),
+             wu = random_weights(mf, k, 65), wgu = random_weights(2 * mf, k, 66);
+  auto host = [k](const char* name, const std::vector<uint16_t>& w, int64_t m) {
+    return Tensor(name, DType::BF16, {m, k}, Device::CPU, const_cast<uint16_t*>(w.data()), nullptr);
+  };
+  for (int threads : {1, 2}) {
+    auto backend =
+        make_cpu_backend(threads, PackedAttentionSchedule::Windowed, MatmulPrecision::BF16);
+    const Tensor q = backend->prepare_weight(host("q", wq, mq));
+    const Tensor kk = backend->prepare_weight(host("k", wk, mkv));
+    const Tensor v = backend->prepare_weight(host("v", wv, mkv));
+    const Tensor g = backend->prepare_weight(host("g", wg, mf));
+    const Tensor u = backend->prepare_weight(host("u", wu, mf));
+    const Tensor gu = backend->prepare_weight(host("gu", wgu, 2 * mf));
+    ASSERT_NE(q.data(), wq.data()) << "not packed";
+    for (int64_t n : {1, 2, 3, 5, 17}) {
+      const std::string what = "threads " + std::to_string(threads) + " n " + std::to_string(n);
+      const auto x = random_rows(n, k, uint32_t(70 + n));
+      const Tensor xt("x", DType::F32, {n, k}, Device::CPU, const_cast<float*>(x.data()), nullptr);
+      auto same = [&](const Tensor& a, const Tensor& b, const std::string& which) {
+        ASSERT_EQ(a.numel(), b.numel());
+        ASSERT_EQ(std::memcmp(a.data(), b.data(), size_t(a.numel()) * 4), 0)
+            << what << " " << which;
+      };
+      // q / k / v: fused against one matmul each.
+      Tensor oq = backend->alloc("oq", DType::F32, {n, mq}),
+             ok = backend->alloc("ok", DType::F32, {n, mkv}),
+             ov = backend->alloc("ov", DType::F32, {n, mkv});
+      const Tensor* ws[] = {&q, &kk, &v};
+      Tensor* outs[] = {&oq, &ok, &ov};
+      backend->matmul_multi(xt, ws, outs);
+      for (int i = 0; i < 3; ++i) {
+        Tensor one = backend->alloc("one", DType::F32, {n, ws[i]->dim(0)});
+        backend->matmul(xt, *ws[i], one);
+        same(*outs[i], one, "multi " + std::to_string(i));
+        // and within the reference bound (the fused path is not merely self-consistent)
+        const auto& wi = i == 0 ? wq : i == 1 ? wk : wv;
+        const Reference r = reference(x, n, wi, ws[i]->dim(0), k);
+        for (int64_t e = 0; e < outs[i]->numel(); ++e)
+          ASSERT_LE(std::fabs(double(outs[i]->data_as<float>()[e]) - r.want[size_t(e)]),
+                    r.bound[size_t(e)])
+              << what << " multi " << i << " element " << e;
+      }
+      // gate / up: whole weights, then two views of one packed weight (same first-row offset
+      // within a group: 0 and mf are 16 * 21 + 7 apart, so the second view starts mid-group and
+      // the pair takes the separate ops).
+      for (int variant = 0; variant < 2; ++variant) {
+        const Tensor wgate = variant == 0 ? g : gu.rows(0, mf);
+        const Tensor wup = variant == 0 ? u : gu.rows(mf, mf);
+        Tensor gate = backend->alloc("gate", DType::F32, {n, mf}),
+               up = backend->alloc("up", DType::F32, {n, mf});
+        backend->matmul_swiglu(xt, wgate, wup, gate, up);
+        Tensor g1 = backend->alloc("g1", DType::F32, {n, mf}),
+               u1 = backend->alloc("u1", DType::F32, {n, mf}),
+               s1 = backend->alloc("s1", DType::F32, {n, mf});
+        backend->matmul(xt, wgate, g1);
+        backend->matmul(xt, wup, u1);
+        backend->swiglu(g1, u1, s1);
+        same(gate, s1, "swiglu variant " + std::to_string(variant));
+      }
+    }
+  }
 }
 
 // ModernBERT splits its fused Wqkv / Wi by rows (Tensor::rows) after prepare_weight: a row view

@@ -334,7 +334,7 @@ class Bench(CliTestCase):
 
     ARGS = ["--prefill", "8,16", "--decode-context", "8", "--decode-steps", "3", "--repeats", "2", "--warmup", "1",
             "--bandwidth-mib", "8", "--bandwidth-passes", "2", "--interleaved-passes", "1", "--fma-samples", "1",
-            "--threads", "2"]
+            "--decode-probe-steps", "2", "--decode-probe-passes", "1", "--threads", "2"]
 
     def test_result_file(self):
         with tempfile.TemporaryDirectory() as d:
@@ -396,6 +396,32 @@ class Bench(CliTestCase):
         self.assertEqual(len(m["decode.8.bandwidth_roofline_fraction"]["samples"]), 2)
         # Work per token from the fixture's shapes: 2 layers x K and V x 2 heads x 16 dims x f32.
         self.assertEqual(j["derived"]["cost_model"]["kv_bytes_per_position"], 2 * 2 * 2 * 16 * 4)
+
+        # Probes between decode steps: 3 steps in blocks of 2 and 1, a probe before each repeat's
+        # first block and after every block; each block's fraction = its tokens/s (from its steps'
+        # own times) x its mean bytes per token / the mean of the probes either side of it.
+        probes = m["decode.8.adjacent_bandwidth_gbs"]["samples"]
+        speeds = m["decode.8.block_tokens_per_second"]["samples"]
+        fractions = m["decode.8.adjacent_roofline_fraction"]["samples"]
+        self.assertEqual((len(probes), len(speeds), len(fractions)), (2 * 3, 2 * 2, 2 * 2))
+        cost = j["derived"]["cost_model"]
+        steps = m["decode.8.step_seconds"]["samples"]
+        for r in range(2):
+            for b, (first, count) in enumerate([(0, 2), (2, 1)]):
+                i = 2 * r + b
+                speed = count / sum(steps[3 * r + first:3 * r + first + count])
+                self.assertAlmostEqual(speeds[i], speed, delta=1e-9 * speed)
+                bytes_per_token = sum(cost["weight_bytes_per_decode_token"] +
+                                      cost["kv_bytes_per_position"] * (8 + first + s + 1)
+                                      for s in range(count)) / count
+                bandwidth = (probes[3 * r + b] + probes[3 * r + b + 1]) / 2 * 1e9
+                want = speed * bytes_per_token / bandwidth
+                self.assertAlmostEqual(fractions[i], want, delta=1e-9 * want)
+        adjacent = roof["decode"]["8"]["adjacent_probes"]
+        self.assertEqual(adjacent["blocks"], 4)
+        self.assertAlmostEqual(adjacent["fraction_min"], min(fractions), places=12)
+        self.assertAlmostEqual(adjacent["fraction_max"], max(fractions), places=12)
+        self.assertEqual(j["config"]["decode_probe_buffer_bytes"], 8 << 20)
 
     def test_bf16_matmuls_are_held_to_the_bf16_dot_peak(self):
         # bf16 weights run vdpbf16ps where the CPU has AVX512-BF16 (bench's default precision, bf16),

@@ -88,6 +88,19 @@ void derive_rooflines(bench::BenchResult& result, const LmCostModel& cost,
     add_paired_fraction(result, metric,
                         "decode." + std::to_string(c) + ".bandwidth_roofline_fraction", bytes,
                         bandwidths);
+    // Blocks of steps against the probes on either side of each (cmd_bench.cpp): the fraction
+    // least moved by the machine's bandwidth swings; its spread says how much they moved.
+    const std::string p = "decode." + std::to_string(c) + ".";
+    if (const bench::Metric* f = result.find_metric(p + "adjacent_roofline_fraction")) {
+      const bench::Summary s = f->summary();
+      d["roofline"]["decode"][std::to_string(c)]["adjacent_probes"] = {
+          {"blocks", s.count},
+          {"fraction_p50", json_number(s.p50)},
+          {"fraction_min", json_number(s.min)},
+          {"fraction_max", json_number(s.max)},
+          {"bandwidth_gbs_p50", json_number(p50(result, p + "adjacent_bandwidth_gbs"))},
+          {"block_tokens_per_second_p50", json_number(p50(result, p + "block_tokens_per_second"))}};
+    }
   }
   for (int64_t n : prefill) {
     const double flops = cost.prefill_flops(n);

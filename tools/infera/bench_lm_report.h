@@ -20,7 +20,9 @@ namespace infera::cli {
 // "prefill.<n>.matmul_peak_fraction": repeat r's speed against probe r, a ratio measured under the
 // same machine load. Prefill's headline fraction ("fractions", "fraction_of_matmul_peak") is of
 // the matmul instruction's peak ("machine.matmul_peak_gflops", its kind in
-// config.machine_probe.matmul_peak_kind); the f32 FMA one stays beside it.
+// config.machine_probe.matmul_peak_kind); the f32 FMA one stays beside it. Where decode ran with
+// probes between its steps ("decode.<c>.adjacent_roofline_fraction"), roofline.decode.<c> gets
+// "adjacent_probes": the median, min and max of those per-block fractions.
 void derive_rooflines(bench::BenchResult& result, const LmCostModel& cost,
                       const std::vector<int64_t>& prefill, const std::vector<int64_t>& contexts,
                       int64_t decode_steps, const std::vector<bench::ProbeReading>& per_repeat);

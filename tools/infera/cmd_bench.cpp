@@ -51,6 +51,8 @@ struct BenchOptions {
   int64_t bandwidth_mib = 0;  // 0: bench::default_bandwidth_buffer_bytes()
   int bandwidth_passes = 10;
   int interleaved_passes = 3;
+  int64_t decode_probe_steps = 16;  // 0: no probes between decode steps
+  int decode_probe_passes = 2;
   int fma_samples = 5;
   std::string out_dir = "bench/results";
   std::string out;
@@ -154,6 +156,54 @@ void record_decode(BenchResult& r, int64_t context, const std::vector<StageSecon
       .samples.push_back(sum.postprocess / n);
 }
 
+// Decode in blocks of --decode-probe-steps with a short bandwidth probe (--decode-probe-passes
+// over a --bandwidth-mib buffer held through the run) before the first block and after each: the
+// machine's bandwidth swings within a run on a shared VM (33-87 GB/s seen in one run), so each
+// block is held to the probes on either side of it. Block b's fraction of the roofline = its
+// tokens/s x its bytes per token / the mean of those two probes
+// (decode.<c>.adjacent_roofline_fraction, one sample per block; the probes' samples in
+// decode.<c>.adjacent_bandwidth_gbs, the blocks' speeds in decode.<c>.block_tokens_per_second).
+// The probes run between steps, outside every step's timing.
+std::vector<StageSeconds> decode_with_adjacent_probes(const BenchOptions& o, int64_t context,
+                                                      LmBenchAdapter& lm,
+                                                      bench::MachineMonitor& monitor,
+                                                      BenchResult& result) {
+  const std::string p = "decode." + std::to_string(context) + ".";
+  result.series(p + "tokens_per_second", "tokens/s", true);  // first in the table, as without
+  bench::Metric& probes = result.series(p + "adjacent_bandwidth_gbs", "GB/s", true, false);
+  bench::Metric& speeds = result.series(p + "block_tokens_per_second", "tokens/s", true, false);
+  bench::Metric& fractions = result.series(p + "adjacent_roofline_fraction", "fraction", true);
+  const auto probe_gbs = [&] {
+    const std::vector<double> s = monitor.adjacent_bandwidth(o.decode_probe_passes);
+    probes.samples.insert(probes.samples.end(), s.begin(), s.end());
+    double sum = 0;
+    for (double v : s) sum += v;
+    return sum / static_cast<double>(s.size());
+  };
+  monitor.begin_adjacent();  // the probe buffer allocated and touched outside the timings
+  double before = probe_gbs();
+  std::vector<StageSeconds> steps;
+  for (int64_t done = 0; done < o.decode_steps;) {
+    const int64_t b = std::min(o.decode_probe_steps, o.decode_steps - done);
+    const std::vector<StageSeconds> block = lm.run_decode_steps(b);
+    double seconds = 0, bytes = 0;
+    for (int64_t s = 0; s < b; ++s) {
+      seconds += block[static_cast<size_t>(s)].total();
+      bytes += lm.cost().decode_bytes(context + done + s + 1);  // step s reads c + s + 1 positions
+    }
+    const double after = probe_gbs();
+    const double tokens_per_second = static_cast<double>(b) / seconds;
+    speeds.samples.push_back(tokens_per_second);
+    fractions.samples.push_back(tokens_per_second * (bytes / static_cast<double>(b)) /
+                                ((before + after) / 2 * 1e9));
+    steps.insert(steps.end(), block.begin(), block.end());
+    before = after;
+    done += b;
+  }
+  monitor.end_adjacent();
+  return steps;
+}
+
 void run_bench(const BenchOptions& o, const std::string& command_line) {
   if (o.threads < 0) throw InvalidArgument("--threads must not be negative");
   const int threads = o.threads > 0
@@ -217,7 +267,10 @@ void run_bench(const BenchOptions& o, const std::string& command_line) {
                           {"repeats", o.repeats},
                           {"warmup", o.warmup},
                           {"prefill_chunk", o.prefill_chunk},
-                          {"interleaved_passes", o.interleaved_passes}});
+                          {"interleaved_passes", o.interleaved_passes},
+                          {"decode_probe_steps", o.decode_probe_steps},
+                          {"decode_probe_passes", o.decode_probe_passes},
+                          {"decode_probe_buffer_bytes", monitor.buffer_bytes()}});
 
   LmBenchAdapter lm(*m.model, kv);
   std::set<int64_t> lengths(o.prefill.begin(), o.prefill.end());
@@ -240,7 +293,10 @@ void run_bench(const BenchOptions& o, const std::string& command_line) {
                measured ? iteration - o.warmup + 1 : iteration + 1, static_cast<long long>(n),
                t.total(), n / t.total());
       if (decode) {
-        const std::vector<StageSeconds> steps = lm.run_decode_steps(o.decode_steps);
+        const std::vector<StageSeconds> steps =
+            measured && probe && o.decode_probe_steps > 0
+                ? decode_with_adjacent_probes(o, n, lm, monitor, result)
+                : lm.run_decode_steps(o.decode_steps);
         if (measured) record_decode(result, n, steps);
         double sum = 0;
         for (const StageSeconds& s : steps) sum += s.total();
@@ -360,6 +416,15 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--interleaved-passes", o->interleaved_passes,
                   "Bandwidth passes (and one FMA sample) after every repeat; 0: none")
       ->check(CLI::Range(0, 10000))
+      ->capture_default_str();
+  cmd->add_option("--decode-probe-steps", o->decode_probe_steps,
+                  "A short bandwidth probe before and every this many measured decode steps, each "
+                  "block of steps held to the probes beside it; 0: none")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20))
+      ->capture_default_str();
+  cmd->add_option("--decode-probe-passes", o->decode_probe_passes,
+                  "Bandwidth passes of each probe between decode steps")
+      ->check(CLI::Range(1, 10000))
       ->capture_default_str();
   cmd->add_option("--fma-samples", o->fma_samples,
                   "FMA peak samples (0.2 s each) before and after the model runs")

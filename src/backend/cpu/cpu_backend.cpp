@@ -217,9 +217,71 @@ class CpuBackend final : public Backend {
     return true;
   }
 
+  // Packed bf16 weights only (--matmul-precision bf16): x rounded to bf16 once and every weight's
+  // groups in one parallel section, each thread its share of each weight (with `swiglu`, gate =
+  // silu(gate) * up on its rows right after them), instead of a section and a rounding per
+  // weight and a separate swiglu op. Each output is the one matmul()'s kernel computes, whatever
+  // the split (matmul_bf16_packed.h), so the bits are the separate ops' (tested). False when
+  // that path does not apply; INFERA_CPU_FUSED_BF16=0 turns it off (the separate ops).
+  bool bf16_packed_multi(const Tensor& x, std::span<const Tensor* const> ws,
+                         std::span<Tensor* const> outs, bool swiglu) {
+    static const bool enabled = [] {
+      const char* e = std::getenv("INFERA_CPU_FUSED_BF16");
+      return !(e && std::string(e) == "0");
+    }();
+    if (!enabled || !bf16_dot_ || ws.size() != outs.size() || ws.empty() || ws.size() > 4)
+      return false;
+    const int64_t n = row_count(x), k = row_width(x);
+    if (n <= 0) return false;
+    struct Job {
+      const uint16_t* w;
+      int64_t r0, m;
+      float* out;
+    } jobs[4];
+    int64_t max_groups = 0;
+    for (size_t i = 0; i < ws.size(); ++i) {
+      if (ws[i]->dtype() != DType::BF16) return false;
+      const int64_t m = check_matmul(x, *ws[i], *outs[i]);
+      const void* packed = nullptr;
+      int64_t r0 = 0;
+      if (repacked_.layout_of(*ws[i], &packed, &r0) != cpu::WeightLayout::Bf16Pairs) return false;
+      jobs[i] = {static_cast<const uint16_t*>(packed), r0, m, outs[i]->data_as<float>()};
+      max_groups = std::max(max_groups, (m + cpu::kBf16GroupRows - 1) / cpu::kBf16GroupRows);
+    }
+    // The fused SwiGLU needs gate's and up's rows on the same thread: the same split.
+    if (swiglu && (ws.size() != 2 || jobs[0].m != jobs[1].m || jobs[0].r0 != jobs[1].r0))
+      return false;
+    bf16_rows_.resize(static_cast<size_t>(n * cpu::bf16_pairs_width(k)));
+    cpu::round_rows_to_bf16_pairs(x.data_as<float>(), n, k, bf16_rows_.data());
+    const int setting = cpu::quant_gemv_streams();
+    const int streams = setting == 0 ? cpu::kAutoBf16GemvStreams : setting;
+    const int64_t threads = std::min<int64_t>(pool_.size(), max_groups);
+    pool_.parallel_for(threads, 1, [&](int64_t t_begin, int64_t t_end) {
+      for (int64_t t = t_begin; t < t_end; ++t)
+        for (size_t i = 0; i < ws.size(); ++i) {
+          const Job& j = jobs[i];
+          const int64_t g0 = j.r0 / cpu::kBf16GroupRows;
+          const int64_t groups = (j.r0 + j.m + cpu::kBf16GroupRows - 1) / cpu::kBf16GroupRows - g0;
+          const int64_t j_begin = std::max(j.r0, (g0 + groups * t / threads) * cpu::kBf16GroupRows);
+          const int64_t j_end =
+              std::min(j.r0 + j.m, (g0 + groups * (t + 1) / threads) * cpu::kBf16GroupRows);
+          if (j_begin >= j_end) continue;
+          cpu::matmul_rows_bf16_pairs(bf16_rows_.data(), n, k, j.w, j_begin, j_end, j.out, j.m,
+                                      j.r0, streams);
+          if (swiglu && i == 1)  // gate = silu(gate) * up on these rows, as the swiglu op
+            for (int64_t row = 0; row < n; ++row) {
+              float* g = jobs[0].out + row * j.m + (j_begin - j.r0);
+              cpu::silu_mul_f32(g, j.out + row * j.m + (j_begin - j.r0), g, j_end - j_begin);
+            }
+        }
+    });
+    return true;
+  }
+
   void matmul_multi(const Tensor& x, std::span<const Tensor* const> ws,
                     std::span<Tensor* const> outs) override {
-    if (!quantized_decode(x, ws, outs, false)) Backend::matmul_multi(x, ws, outs);
+    if (!quantized_decode(x, ws, outs, false) && !bf16_packed_multi(x, ws, outs, false))
+      Backend::matmul_multi(x, ws, outs);
   }
 
   void matmul_swiglu(const Tensor& x, const Tensor& w_gate, const Tensor& w_up, Tensor& gate,
@@ -227,7 +289,7 @@ class CpuBackend final : public Backend {
     const Tensor* ws[] = {&w_gate, &w_up};
     Tensor* outs[] = {&gate, &up};
     if (w_gate.rank() == 2 && w_up.rank() == 2 && w_gate.dim(0) == w_up.dim(0) &&
-        quantized_decode(x, ws, outs, true))
+        (quantized_decode(x, ws, outs, true) || bf16_packed_multi(x, ws, outs, true)))
       return;
     Backend::matmul_swiglu(x, w_gate, w_up, gate, up);
   }
@@ -275,10 +337,13 @@ class CpuBackend final : public Backend {
     cpu::round_rows_to_bf16_pairs(xs, n, k, bf16_rows_.data());
     const int64_t g0 = r0 / cpu::kBf16GroupRows;
     const int64_t groups = (r0 + m + cpu::kBf16GroupRows - 1) / cpu::kBf16GroupRows - g0;
+    // The decode's weight streams in lockstep: INFERA_CPU_GEMV_STREAMS, as the quantized GEMVs.
+    const int setting = cpu::quant_gemv_streams();
+    const int streams = setting == 0 ? cpu::kAutoBf16GemvStreams : setting;
     pool_.parallel_for(groups, 1, [&](int64_t begin, int64_t end) {
       const int64_t j_begin = std::max(r0, (g0 + begin) * cpu::kBf16GroupRows);
       const int64_t j_end = std::min(r0 + m, (g0 + end) * cpu::kBf16GroupRows);
-      cpu::matmul_rows_bf16_pairs(bf16_rows_.data(), n, k, w, j_begin, j_end, os, m, r0);
+      cpu::matmul_rows_bf16_pairs(bf16_rows_.data(), n, k, w, j_begin, j_end, os, m, r0, streams);
     });
   }
 

@@ -58,8 +58,40 @@ INFERA_BF16_TARGET void tile(const uint16_t* x, int64_t kp, const uint16_t* w, f
   }
 }
 
+// Decode in lockstep: S distant streams of one group each. Group s is w + s * wstride and its 16
+// outputs go to out + s * ostride (all stored: the caller hands whole groups only). Each output
+// keeps its one accumulator taking the pairs in order: the same bits as tile<NX, NG> (tested).
+// One group per stream, not the adjacent tile's 8: reading the packed layout, 1 thread read ~40
+// GB/s with 2-5 distant one-group streams, 34-35 with 8 adjacent groups (32 KB apart) or 8
+// distant ones, 36 with 4 x 2 adjacent (CPU time; docs/notes/2026-12-01/issue-8-cpudec.md).
+template <int NX, int S>
+INFERA_BF16_TARGET void stream_tile(const uint16_t* x, int64_t kp, const uint16_t* w,
+                                    int64_t wstride, float* out, int64_t ldo, int64_t ostride) {
+  const int64_t pairs = kp / 2;
+  const uint16_t* wg[S];
+  for (int s = 0; s < S; ++s) wg[s] = w + s * wstride;
+  __m512 acc[NX][S];
+  for (int i = 0; i < NX; ++i)
+    for (int s = 0; s < S; ++s) acc[i][s] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < pairs; ++p) {
+    __m512bh wv[S];
+    for (int s = 0; s < S; ++s)
+      wv[s] = (__m512bh)_mm512_loadu_si512(wg[s] + p * 2 * kBf16GroupRows);
+    for (int i = 0; i < NX; ++i) {
+      int32_t pair;
+      std::memcpy(&pair, x + i * kp + 2 * p, sizeof pair);
+      const __m512bh xv = (__m512bh)_mm512_set1_epi32(pair);
+      for (int s = 0; s < S; ++s) acc[i][s] = _mm512_dpbf16_ps(acc[i][s], xv, wv[s]);
+    }
+  }
+  for (int i = 0; i < NX; ++i)
+    for (int s = 0; s < S; ++s) _mm512_storeu_ps(out + i * ldo + s * ostride, acc[i][s]);
+}
+
 using TileFn = void (*)(const uint16_t*, int64_t, const uint16_t*, float*, int64_t, int64_t,
                         int64_t);
+using StreamTileFn = void (*)(const uint16_t*, int64_t, const uint16_t*, int64_t, float*, int64_t,
+                              int64_t);
 
 template <int NX, int... G>
 constexpr std::array<TileFn, kMaxG> tiles_for_rows(std::integer_sequence<int, G...>) {
@@ -72,6 +104,14 @@ constexpr std::array<std::array<TileFn, kMaxG>, kMaxX> make_tiles(
 }
 // kTiles[nx - 1][ng - 1] = tile<nx, ng>.
 constexpr auto kTiles = make_tiles(std::make_integer_sequence<int, kMaxX>{});
+
+// kStreamTiles[nx - 1][log2(S) - 1] = stream_tile<nx, S>, S = 2, 4, 8.
+template <int NX>
+constexpr std::array<StreamTileFn, 3> stream_tiles_for_rows() {
+  return {&stream_tile<NX, 2>, &stream_tile<NX, 4>, &stream_tile<NX, 8>};
+}
+constexpr std::array<std::array<StreamTileFn, 3>, kDecodeRows - 1> kStreamTiles = {
+    stream_tiles_for_rows<1>(), stream_tiles_for_rows<2>(), stream_tiles_for_rows<3>()};
 
 }  // namespace
 
@@ -124,7 +164,8 @@ INFERA_BF16_TARGET void round_rows_to_bf16_pairs(const float* src, int64_t n, in
 }
 
 void matmul_rows_bf16_pairs(const uint16_t* x, int64_t n, int64_t k, const uint16_t* w,
-                            int64_t j_begin, int64_t j_end, float* out, int64_t ldo, int64_t col0) {
+                            int64_t j_begin, int64_t j_end, float* out, int64_t ldo, int64_t col0,
+                            int streams) {
   if (n <= 0 || j_end <= j_begin) return;
   const int64_t kp = bf16_pairs_width(k), group = kp * kBf16GroupRows;
   const int64_t g_begin = j_begin / kBf16GroupRows;
@@ -135,9 +176,26 @@ void matmul_rows_bf16_pairs(const uint16_t* x, int64_t n, int64_t k, const uint1
         x + i * kp, kp, w + g * group, out + i * ldo + (first - col0), ldo, first - j0,
         std::min(j_end, j0 + ng * kBf16GroupRows) - j0);
   };
+  // Groups [a, b) kDecodeG at a time, adjacent (one stream of kDecodeG 32 KB-apart reads).
+  auto adjacent = [&](int64_t a, int64_t b) {
+    for (int64_t g = a; g < b; g += kDecodeG)
+      run(0, static_cast<int>(n), g, static_cast<int>(std::min<int64_t>(kDecodeG, b - g)));
+  };
   if (n < kDecodeRows) {  // decode: each weight group streamed once for the few rows
-    for (int64_t g = g_begin; g < g_end; g += kDecodeG)
-      run(0, static_cast<int>(n), g, static_cast<int>(std::min<int64_t>(kDecodeG, g_end - g)));
+    const int64_t full_begin = (j_begin + kBf16GroupRows - 1) / kBf16GroupRows;
+    const int64_t full_end = j_end / kBf16GroupRows;
+    const int s_index = streams == 2 ? 0 : streams == 4 ? 1 : streams == 8 ? 2 : -1;
+    const int64_t per_group =
+        s_index < 0 ? 0 : std::max<int64_t>(0, full_end - full_begin) / streams;
+    if (per_group == 0) return adjacent(g_begin, g_end);
+    // Lockstep: the whole groups cut into `streams` ranges of per_group groups, one group of each
+    // per tile; partial edge groups and the leftover whole groups through the adjacent tiles.
+    if (g_begin < full_begin) adjacent(g_begin, full_begin);
+    const StreamTileFn fn = kStreamTiles[static_cast<size_t>(n - 1)][static_cast<size_t>(s_index)];
+    for (int64_t g = full_begin; g < full_begin + per_group; ++g)
+      fn(x, kp, w + g * group, per_group * group, out + (g * kBf16GroupRows - col0), ldo,
+         per_group * kBf16GroupRows);
+    adjacent(full_begin + streams * per_group, g_end);
     return;
   }
   // A block of kPrefillG groups stays in L2 while every activation row passes over it.

@@ -34,6 +34,10 @@ inline size_t bf16_pairs_bytes(int64_t m, int64_t k) {
 
 // w [m, k] rows -> dst (bf16_pairs_bytes(m, k) bytes), padding zeroed.
 void pack_bf16_pairs(const uint16_t* w, int64_t m, int64_t k, uint16_t* dst);
+// The decode's stream count under INFERA_CPU_GEMV_STREAMS=auto (the backend's default): measured
+// fastest (docs/notes/2026-12-01/issue-8-cpudec.md).
+constexpr int kAutoBf16GemvStreams = 4;
+
 // Row `row` (< m) of a packed [m, k] weight back as its k elements.
 void bf16_pairs_row(const uint16_t* packed, int64_t k, int64_t row, uint16_t* dst);
 
@@ -46,7 +50,12 @@ void round_rows_to_bf16_pairs(const float* src, int64_t n, int64_t k, uint16_t* 
 // of the packed matrix, j_end <= its m; any range: a thread's groups, or the rows of a view),
 // x bf16 rows of stride kp = bf16_pairs_width(k) (round_rows_to_bf16_pairs), w packed [m, k] as
 // above, sums in f32 in the order the header states. col0 <= j_begin. Requires has_bf16_dot().
+// `streams` (2, 4 or 8; anything else: one) is the decode's (n < 4) weight streams in lockstep:
+// the range's whole groups cut into that many distant ranges, one group of each per step, as the
+// quantized GEMVs do (quant_matmul.h); one = 8 adjacent groups per tile. Same bits whatever the
+// count.
 void matmul_rows_bf16_pairs(const uint16_t* x, int64_t n, int64_t k, const uint16_t* w,
-                            int64_t j_begin, int64_t j_end, float* out, int64_t ldo, int64_t col0);
+                            int64_t j_begin, int64_t j_end, float* out, int64_t ldo, int64_t col0,
+                            int streams = 1);
 
 }  // namespace infera::cpu
