@@ -101,8 +101,9 @@ void CudaBackend::matmul_geglu(const Tensor& x, const Tensor& w_in, const Tensor
                                Tensor& out, Tensor& gate) {
   const char* op = "matmul_geglu";
   expect_f32(x, op);
+  INFERA_CUDA_EXPECT(out.data() != gate.data(), op, "out and gate must be different tensors");
   const int64_t n = row_count(x);
-  if (options_.fused && w_in.shape() == w_gate.shape() && out.data() != gate.data()) {
+  if (options_.fused && w_in.shape() == w_gate.shape()) {
     const Tensor* ws[] = {&w_in, &w_gate};
     Tensor* outs[] = {&out, &gate};
     if (record_skinny(x, ws, outs, kSkinnyGeglu, op)) return;
@@ -110,7 +111,6 @@ void CudaBackend::matmul_geglu(const Tensor& x, const Tensor& w_in, const Tensor
   if (!glu_bf16_applies(w_in, w_gate, n)) return Backend::matmul_geglu(x, w_in, w_gate, out, gate);
   matmul_checks(x, w_in, out);
   matmul_checks(x, w_gate, gate);
-  INFERA_CUDA_EXPECT(out.data() != gate.data(), op, "out and gate must be different tensors");
   void* shadow = shadow_buffer(out);
   record_glu_bf16(x, w_in, w_gate, out, gate, out.data_as<float>(), shadow, op, /*geglu=*/true);
   publish_shadow(out, shadow);

@@ -11,9 +11,9 @@ namespace infera::cuda {
 
 bool CudaBackend::record_skinny(const Tensor& x, std::span<const Tensor* const> ws,
                                 std::span<Tensor* const> outs, int64_t glu, const char* op) {
-  const bool swiglu = glu != 0;  // either gated unit: two weights, one output
+  const bool gated = glu != 0;  // either gated unit: two weights, one output
   if (!options_.skinny_gemm || options_.exact_f32 || ws.empty() || ws.size() != outs.size() ||
-      ws.size() > static_cast<size_t>(kGemvMaxSegments) || (swiglu && ws.size() != 2))
+      ws.size() > static_cast<size_t>(kGemvMaxSegments) || (gated && ws.size() != 2))
     return false;
   const int64_t n = row_count(x), k = row_width(x);
   if (n <= options_.gemv_max_rows || n > options_.skinny_max_rows) return false;
@@ -27,7 +27,7 @@ bool CudaBackend::record_skinny(const Tensor& x, std::span<const Tensor* const> 
     a.m[i] = w.dim(0);
   }
   a.segments = static_cast<int64_t>(ws.size());
-  a.swiglu = glu;
+  a.glu = glu;
   a.n = n;
   a.k = k;
   a.x = ws[0]->data();  // stands in for x's bf16 copy (scratch or shadow: 256-byte aligned)
@@ -36,7 +36,7 @@ bool CudaBackend::record_skinny(const Tensor& x, std::span<const Tensor* const> 
   // x as bf16: the shadow its producer wrote, or one conversion for every weight.
   OpNote nt = note(op,
                    glu == kSkinnyGeglu ? "skinny_geglu"
-                   : swiglu            ? "skinny_swiglu"
+                   : gated             ? "skinny_swiglu"
                                        : "skinny_gemm",
                    {&x, ws[0], outs[0]});
   a.x = take_shadow(x, n * k);
@@ -49,7 +49,7 @@ bool CudaBackend::record_skinny(const Tensor& x, std::span<const Tensor* const> 
     a.x = xb;
   }
   // gate's bf16 copy for the down projection, in a slot of its own: x may be the shadow slot.
-  if (swiglu && options_.bf16_shadow)
+  if (gated && options_.bf16_shadow)
     a.out_bf16 = ctx_->scratch(DeviceContext::kSkinnyGluBf16, static_cast<size_t>(n * a.m[0]) * 2);
   skinny_gemm_layout(a, ctx_->properties().multiProcessorCount, options_.skinny_ctas_per_sm,
                      options_.skinny_wide_rows);

@@ -331,23 +331,23 @@ void launch_gemv_multi(const void* args, cudaStream_t stream);
 
 // Decode-batch GEMM on bf16 tensor cores (skinny_gemm.cu) for the batches past the GEMV: bf16 x
 // [n, k] (a bf16 shadow or converted) and up to kGemvMaxSegments bf16 weights sharing it, f32
-// out; swiglu as GemvArgs (out[0] = silu(x . w[0]^T) * (x . w[1]^T), out[1] untouched), or with
-// swiglu = kSkinnyGeglu GeGLU (out[0] = gelu(x . w[0]^T) * (x . w[1]^T), matmul_geglu), with
-// out_bf16 (when set) receiving out[0] rounded to bf16. k is split over `splits` CTAs of a
-// cluster (set by skinny_gemm_layout).
+// out; with glu = kSkinnySwiglu (segments == 2, m[0] == m[1]) out[0] = silu(x . w[0]^T) *
+// (x . w[1]^T) and out[1] untouched, with glu = kSkinnyGeglu GeGLU (out[0] = gelu(x . w[0]^T) *
+// (x . w[1]^T), matmul_geglu), glu = 0 plain GEMMs; out_bf16 (when set) receives out[0] rounded
+// to bf16. k is split over `splits` CTAs of a cluster (set by skinny_gemm_layout).
 constexpr int64_t kSkinnySwiglu = 1, kSkinnyGeglu = 2;
 struct SkinnyGemmArgs {
   const void* x;
   const void* w[kGemvMaxSegments];
   float* out[kGemvMaxSegments];
   int64_t m[kGemvMaxSegments];
-  int64_t segments, swiglu;
+  int64_t segments, glu;
   int64_t n, k;
   void* out_bf16;
   int64_t splits;
   int64_t bn;  // x rows per CTA, 64 or 128
 };
-// k % 8 == 0, 16-byte aligned x and weights, 1-3 segments (swiglu: 2 of equal m).
+// k % 8 == 0, 16-byte aligned x and weights, 1-3 segments (a gated unit: 2 of equal m).
 bool skinny_gemm_supports(const SkinnyGemmArgs& a);
 // Chooses a.bn (128 past wide_rows rows) and a.splits (about ctas_per_sm CTAs per SM of the
 // sm_count, 0: no split); returns the grid's CTAs.

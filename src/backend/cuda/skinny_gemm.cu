@@ -208,7 +208,7 @@ __global__ void __launch_bounds__(kThreadsFor<BN>, 2) skinny_gemm_kernel(const S
     if (row >= m || col >= a.n) return;
     if constexpr (G == 2) {
       // As swiglu_kernel, or GeGLU as the encoder's kernels (gelu_erf).
-      v = a.swiglu == kSkinnyGeglu ? gelu_erf(v) * up : v / (1.0f + expf(-v)) * up;
+      v = a.glu == kSkinnyGeglu ? gelu_erf(v) * up : v / (1.0f + expf(-v)) * up;
       if (out_bf16) out_bf16[col * m + row] = __float2bfloat16_rn(v);
     }
     out[col * m + row] = v;
@@ -256,7 +256,7 @@ __global__ void __launch_bounds__(kThreadsFor<BN>, 2) skinny_gemm_kernel(const S
 
 int64_t m_tiles(const SkinnyGemmArgs& a) {
   int64_t t = 0;
-  for (int64_t s = 0; s < (a.swiglu ? 1 : a.segments); ++s) t += (a.m[s] + kBM - 1) / kBM;
+  for (int64_t s = 0; s < (a.glu ? 1 : a.segments); ++s) t += (a.m[s] + kBM - 1) / kBM;
   return t;
 }
 
@@ -320,7 +320,7 @@ bool skinny_gemm_supports(const SkinnyGemmArgs& a) {
   uintptr_t bits = reinterpret_cast<uintptr_t>(a.x);
   for (int64_t s = 0; s < a.segments; ++s) bits |= reinterpret_cast<uintptr_t>(a.w[s]);
   return a.n > 0 && a.k > 0 && a.k % 8 == 0 && bits % 16 == 0 && a.segments >= 1 &&
-         a.segments <= kGemvMaxSegments && (!a.swiglu || (a.segments == 2 && a.m[0] == a.m[1]));
+         a.segments <= kGemvMaxSegments && (!a.glu || (a.segments == 2 && a.m[0] == a.m[1]));
 }
 
 int64_t skinny_gemm_layout(SkinnyGemmArgs& a, int64_t sm_count, int64_t ctas_per_sm,
@@ -342,8 +342,8 @@ int64_t skinny_gemm_layout(SkinnyGemmArgs& a, int64_t sm_count, int64_t ctas_per
 
 void launch_skinny_gemm(const void* p, cudaStream_t s) {
   const auto& a = *static_cast<const SkinnyGemmArgs*>(p);
-  if (a.bn == 128) return a.swiglu ? launch_for<2, 128>(a, s) : launch_for<1, 128>(a, s);
-  return a.swiglu ? launch_for<2, 64>(a, s) : launch_for<1, 64>(a, s);
+  if (a.bn == 128) return a.glu ? launch_for<2, 128>(a, s) : launch_for<1, 128>(a, s);
+  return a.glu ? launch_for<2, 64>(a, s) : launch_for<1, 64>(a, s);
 }
 
 }  // namespace infera::cuda
