@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <deque>
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/matmul_bf16_dot.h"
@@ -136,6 +137,21 @@ std::string dims(std::initializer_list<int64_t> ds) {
 
 std::vector<double> matmul_reference(const std::vector<float>& x, const std::vector<float>& w,
                                      int n, int k, int m) {
+  // The double matmul is the harness's slowest reference (O(n k m), most of the fused-op cases'
+  // time under ASan), and the CPU backend's SIMD targets draw the same inputs in turn: results are
+  // kept for inputs seen before, matched in full (not by hash), oldest dropped past a byte cap.
+  struct Entry {
+    int n, k, m;
+    std::vector<float> x, w;
+    std::vector<double> out;
+    size_t bytes() const { return (x.size() + w.size()) * 4 + out.size() * 8; }
+  };
+  constexpr size_t kCacheBytes = size_t(192) << 20;
+  thread_local std::deque<Entry> cache;
+  thread_local size_t cached_bytes = 0;
+  for (const Entry& e : cache)
+    if (e.n == n && e.k == k && e.m == m && e.x == x && e.w == w) return e.out;
+
   std::vector<double> out(size_t(n * m));
   for (int i = 0; i < n; ++i)
     for (int j = 0; j < m; ++j) {
@@ -143,6 +159,12 @@ std::vector<double> matmul_reference(const std::vector<float>& x, const std::vec
       for (int p = 0; p < k; ++p) s += double(x[size_t(i * k + p)]) * w[size_t(j * k + p)];
       out[size_t(i * m + j)] = s;
     }
+  cache.push_back({n, k, m, x, w, out});
+  cached_bytes += cache.back().bytes();
+  while (cached_bytes > kCacheBytes && cache.size() > 1) {
+    cached_bytes -= cache.front().bytes();
+    cache.pop_front();
+  }
   return out;
 }
 
