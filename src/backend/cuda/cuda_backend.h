@@ -160,6 +160,15 @@ struct CudaOptions {
   // than skinny_wide_rows rows take 128-row x tiles instead of 64.
   int64_t skinny_ctas_per_sm = 2;
   int64_t skinny_wide_rows = 64;
+  // bf16 matmuls of stream_gemm_min_rows..stream_gemm_max_rows rows through stream_gemm.cuh's
+  // weight-streaming kernel (TMA ring + wgmma with the weights as the M side, split-k over a
+  // cluster, deterministic): one launch per weight, tried before the skinny GEMM and cuBLAS (and
+  // before the GEMV where min_rows <= gemv_max_rows). Compute capability 9.0 only.
+  // INFERA_CUDA_STREAM_GEMM=1: on; INFERA_CUDA_STREAM_GEMM_ROWS=lo:hi (or hi alone, lo =
+  // gemv_max_rows + 1), 1..256.
+  bool stream_gemm = false;
+  int64_t stream_gemm_min_rows = 0;  // 0: past the GEMV (gemv_max_rows + 1)
+  int64_t stream_gemm_max_rows = 256;
   bool profile = false;  // time each kernel with events, eagerly (INFERA_CUDA_PROFILE=1)
   // Decode-path kernels launch with programmatic dependent launch: each starts while its
   // predecessor finishes and streams its weights into L2 before waiting for it

@@ -169,6 +169,12 @@ class CudaBackend final : public Backend {
   // (gemv_max_rows, skinny_max_rows], non-bf16 weights, k % 8 != 0, unaligned): then cuBLAS.
   bool record_skinny(const Tensor& x, std::span<const Tensor* const> ws,
                      std::span<Tensor* const> outs, int64_t glu, const char* op);
+  // Records x . ws[i]^T into outs[i] for every weight through stream_gemm.cuh (one launch each,
+  // x converted to bf16 once unless its shadow is there); false, recording nothing, where it does
+  // not apply (CudaOptions::stream_gemm off, rows outside its range, non-bf16 weights, exact_f32,
+  // k % 8 != 0, not compute capability 9.0): then the next path.
+  bool record_stream(const Tensor& x, std::span<const Tensor* const> ws,
+                     std::span<Tensor* const> outs, const char* op);
 
   // bf16 shadows (CudaOptions::bf16_shadow). An op whose f32 output is a prefill-sized GEMM input
   // (add_rmsnorm's out, swiglu's, the flash attention's, ...) asks shadow_buffer(out) for a bf16

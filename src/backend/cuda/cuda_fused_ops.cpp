@@ -51,6 +51,7 @@ void CudaBackend::matmul_multi(const Tensor& x, std::span<const Tensor* const> w
     return;
   }
   expect_f32(x, op);
+  if (record_stream(x, ws, outs, op)) return;
   const int64_t k = row_width(x), n = row_count(x);
   bool one_launch = options_.fused && n <= options_.gemv_max_rows &&
                     ws.size() <= static_cast<size_t>(kGemvMaxSegments);
@@ -109,6 +110,11 @@ void CudaBackend::matmul_swiglu(const Tensor& x, const Tensor& w_gate, const Ten
     matmul(x, w_gate, gate);
     matmul(x, w_up, up);
     return swiglu(gate, up, gate);
+  }
+  {
+    const Tensor* ws[] = {&w_gate, &w_up};
+    Tensor* outs[] = {&gate, &up};
+    if (record_stream(x, ws, outs, op)) return swiglu(gate, up, gate);
   }
   if (!options_.fused || n > options_.gemv_max_rows || w_gate.dtype() != w_up.dtype()) {
     matmul_checks(x, w_gate, gate);
