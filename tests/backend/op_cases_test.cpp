@@ -68,7 +68,10 @@ TEST_P(OpHarness, Matmul) {
                              {8, 1032, 130},
                              {64, 1000, 130},
                              {255, 520, 333},
-                             {256, 3072, 96}}) {
+                             {256, 3072, 96},
+                             // 18 weight tiles: 6 splits of 3 k chunks, whose 64 rows of
+                             // partials (6 x 16) must still fit the receive buffer.
+                             {64, 1032, 1100}}) {
         HostData x = make_host_data(DType::F32, size_t(n * k), rng);
         HostData w = make_host_data(wt, size_t(m * k), rng);
         Tensor xt = to_backend(b, "x", DType::F32, {n, k}, x);

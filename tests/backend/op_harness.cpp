@@ -23,10 +23,14 @@ namespace {
 CudaOptions harness_cuda_options(const std::string& name) {
   CudaOptions o = cuda_options_from_env();
   if (name == "cuda_exact") o.exact_f32 = true;
-  if (name == "cuda_skinny") o.skinny_gemm = true;  // 9..256-row bf16 matmuls
+  if (name == "cuda_skinny") {  // 9..256-row bf16 matmuls (the stream GEMM's rows too)
+    o.skinny_gemm = true;
+    o.stream_gemm = false;
+  }
   if (name == "cuda_stream") {  // 1..256-row bf16 matmuls on the weight-streaming GEMM
     o.stream_gemm = true;
     o.stream_gemm_min_rows = 1;
+    o.stream_gemm_max_rows = 256;
   }
   if (name == "cuda_unstaged") {  // the register decode attention, and GEMMs one per launch
     o.decode_staged = false;

@@ -11,8 +11,21 @@ namespace infera::cuda {
 
 namespace {
 sgemm::StreamGemmProblem problem_of(const StreamGemmArgs& a) {
-  return {static_cast<const __nv_bfloat16*>(a.w), static_cast<const __nv_bfloat16*>(a.x), a.out,
-          a.n, a.m, a.k, a.k, a.m};
+  sgemm::StreamGemmProblem q{};
+  q.segments = static_cast<int>(a.segments);
+  for (int i = 0; i < 3 && i < q.segments; ++i) {
+    q.w[i] = static_cast<const __nv_bfloat16*>(a.w[i]);
+    q.out[i] = a.out[i];
+    q.m[i] = a.m[i];
+    q.ldo[i] = a.m[i];
+  }
+  q.x = static_cast<const __nv_bfloat16*>(a.x);
+  q.n = a.n;
+  q.k = a.k;
+  q.ldx = a.k;
+  q.glu = static_cast<int>(a.glu);
+  q.out_bf16 = static_cast<__nv_bfloat16*>(a.out_bf16);
+  return q;
 }
 }  // namespace
 

@@ -37,13 +37,26 @@ constexpr int kMaxSplits = 8;   // the portable cluster size
 // PDL-launched GEMM's CTAs can prefetch beside ours.
 constexpr int kCtaSmemBudget = 110 * 1024;
 
+// Up to three weights sharing x in one launch (q/k/v: their m tiles one after another along
+// grid x), or gate/up with glu: both 64-row tiles in one CTA (warpgroup 0 gate, 1 up) and
+// out[0] = silu(x . gate^T) * (x . up^T) in the epilogue, also as bf16 into out_bf16 (the down
+// projection's input) when that is set; out[1] is then untouched.
+constexpr int kMaxSegments = 3;
+struct StreamMaps {
+  CUtensorMap w[kMaxSegments];  // box: (WG or, with glu, 1) x 64 rows x kBK
+  CUtensorMap x;                // box: NT rows x kBK
+};
 struct StreamGemmParams {
-  float* out;
-  int64_t ldo;  // out row stride, in floats
-  int n, m;
+  float* out[kMaxSegments];
+  int64_t ldo[kMaxSegments];  // out row strides, in floats
+  int m[kMaxSegments];
+  int tile_end[kMaxSegments];  // cumulative m tiles through each segment
+  __nv_bfloat16* out_bf16;     // glu only; may be null
+  int n;
+  int glu;
   int k_chunks;          // ceil(k / kBK)
   int chunks_per_split;  // k chunks per CTA of a cluster
-  int vec_out;           // out and ldo allow float4 stores
+  int vec_out;           // every out and ldo allow float4 stores
 };
 
 template <int NT, int WG, int STAGES>
@@ -112,8 +125,7 @@ __device__ __forceinline__ uint64_t sw128_desc(const void* tile) {
 
 template <int NT, int WG, int STAGES>
 __global__ void __launch_bounds__(StreamLayout<NT, WG, STAGES>::kThreads, 1)
-    stream_gemm_kernel(const __grid_constant__ CUtensorMap tm_w,
-                       const __grid_constant__ CUtensorMap tm_x, const StreamGemmParams p) {
+    stream_gemm_kernel(const __grid_constant__ StreamMaps maps, const StreamGemmParams p) {
   // wgmma exists only in the sm_90a machine code; the compute_90 PTX (for newer GPUs) traps,
   // and the host side offers this kernel only on compute capability 9.0.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -125,7 +137,19 @@ __global__ void __launch_bounds__(StreamLayout<NT, WG, STAGES>::kThreads, 1)
   uint64_t* empty = full + STAGES;
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const int m0 = blockIdx.x * WG * kRowsPerWG;
+  const int seg = blockIdx.x < p.tile_end[0] ? 0 : blockIdx.x < p.tile_end[1] ? 1 : 2;
+  const int m0 = (blockIdx.x - (seg ? p.tile_end[seg - 1] : 0)) * (p.glu ? 1 : WG) * kRowsPerWG;
+  const CUtensorMap* tm_w = &maps.w[seg];
+  const CUtensorMap* tm_x = &maps.x;
+  // Weight tile of one stage: one box of WG x 64 rows, or with glu gate's and up's 64 rows.
+  auto load_w = [&](unsigned char* st, uint64_t* bar, int k0) {
+    if (WG == 2 && p.glu) {
+      tma_load_2d(st, &maps.w[0], bar, k0, m0);
+      tma_load_2d(st + kRowsPerWG * kBK * 2, &maps.w[1], bar, k0, m0);
+    } else {
+      tma_load_2d(st, tm_w, bar, k0, m0);
+    }
+  };
   const int c_begin = blockIdx.y * p.chunks_per_split;
   const int c_end = min(p.k_chunks, c_begin + p.chunks_per_split);
   const int nchunks = max(0, c_end - c_begin);
@@ -142,6 +166,9 @@ __global__ void __launch_bounds__(StreamLayout<NT, WG, STAGES>::kThreads, 1)
   // they cannot take the place of one of ours): a PDL-launched stream_gemm then prefetches its
   // weights into the shared memory this one leaves free while this one finishes.
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  // First phase of the cluster barrier: arrive now, wait just before the partials are pushed,
+  // so no CTA writes into another's shared memory before that one has started (racecheck).
+  if (gridDim.y > 1) asm volatile("barrier.cluster.arrive.relaxed;\n" ::: "memory");
 
   float acc[NT / 2];
 #pragma unroll
@@ -151,25 +178,25 @@ __global__ void __launch_bounds__(StreamLayout<NT, WG, STAGES>::kThreads, 1)
     // Producer: one thread. W first (independent of the previous kernel), then x after the
     // dependency wait.
     if (lane == 0) {
-      asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&tm_w)));
-      asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&tm_x)));
+      asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(tm_w)));
+      asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(tm_x)));
       const int pre = min(nchunks, STAGES);
       for (int i = 0; i < pre; ++i) {
         unsigned char* st = smem + i * L::kStageBytes;
         mbar_expect_tx(&full[i], L::kStageBytes);
-        tma_load_2d(st, &tm_w, &full[i], (c_begin + i) * kBK, m0);
+        load_w(st, &full[i], (c_begin + i) * kBK);
       }
       asm volatile("griddepcontrol.wait;\n" ::: "memory");
       for (int i = 0; i < pre; ++i)
-        tma_load_2d(smem + i * L::kStageBytes + L::kWBytes, &tm_x, &full[i], (c_begin + i) * kBK,
+        tma_load_2d(smem + i * L::kStageBytes + L::kWBytes, tm_x, &full[i], (c_begin + i) * kBK,
                     0);
       for (int i = pre; i < nchunks; ++i) {
         const int s = i % STAGES;
         mbar_wait(&empty[s], ((i / STAGES) - 1) & 1);
         unsigned char* st = smem + s * L::kStageBytes;
         mbar_expect_tx(&full[s], L::kStageBytes);
-        tma_load_2d(st, &tm_w, &full[s], (c_begin + i) * kBK, m0);
-        tma_load_2d(st + L::kWBytes, &tm_x, &full[s], (c_begin + i) * kBK, 0);
+        load_w(st, &full[s], (c_begin + i) * kBK);
+        tma_load_2d(st + L::kWBytes, tm_x, &full[s], (c_begin + i) * kBK, 0);
       }
     }
   } else {
@@ -206,9 +233,11 @@ __global__ void __launch_bounds__(StreamLayout<NT, WG, STAGES>::kThreads, 1)
     else
       __syncthreads();
   };
+  if (splits > 1) asm volatile("barrier.cluster.wait;\n" ::: "memory");
   if (!L::kSeparateRecv) cluster_or_cta_sync();  // every ring of the cluster is past its last use
   float* recv = reinterpret_cast<float*>(smem + L::kRecvOffset);
   const int rows_per = ((p.n + splits - 1) / splits + 7) / 8 * 8;
+  if (splits * rows_per > L::kRecvRows) __trap();  // the host chooses splits so that it fits
   if (warp < WG * 4) {
     const int row = warp * 16 + lane / 4;  // = g * 64 + (warp % 4) * 16 + lane / 4
 #pragma unroll
@@ -225,24 +254,49 @@ __global__ void __launch_bounds__(StreamLayout<NT, WG, STAGES>::kThreads, 1)
   }
   cluster_or_cta_sync();
   const int r0 = rank * rows_per, r1 = min(p.n, r0 + rows_per);
-  constexpr int kCols4 = WG * kRowsPerWG / 4;
-  for (int e = tid; e < (r1 - r0) * kCols4; e += L::kThreads) {
-    const int lr = e / kCols4, c = (e % kCols4) * 4;
-    float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
+  float* const out = p.out[seg];
+  const int64_t ldo = p.ldo[seg];
+  const int m = p.m[seg];
 #ifndef STREAM_GEMM_PLANT  // a planted bug for the tests to catch: the last rank's partial lost
 #define STREAM_GEMM_PLANT 0
 #endif
+  auto reduce4 = [&](int lr, int c) {
+    float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
     for (int q = 0; q < splits - STREAM_GEMM_PLANT; ++q) {  // rank order: the same every run
       const float4 v = *reinterpret_cast<const float4*>(recv + (q * rows_per + lr) * L::kLd + c);
       sum.x += v.x, sum.y += v.y, sum.z += v.z, sum.w += v.w;
     }
-    float* o = p.out + (r0 + lr) * p.ldo + m0 + c;
-    if (p.vec_out && m0 + c + 4 <= p.m) {
-      *reinterpret_cast<float4*>(o) = sum;
+    return sum;
+  };
+  auto store4 = [&](float* o, int col, float4 v) {
+    if (p.vec_out && col + 4 <= m) {
+      *reinterpret_cast<float4*>(o) = v;
     } else {
-      const float v4[4] = {sum.x, sum.y, sum.z, sum.w};
+      const float v4[4] = {v.x, v.y, v.z, v.w};
       for (int t = 0; t < 4; ++t)
-        if (m0 + c + t < p.m) o[t] = v4[t];
+        if (col + t < m) o[t] = v4[t];
+    }
+  };
+  if (WG == 2 && p.glu) {  // columns [0, 64) gate, [64, 128) up
+    constexpr int kCols4 = kRowsPerWG / 4;
+    for (int e = tid; e < (r1 - r0) * kCols4; e += L::kThreads) {
+      const int lr = e / kCols4, c = (e % kCols4) * 4;
+      const float4 g = reduce4(lr, c), u = reduce4(lr, c + kRowsPerWG);
+      const float4 h = make_float4(g.x / (1.0f + expf(-g.x)) * u.x, g.y / (1.0f + expf(-g.y)) * u.y,
+                                   g.z / (1.0f + expf(-g.z)) * u.z, g.w / (1.0f + expf(-g.w)) * u.w);
+      store4(out + (r0 + lr) * ldo + m0 + c, m0 + c, h);
+      if (p.out_bf16) {
+        __nv_bfloat16* ob = p.out_bf16 + (r0 + lr) * int64_t{m} + m0 + c;
+        const float h4[4] = {h.x, h.y, h.z, h.w};
+        for (int t = 0; t < 4; ++t)
+          if (m0 + c + t < m) ob[t] = __float2bfloat16(h4[t]);
+      }
+    }
+  } else {
+    constexpr int kCols4 = WG * kRowsPerWG / 4;
+    for (int e = tid; e < (r1 - r0) * kCols4; e += L::kThreads) {
+      const int lr = e / kCols4, c = (e % kCols4) * 4;
+      store4(out + (r0 + lr) * ldo + m0 + c, m0 + c, reduce4(lr, c));
     }
   }
 #else

@@ -1,5 +1,7 @@
-// The weight-streaming tensor-core GEMM (stream_gemm.cuh) as the backend records it: one
-// out[n, m] = x[n, k] . w[m, k]^T per launch, bf16 w and x, f32 out, n = 1..256. Kept out of
+// The weight-streaming tensor-core GEMM (stream_gemm.cuh) as the backend records it:
+// out[i][n, m[i]] = x[n, k] . w[i][m[i], k]^T for up to three weights sharing x in one launch, or
+// with glu gate/up and out[0] = silu(x . w[0]^T) * (x . w[1]^T) (out[1] untouched; out_bf16, when
+// set, gets out[0] as bf16). bf16 w and x, f32 out, n = 1..256 (glu: 1..128). Kept out of
 // kernels.h so that adding it does not recompile every kernel.
 #pragma once
 
@@ -10,10 +12,14 @@
 namespace infera::cuda {
 
 struct StreamGemmArgs {
-  const void* w;  // bf16 [m, k]
+  const void* w[3];  // bf16 [m[i], k]
+  float* out[3];     // f32 [n, m[i]]
+  int64_t m[3];
+  int64_t segments;
   const void* x;  // bf16 [n, k], row stride k
-  float* out;     // f32 [n, m]
-  int64_t n, m, k;
+  int64_t n, k;
+  int64_t glu;     // 0, or 1 for SwiGLU over segments 0 (gate) and 1 (up)
+  void* out_bf16;  // glu: bf16 [n, m[0]] copy of out[0], or nullptr
   int64_t sm_count;
 };
 
