@@ -75,6 +75,10 @@ TEST_P(CudaResidualMlpTest, DecodeFollowsCompositionAndCpu) {
   on.residual_mlp = eager.residual_mlp = true;
   eager.graphs = false;
   off.residual_mlp = false;
+  // The 5-row prompt on the GEMV (f32 x) as this bound was set for: the stream GEMM's bf16 x
+  // moves qwen3-micro's logits vs the CPU from ~4e-2 to 5.6e-2 (H200, session 10). Its own
+  // accuracy is held by cuda_stream_test.cpp and the op harness.
+  on.stream_gemm = eager.stream_gemm = off.stream_gemm = false;
   auto on_b = make_cuda_backend(0, on), eager_b = make_cuda_backend(0, eager),
        off_b = make_cuda_backend(0, off);
   auto cpu_b = make_cpu_backend(2);

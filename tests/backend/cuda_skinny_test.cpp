@@ -36,6 +36,7 @@ std::vector<float> qwen3_prefill(Backend& backend, int64_t n) {
 CudaOptions skinny(bool on, bool profile = false) {
   CudaOptions o;
   o.skinny_gemm = on;
+  o.stream_gemm = false;  // which would take 9..64 rows first
   o.profile = profile;
   return o;
 }

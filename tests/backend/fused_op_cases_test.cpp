@@ -88,6 +88,10 @@ TEST_P(FusedOps, MatmulMultiAndSwiglu) {
                              {100, 72, 65},
                              {100, 1024, 64},
                              {256, 128, 64},
+                             // The weight-streaming GEMM (cuda_stream): 8 and 255 rows,
+                             // a partial k chunk and partial weight tiles.
+                             {8, 1032, 200},
+                             {255, 1032, 130},
                              // Prefill sizes: CUDA's bf16 gate/up GEMMs and the bf16 SwiGLU
                              // (16-byte path; 1030 x 133 is no multiple of 8: the scalar one).
                              {600, 256, 200},

@@ -61,7 +61,17 @@ TEST_P(OpHarness, Matmul) {
                              {100, 136, 129},
                              {256, 512, 96},
                              {200, 2048, 64},
-                             {300, 64, 40}}) {
+                             {300, 64, 40},
+                             // CUDA's weight-streaming GEMM (cuda_stream: 1..256 rows): k past
+                             // whole 64 chunks, m not a multiple of 64, 255/256 rows, k split
+                             // 8 ways over a cluster.
+                             {8, 1032, 130},
+                             {64, 1000, 130},
+                             {255, 520, 333},
+                             {256, 3072, 96},
+                             // 18 weight tiles: 6 splits of 3 k chunks, whose 64 rows of
+                             // partials (6 x 16) must still fit the receive buffer.
+                             {64, 1032, 1100}}) {
         HostData x = make_host_data(DType::F32, size_t(n * k), rng);
         HostData w = make_host_data(wt, size_t(m * k), rng);
         Tensor xt = to_backend(b, "x", DType::F32, {n, k}, x);

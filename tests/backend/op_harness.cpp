@@ -24,7 +24,15 @@ namespace {
 CudaOptions harness_cuda_options(const std::string& name) {
   CudaOptions o = cuda_options_from_env();
   if (name == "cuda_exact") o.exact_f32 = true;
-  if (name == "cuda_skinny") o.skinny_gemm = true;  // 9..256-row bf16 matmuls
+  if (name == "cuda_skinny") {  // 9..256-row bf16 matmuls (the stream GEMM's rows too)
+    o.skinny_gemm = true;
+    o.stream_gemm = false;
+  }
+  if (name == "cuda_stream") {  // 1..256-row bf16 matmuls on the weight-streaming GEMM
+    o.stream_gemm = true;
+    o.stream_gemm_min_rows = 1;
+    o.stream_gemm_max_rows = 256;
+  }
   if (name == "cuda_unstaged") {  // the register decode attention, and GEMMs one per launch
     o.decode_staged = false;
     o.paired_gemm = false;  // (the staged kernel's bf16 shadow does not apply here)
@@ -109,7 +117,7 @@ std::vector<HarnessBackend> harness_backends() {
   // default one off) and runs every case.
   if (cuda_device_count() > 0)
     for (const char* name :
-         {"cuda_exact", "cuda_skinny", "cuda_unstaged", "cuda_interleaved", "cuda_prefill_toggled",
+         {"cuda_exact", "cuda_skinny", "cuda_stream", "cuda_unstaged", "cuda_interleaved", "cuda_prefill_toggled",
           "cuda_b1", "cuda_flash_split", "cuda_flash_wide", "cuda_flash_wide_split",
           "cuda_flash_wide8", "cuda_flash_wide8_plain", "cuda_flash_halves"})
       list.push_back({name, [name] { return make_cuda_backend(0, harness_cuda_options(name)); }});

@@ -79,6 +79,12 @@ CudaBackend::CudaBackend(int device, const CudaOptions& options)
                           "]");
   if (options_.skinny_max_rows < 0 || options_.skinny_max_rows > 4096)
     throw InvalidArgument("CUDA skinny GEMM row limit must be within [0, 4096]");
+  if (options_.stream_gemm_max_rows < 1 || options_.stream_gemm_max_rows > 256 ||
+      options_.stream_gemm_min_rows < 0 ||
+      options_.stream_gemm_min_rows > options_.stream_gemm_max_rows)
+    throw InvalidArgument(
+        "CUDA stream GEMM rows must be lo:hi with 0 <= lo <= hi and 1 <= hi <= 256 (lo 0: past "
+        "the GEMV)");
   set_programmatic_launch(options_.programmatic_launch);
   ctx_->set_before_record([this] { record_pending_qk(); });
 }
@@ -349,6 +355,12 @@ CudaOptions cuda_options_from_env() {
   if (const char* v = std::getenv("INFERA_CUDA_PERSISTENT_THREADS"); v && *v)
     o.residual_mlp_threads = std::atoi(v) == 512 ? 512 : 256;
   if (const char* v = std::getenv("INFERA_CUDA_GEMV_ROWS"); v && *v) o.gemv_max_rows = std::atoi(v);
+  o.stream_gemm = cuda::env_flag("INFERA_CUDA_STREAM_GEMM", o.stream_gemm);
+  if (const char* v = std::getenv("INFERA_CUDA_STREAM_GEMM_ROWS"); v && *v) {
+    const char* colon = std::strchr(v, ':');
+    o.stream_gemm_min_rows = colon ? std::atoll(v) : 0;
+    o.stream_gemm_max_rows = std::atoll(colon ? colon + 1 : v);
+  }
   o.skinny_gemm = cuda::env_flag("INFERA_CUDA_SKINNY", o.skinny_gemm);
   if (const char* v = std::getenv("INFERA_CUDA_SKINNY_ROWS"); v && *v)
     o.skinny_max_rows = std::atoi(v);

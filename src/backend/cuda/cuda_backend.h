@@ -160,6 +160,20 @@ struct CudaOptions {
   // than skinny_wide_rows rows take 128-row x tiles instead of 64.
   int64_t skinny_ctas_per_sm = 2;
   int64_t skinny_wide_rows = 64;
+  // bf16 matmuls of stream_gemm_min_rows..stream_gemm_max_rows rows through stream_gemm.cuh's
+  // weight-streaming kernel (TMA ring + wgmma with the weights as the M side, split k over a
+  // cluster, deterministic): q/k/v in one launch, gate/up with the SwiGLU epilogue (and its bf16
+  // copy for the down projection) in one, tried before the GEMV, the skinny GEMM and cuBLAS.
+  // Compute capability 9.0 only. On for 4..32 rows, where the H200 measured it faster end to end
+  // (decode b4 x1.03, b8 x1.28, b16 x1.08, b32 x1.08 against main; b64 x1.01, not clearly
+  // faster, stays on cuBLAS, as b1 x0.75, b2 x0.86 stay on the GEMV and b256 x0.88 on cuBLAS;
+  // bench/reference/sgemm_h200, docs/notes/2026-12-01/issue-11-sgemm.md). x is rounded to bf16
+  // (as cuBLAS's path does from 9 rows; the GEMV reads it as f32). INFERA_CUDA_STREAM_GEMM=0:
+  // off; INFERA_CUDA_STREAM_GEMM_ROWS=lo:hi (or hi alone, lo then past the GEMV), lo <= hi,
+  // 1 <= hi <= 256, lo 0: past the GEMV.
+  bool stream_gemm = true;
+  int64_t stream_gemm_min_rows = 4;
+  int64_t stream_gemm_max_rows = 32;
   bool profile = false;  // time each kernel with events, eagerly (INFERA_CUDA_PROFILE=1)
   // Decode-path kernels launch with programmatic dependent launch: each starts while its
   // predecessor finishes and streams its weights into L2 before waiting for it

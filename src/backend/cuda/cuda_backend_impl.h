@@ -169,6 +169,18 @@ class CudaBackend final : public Backend {
   // (gemv_max_rows, skinny_max_rows], non-bf16 weights, k % 8 != 0, unaligned): then cuBLAS.
   bool record_skinny(const Tensor& x, std::span<const Tensor* const> ws,
                      std::span<Tensor* const> outs, int64_t glu, const char* op);
+  // Records x . ws[i]^T into outs[i] for up to three weights through stream_gemm.cuh in one
+  // launch (x converted to bf16 once unless its shadow is there), or with glu (ws = {gate, up})
+  // silu(x . gate^T) * (x . up^T) into outs[0] and its bf16 shadow; false, recording nothing,
+  // where it does not apply (CudaOptions::stream_gemm off, rows outside its range, non-bf16
+  // weights, exact_f32, k % 8 != 0, glu past 128 rows, not compute capability 9.0).
+  bool record_stream(const Tensor& x, std::span<const Tensor* const> ws,
+                     std::span<Tensor* const> outs, bool glu, const char* op);
+  bool stream_gemm_rows(int64_t n) const {  // n in the stream GEMM's row range (when it is on)
+    const int64_t lo = options_.stream_gemm_min_rows > 0 ? options_.stream_gemm_min_rows
+                                                         : options_.gemv_max_rows + 1;
+    return options_.stream_gemm && n >= lo && n <= options_.stream_gemm_max_rows;
+  }
 
   // bf16 shadows (CudaOptions::bf16_shadow). An op whose f32 output is a prefill-sized GEMM input
   // (add_rmsnorm's out, swiglu's, the flash attention's, ...) asks shadow_buffer(out) for a bf16

@@ -51,6 +51,7 @@ void CudaBackend::matmul_multi(const Tensor& x, std::span<const Tensor* const> w
     return;
   }
   expect_f32(x, op);
+  if (record_stream(x, ws, outs, false, op)) return;
   const int64_t k = row_width(x), n = row_count(x);
   bool one_launch = options_.fused && n <= options_.gemv_max_rows &&
                     ws.size() <= static_cast<size_t>(kGemvMaxSegments);
@@ -109,6 +110,11 @@ void CudaBackend::matmul_swiglu(const Tensor& x, const Tensor& w_gate, const Ten
     matmul(x, w_gate, gate);
     matmul(x, w_up, up);
     return swiglu(gate, up, gate);
+  }
+  {
+    const Tensor* ws[] = {&w_gate, &w_up};
+    Tensor* outs[] = {&gate, &up};
+    if (w_up.shape() == w_gate.shape() && record_stream(x, ws, outs, true, op)) return;
   }
   if (!options_.fused || n > options_.gemv_max_rows || w_gate.dtype() != w_up.dtype()) {
     matmul_checks(x, w_gate, gate);
@@ -188,7 +194,9 @@ void CudaBackend::matmul_swiglu_down(const Tensor& x, const Tensor& w_gate, cons
   // Past the GEMV with bf16 weights (the GLU path of matmul_swiglu, not the skinny GEMM): the
   // SwiGLU kernel writes its result only as bf16, into `gate`'s memory (scratch here), and the
   // down projection's GEMM reads that: the f32 result, which nothing else reads, is never written.
-  if (!options_.mlp_bf16_only || !options_.fused || options_.skinny_gemm ||
+  // With the stream GEMM on for these rows: matmul_swiglu (its SwiGLU epilogue writes the bf16
+  // shadow the down projection reads) and matmul.
+  if (!options_.mlp_bf16_only || !options_.fused || options_.skinny_gemm || stream_gemm_rows(n) ||
       is_block_quantized(w_gate) || is_block_quantized(w_up) || w_down.dtype() != DType::BF16 ||
       !glu_bf16_applies(w_gate, w_up, n))
     return Backend::matmul_swiglu_down(x, w_gate, w_up, w_down, gate, up, out);

@@ -168,6 +168,7 @@ void CudaBackend::matmul(const Tensor& x, const Tensor& w, Tensor& out) {
   matmul_checks(x, w, out);
   const Tensor* ws[] = {&w};
   Tensor* outs[] = {&out};
+  if (record_stream(x, ws, outs, false, "matmul")) return;
   if (record_skinny(x, ws, outs, 0, "matmul")) return;
   record_matmul(x, w, out, row_count(x), row_width(x), w.dim(0));
 }
