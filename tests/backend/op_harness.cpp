@@ -45,6 +45,11 @@ CudaOptions harness_cuda_options(const std::string& name) {
     o.flash_key_halves = true;
     o.packed_flash_halves = true;
   }
+  if (name == "cuda_flash_wgmma") o.flash_wgmma = true;  // Hopper warpgroup-MMA prefill kernel
+  if (name == "cuda_flash_wgmma128") {  // ... with 128-vector tiles (2 warpgroups) at any size
+    o.flash_wgmma = true;
+    o.flash_wgmma_vectors = 128;
+  }
   if (name == "cuda_flash_wide8_plain") o.flash_wide = 8;  // ... unsplit (flash_wide_auto's)
   if (name == "cuda_flash_wide8") {                        // 128-vector tiles, 8 warps, split
     o.flash_wide = 8;
@@ -110,7 +115,8 @@ std::vector<HarnessBackend> harness_backends() {
     for (const char* name :
          {"cuda_exact", "cuda_skinny", "cuda_unstaged", "cuda_interleaved", "cuda_prefill_toggled",
           "cuda_b1", "cuda_flash_split", "cuda_flash_wide", "cuda_flash_wide_split",
-          "cuda_flash_wide8", "cuda_flash_wide8_plain", "cuda_flash_halves"})
+          "cuda_flash_wide8", "cuda_flash_wide8_plain", "cuda_flash_halves",
+          "cuda_flash_wgmma", "cuda_flash_wgmma128"})
       list.push_back({name, [name] { return make_cuda_backend(0, harness_cuda_options(name)); }});
 #endif
   return list;

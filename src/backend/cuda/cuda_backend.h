@@ -59,6 +59,15 @@ struct CudaOptions {
   // 101.7 -> 95.6 us; step_bench against main, 3 alternating rounds: 1x2048 x1.02 / x1.09 / x1.08,
   // 8x512 x0.95 / x1.01 / x1.03, 1x512 x0.97 / x1.06 / x1.07.
   bool flash_key_halves = true;
+  // Paged prefill attention on Hopper's warpgroup MMA (attention_flash_wgmma.cu): blocks of 2
+  // warpgroups x 64 query vectors, S = Q K^T and O += P V by wgmma from swizzled shared memory
+  // (INFERA_CUDA_FLASH_WGMMA=1). Needs flash_fast_softmax and an sm_90 device (f16/bf16,
+  // head_dim 64/128); takes precedence over flash_wide, flash_wide_auto and flash_key_halves.
+  bool flash_wgmma = false;
+  // Its query vectors a block: 0 = 128 (a warpgroup each 64) where that fills 2 blocks an SM,
+  // else 64 (both warpgroups on them, each 64-key tile's halves split between the two); 64 or
+  // 128 force one (INFERA_CUDA_FLASH_WGMMA_VECTORS).
+  int64_t flash_wgmma_vectors = 0;
   // The same kernel for the encoders' packed attention (INFERA_CUDA_PACKED_FLASH_HALVES=1). Off:
   // encoder_bench ModernBERT-large 10x512 13.87 -> 14.10 ms, 64x512 89.08 -> 88.24 ms (one run
   // each, run 2): not measured faster.
