@@ -1,20 +1,24 @@
 // Paged prefill attention on Hopper's warpgroup MMA (wgmma, sm_90a; CudaOptions::flash_wgmma).
-// A block of 2 warpgroups owns 128 query vectors (each warpgroup 64: wgmma's M); the queries sit in
-// shared memory, scaled and rounded once. Per 64-key tile: S = Q K^T by wgmma (m64n64k16, both
-// operands in shared memory), the base-2 online softmax in registers (the flash kernels' step:
-// the accumulator's layout per warp is mma.sync's), then O += P V by wgmma (m64nDk16) with P as
-// the register A operand (the S accumulator repacked in registers, as FlashAttention-3 does) and
-// V read transposed (MN-major) from shared memory.
-// Why: the mma.sync kernels (attention_flash_halves.cu, _wide.cu) spent most of their issue slots
-// outside the products (ldmatrix per fragment, 16x8 products per instruction); one wgmma does a
-// warpgroup's 64 x 64 x 16 with its operands straight from shared memory.
+// A block is 2 warpgroups (wgmma's M is a warpgroup's 64 query vectors); the queries sit in shared
+// memory, scaled and rounded once. Per 64-key tile: S = Q K^T by wgmma (both operands in shared
+// memory), the base-2 online softmax in registers (the accumulator's per-warp layout is
+// mma.sync's, so the flash kernels' step applies), then O += P V by wgmma (m64nDk16) with P as the
+// register A operand (the S accumulator repacked in registers, as FlashAttention-3 does) and V
+// read transposed (MN-major) from shared memory. Two tile shapes (AttentionArgs::vectors_per_tile):
+// 128 vectors, a warpgroup each 64 walking every key tile (K/V read once for twice the queries);
+// 64 vectors, both warpgroups on them, each taking one 32-key half of every tile and merging at
+// the end (half the serial walk of a long prompt's last tiles; more blocks for short prompts).
+// Why: the mma.sync kernels (attention_flash_halves.cu, _wide.cu) spend most of their issue slots
+// outside the products (ldmatrix per fragment, 16 x 8 products per instruction); one wgmma does a
+// warpgroup's 64 x N x 16 with its operands straight from shared memory.
 // Shared memory: every tile (Q, K, V) as [D / 64 column blocks][rows][128 bytes] with the
 // 128-byte swizzle (16-byte chunk c of row r at c ^ (r % 8)), the layout wgmma reads without bank
 // conflicts; K and V have the same layout (K-major for S, MN-major for P V). The K/V copies are
-// cp.async from the paged blocks (any block size), two stages: tile t + 1 streams in while tile t
-// is multiplied. Causal: tiles no row of a warpgroup sees are skipped (warpgroup-uniform, as wgmma
-// needs), the mask runs only where a warp's rows do not all see the whole tile. GQA: a tile's
-// vectors are the (row, head) pairs of one kv head, so K/V are read once for its q heads.
+// cp.async from the paged blocks (TileCopy: power-of-two block sizes), two stages: tile t + 1
+// streams in while tile t is multiplied. Causal: key spans no row of a warpgroup sees are skipped
+// (warpgroup-uniform, as wgmma needs), the mask runs only where a warp's rows do not all see the
+// whole span. GQA: a tile's vectors are the (row, head) pairs of one kv head, so K/V are read
+// once for its q heads.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -43,57 +47,133 @@ __device__ __forceinline__ int swizzled(int r, int c, int rows) {
   return (c / 8) * rows * 128 + r * 128 + (((c % 8) ^ (r % 8)) << 4);
 }
 
-// The K/V copies of a tile, NT threads: thread i copies 16-byte chunk i % (D / 8) of keys
-// i / (D / 8) + k NT / (D / 8) of the tile. The paged blocks' ids are fetched a tile ahead
-// (fetch_ids) so that the copies' issue (issue_tile) does not wait for the block table.
-template <int D, int NT>
+// The K/V copies of a tile by NT threads, for a paged cache whose block size is a power of two
+// and whose per-head pool plane (num_blocks x block_size x D elements) fits int32 (the host
+// checks both): thread i copies 16-byte chunk i % (D / 8) of keys i / (D / 8) + k NT / (D / 8)
+// of the tile. Everything but the keys' block ids is computed once (ncu on the H200 put the
+// per-key paged address arithmetic at ~40 % of the kernel's instructions when done per tile in
+// 64 bits); the ids are fetched a tile ahead (fetch_ids) so that issuing the copies does not
+// wait for the block table.
+template <typename T, int D, int NT>
 struct TileCopy {
-  static constexpr int kChunks = D / 8, kPer = kKeys * kChunks / NT;
-  static_assert(kKeys * kChunks % NT == 0 && NT % kChunks == 0);
-  int id[kPer];  // the physical block of each of this thread's keys (0 past key_hi)
+  static constexpr int kChunks = D / 8, kPer = kKeys * kChunks / NT, kStride = NT / kChunks;
+  static_assert(kKeys * kChunks % NT == 0 && NT % kChunks == 0 && kStride % 8 == 0);
+  int64_t plane;  // this thread's chunk of kv head g's plane in the pools (elements)
+  int row;        // the sequence's block-table row (first entry)
+  int shift, mask, j0, dst0;  // log2(block size), block size - 1, first key, its smem offset
+  int id[kPer];               // the physical block of each of this thread's keys (0 past key_hi)
+  // (Pointers are re-derived from the kernel's parameters where used: registers are the 128-vector
+  // tile's limit at 2 blocks an SM.)
 
-  __device__ __forceinline__ static int key_of(int i) {
-    return static_cast<int>(threadIdx.x) / kChunks + i * (NT / kChunks);
+  __device__ __forceinline__ TileCopy(const AttentionArgs& a, int b, int g) {
+    const int bs = static_cast<int>(a.block_size), c = threadIdx.x % kChunks;
+    row = b * static_cast<int>(a.max_blocks);
+    plane = static_cast<int64_t>(g) * a.num_blocks * bs * D + c * 8;
+    shift = __ffs(bs) - 1;
+    mask = bs - 1;
+    j0 = threadIdx.x / kChunks;
+    // Keys j0 + k kStride share j0's row within the 8-row swizzle atom (kStride % 8 == 0).
+    dst0 = (c / 8) * kKeys * 128 + j0 * 128 + (((c % 8) ^ (j0 % 8)) << 4);
   }
-  __device__ __forceinline__ static int block_of(const AttentionArgs& a, int t) {
-    const int bs = static_cast<int>(a.block_size);
-    return (bs & (bs - 1)) == 0 ? t >> (__ffs(bs) - 1) : t / bs;
-  }
-  __device__ __forceinline__ void fetch_ids(const AttentionArgs& a, int b, int t0, int key_hi) {
+  __device__ __forceinline__ void fetch_ids(const AttentionArgs& a, int t0, int key_hi) {
 #pragma unroll
     for (int i = 0; i < kPer; ++i) {
-      const int t = t0 + key_of(i);
-      id[i] = t < key_hi && a.block_table
-                  ? a.block_table[static_cast<int64_t>(b) * a.max_blocks + block_of(a, t)]
-                  : 0;
+      const int t = t0 + j0 + i * kStride;
+      id[i] = t < key_hi ? a.block_table[row + (t >> shift)] : 0;
     }
   }
   // Keys and values [t0, t0 + kKeys) (zeros past key_hi) into one stage, swizzled.
-  template <typename T>
-  __device__ __forceinline__ void issue_tile(const AttentionArgs& a, int g, int t0, int key_hi,
-                                             int row_begin, unsigned char* ks,
-                                             unsigned char* vs) const {
-    const T* keys = static_cast<const T*>(a.keys);
-    const T* values = static_cast<const T*>(a.values);
-    const int c = threadIdx.x % kChunks;
+  __device__ __forceinline__ void issue_tile(const AttentionArgs& a, int t0, int key_hi,
+                                             unsigned char* ks, unsigned char* vs) const {
+    const T* const kplane = static_cast<const T*>(a.keys) + plane;
+    const T* const vplane = static_cast<const T*>(a.values) + plane;
 #pragma unroll
     for (int i = 0; i < kPer; ++i) {
-      const int j = key_of(i), t = t0 + j;
+      const int t = t0 + j0 + i * kStride;
       const bool ok = t < key_hi;
-      int64_t at = 0;
-      if (ok && a.block_table) {
-        const int blk = block_of(a, t);
-        at = ((g * a.num_blocks + id[i]) * a.block_size + (t - blk * a.block_size)) * D;
-      } else if (ok) {  // packed (no block table): key t is row row_begin + t of [T, hkv, D]
-        at = (static_cast<int64_t>(row_begin + t) * a.hkv + g) * D;
-      }
-      const int64_t off = ok ? at + c * 8 : 0;
-      const int dst = swizzled(j, c, kKeys);
-      cp_async16(ks + dst, keys + off, ok ? 16 : 0);
-      cp_async16(vs + dst, values + off, ok ? 16 : 0);
+      const int off = ok ? ((id[i] << shift) | (t & mask)) * D : 0;
+      const int dst = dst0 + i * kStride * 128;
+      cp_async16(ks + dst, kplane + off, ok ? 16 : 0);
+      cp_async16(vs + dst, vplane + off, ok ? 16 : 0);
     }
   }
 };
+
+// The online-softmax step of softmax_tile_interleaved (attention_flash_tile.cuh), but the
+// accumulators' rescale (D / 2 multiplies a lane, as many as the step's other arithmetic) is
+// skipped when no row of the warp has a new maximum (every alpha exactly 1: ex2(0)), which after
+// the first tiles of a causal row is the common case.
+template <bool kMask, int D, int kGroups>
+__device__ __forceinline__ void softmax_step(float (&s)[kGroups][4], float (&o)[D / 8][4],
+                                             float& m0, float& m1, float& l0, float& l1, int t0,
+                                             int key_hi, int lo0, int hi0, int lo1, int hi1,
+                                             int tig) {
+  if (kMask) {
+#pragma unroll
+    for (int nt = 0; nt < kGroups; ++nt)
+#pragma unroll
+      for (int x = 0; x < 2; ++x) {
+        const int t = t0 + nt * 8 + tig * 2 + x;
+        const bool ok = t < key_hi;
+        if (!(ok && t >= lo0 && t < hi0)) s[nt][x] = -INFINITY;
+        if (!(ok && t >= lo1 && t < hi1)) s[nt][2 + x] = -INFINITY;
+      }
+  }
+  float r0[kGroups], r1[kGroups];
+#pragma unroll
+  for (int nt = 0; nt < kGroups; ++nt) {
+    r0[nt] = fmaxf(s[nt][0], s[nt][1]);
+    r1[nt] = fmaxf(s[nt][2], s[nt][3]);
+  }
+#pragma unroll
+  for (int w = kGroups / 2; w >= 1; w /= 2)
+#pragma unroll
+    for (int i = 0; i < w; ++i) {
+      r0[i] = fmaxf(r0[i], r0[i + w]);
+      r1[i] = fmaxf(r1[i], r1[i + w]);
+    }
+  float mx0 = r0[0], mx1 = r1[0];
+#pragma unroll
+  for (int off = 1; off <= 2; off <<= 1) {
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
+  }
+  const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+  // A row none of whose keys so far is visible keeps mn = -inf: its scores must give 0, hence
+  // the base 0 for such a row (ex2(-inf - -inf) would be NaN).
+  const float b0 = kMask && mn0 == -INFINITY ? 0.0f : mn0;
+  const float b1 = kMask && mn1 == -INFINITY ? 0.0f : mn1;
+  const float alpha0 = ex2(m0 - b0), alpha1 = ex2(m1 - b1);  // m = -inf: 0 (nothing to rescale)
+#pragma unroll
+  for (int nt = 0; nt < kGroups; ++nt) {
+#pragma unroll
+    for (int x = 0; x < 2; ++x) {
+      s[nt][x] = ex2(s[nt][x] - b0);
+      s[nt][2 + x] = ex2(s[nt][2 + x] - b1);
+    }
+    r0[nt] = s[nt][0] + s[nt][1];
+    r1[nt] = s[nt][2] + s[nt][3];
+  }
+#pragma unroll
+  for (int w = kGroups / 2; w >= 1; w /= 2)
+#pragma unroll
+    for (int i = 0; i < w; ++i) {
+      r0[i] += r0[i + w];
+      r1[i] += r1[i + w];
+    }
+  l0 = l0 * alpha0 + r0[0];
+  l1 = l1 * alpha1 + r1[0];
+  m0 = mn0;
+  m1 = mn1;
+  if (__all_sync(0xffffffffu, alpha0 == 1.0f && alpha1 == 1.0f)) return;  // NaN: rescaled
+#pragma unroll
+  for (int dt = 0; dt < D / 8; ++dt) {
+    o[dt][0] *= alpha0;
+    o[dt][1] *= alpha0;
+    o[dt][2] *= alpha1;
+    o[dt][3] *= alpha1;
+  }
+}
 
 // The block's kVec queries times `scale`, rounded to T, swizzled per 64 (zeros past nv), by NT
 // threads.
@@ -145,8 +225,7 @@ __global__ void __launch_bounds__(256, 2) attention_flash_wgmma_kernel(const Att
   const int group = static_cast<int>(a.hq / a.hkv);
   const int v0 = tile * kVec, nv = min(kVec, rows * group - v0);
   if (nv <= 0) return;
-  const bool packed = a.block_table == nullptr;
-  const int len = packed ? rows : a.seq_lens[b];
+  const int len = a.seq_lens[b];  // paged attention only (TileCopy)
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int wg = warp / 4, wq = warp % 4;  // warpgroup; the warp's 16 rows in its 64
   const int gid = lane / 4, tig = lane % 4;
@@ -154,15 +233,15 @@ __global__ void __launch_bounds__(256, 2) attention_flash_wgmma_kernel(const Att
   const int koff = kSplit ? wg * kSpan : 0;  // its first key of a tile
   const float scale = static_cast<float>(a.scale) * 1.4426950408889634f;  // base 2
 
-  block_key_ranges<kVec, kThreads>(a, row_begin, g, v0, nv, len, packed, range);
+  block_key_ranges<kVec, kThreads>(a, row_begin, g, v0, nv, len, false, range);
   const int key_lo = range[2 * kVec], key_hi = range[2 * kVec + 1];
-  TileCopy<D, kThreads> copy;
+  TileCopy<T, D, kThreads> copy(a, b, g);
   if (key_lo < key_hi) {
-    copy.fetch_ids(a, b, key_lo, key_hi);
-    copy.template issue_tile<T>(a, g, key_lo, key_hi, row_begin, kbuf, vbuf);
+    copy.fetch_ids(a, key_lo, key_hi);
+    copy.issue_tile(a, key_lo, key_hi, kbuf, vbuf);
   }
   cp_async_commit();
-  if (key_lo + kKeys < key_hi) copy.fetch_ids(a, b, key_lo + kKeys, key_hi);
+  if (key_lo + kKeys < key_hi) copy.fetch_ids(a, key_lo + kKeys, key_hi);
   stage_queries_swizzled<T, D, kVec, kThreads>(a, row_begin, g, v0, nv, scale, qs);  // below
 
   // This lane's rows (of the block's vectors) and their key ranges; over the warp, the keys every
@@ -202,11 +281,10 @@ __global__ void __launch_bounds__(256, 2) attention_flash_wgmma_kernel(const Att
     // The next tile's copies first (their block ids were fetched a tile ago: no wait here), then
     // the ids of the tile after it, consumed next iteration.
     if (t0 + kKeys < key_hi)
-      copy.template issue_tile<T>(a, g, t0 + kKeys, key_hi, row_begin,
-                                  kbuf + (stage ^ 1) * kTileBytes<D>,
-                                  vbuf + (stage ^ 1) * kTileBytes<D>);
+      copy.issue_tile(a, t0 + kKeys, key_hi, kbuf + (stage ^ 1) * kTileBytes<D>,
+                      vbuf + (stage ^ 1) * kTileBytes<D>);
     cp_async_commit();
-    if (t0 + 2 * kKeys < key_hi) copy.fetch_ids(a, b, t0 + 2 * kKeys, key_hi);
+    if (t0 + 2 * kKeys < key_hi) copy.fetch_ids(a, t0 + 2 * kKeys, key_hi);
     const int th = t0 + koff;                          // the warpgroup's first key
     if (th >= wg_hi || th + kSpan <= wg_lo) continue;  // warpgroup-uniform: no row sees them
 
@@ -231,10 +309,10 @@ __global__ void __launch_bounds__(256, 2) attention_flash_wgmma_kernel(const Att
     wgmma::fence_operand(s);
 
     if (th >= full_lo && th + kSpan <= full_hi)  // warp-uniform
-      softmax_tile_interleaved<false, D, kSpan / 8>(s, o, m0, m1, l0, l1, th, key_hi, lo0, hi0, lo1,
+      softmax_step<false, D, kSpan / 8>(s, o, m0, m1, l0, l1, th, key_hi, lo0, hi0, lo1,
                                                     hi1, tig);
     else
-      softmax_tile_interleaved<true, D, kSpan / 8>(s, o, m0, m1, l0, l1, th, key_hi, lo0, hi0, lo1,
+      softmax_step<true, D, kSpan / 8>(s, o, m0, m1, l0, l1, th, key_hi, lo0, hi0, lo1,
                                                    hi1, tig);
     uint32_t pa[kSpan / 16][4];  // P as wgmma's A fragments, 16 keys each
 #pragma unroll
@@ -340,10 +418,14 @@ void launch_wgmma(const AttentionArgs& a, cudaStream_t s) {
 
 }  // namespace
 
-bool attention_flash_wgmma_supports(ElemType type, int64_t head_dim, int sm_major, int sm_minor) {
-  // sm_90a machine code only (wgmma is not in the compute_90 PTX); f16/bf16, head_dim 64 or 128.
+bool attention_flash_wgmma_supports(ElemType type, int64_t head_dim, int64_t block_size,
+                                    int64_t num_blocks, int sm_major, int sm_minor) {
+  // sm_90a machine code only (wgmma is not in the compute_90 PTX); f16/bf16, head_dim 64 or 128;
+  // TileCopy's paged addressing: a power-of-two block size, a kv head's plane within int32.
   return sm_major == 9 && sm_minor == 0 && (type == ElemType::BF16 || type == ElemType::F16) &&
-         (head_dim == 64 || head_dim == 128);
+         (head_dim == 64 || head_dim == 128) && block_size > 0 &&
+         (block_size & (block_size - 1)) == 0 && num_blocks > 0 &&
+         num_blocks * block_size * head_dim <= int64_t{0x7fffffff};
 }
 
 void launch_attention_flash_wgmma(const void* p, cudaStream_t s) {

@@ -472,7 +472,8 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& 
       // The Hopper warpgroup-MMA kernel: 128-vector tiles of 2 warpgroups, no split.
       const cudaDeviceProp& prop = ctx_->properties();
       const bool wgmma = options_.flash_wgmma && options_.flash_fast_softmax &&
-                         attention_flash_wgmma_supports(a.type, head_dim, prop.major, prop.minor);
+                         attention_flash_wgmma_supports(a.type, head_dim, a.block_size,
+                                                        a.num_blocks, prop.major, prop.minor);
       if (wgmma) {
         nt.kernel = "attention_flash_wgmma";
         // 128-vector tiles (a warpgroup each 64: K/V read once for twice the queries) where
