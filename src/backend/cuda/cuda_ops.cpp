@@ -469,7 +469,7 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& 
                   wide_tiles * seqs * hkv >= 3 * int64_t{ctx_->properties().multiProcessorCount}
               ? 8
               : 0;
-      // The Hopper warpgroup-MMA kernel: 128-vector tiles of 2 warpgroups, no split.
+      // The Hopper warpgroup-MMA kernel (attention_flash_wgmma.cu): no key split across blocks.
       const cudaDeviceProp& prop = ctx_->properties();
       const bool wgmma = options_.flash_wgmma && options_.flash_fast_softmax &&
                          attention_flash_wgmma_supports(a.type, head_dim, a.block_size,
