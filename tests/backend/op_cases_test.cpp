@@ -330,6 +330,13 @@ std::vector<AttnCase> attention_cases() {
       {"decode group 1, d 128, block size 32", {130, 5, 64, 1}, {1, 1, 1, 1}, 3, 3, 128, 32, {}},
       {"decode window 50, d 64, group 2", {300, 77, 20}, {1, 1, 1}, 4, 2, 64, 16, {}},
       {"decode 2 rows, d 128, group 2, block size 8", {301, 2, 90}, {2, 2, 2}, 4, 2, 128, 8, {}},
+      // Qwen3-0.6B's heads (16 q, 8 kv, d 128) in a prefill batch: prompts of different odd
+      // lengths, one a chunk after 45 cached keys, 8-key blocks (a 64-key tile spans 8 of them);
+      // query tiles across the diagonal, partial last key tiles. And the same with a block size
+      // that is no power of two (24: the wgmma kernel declines it, the others take it).
+      {"qwen3 heads, prompts 201/131 after 45/67", {201, 176, 67}, {201, 131, 67}, 16, 8, 128, 8,
+       {}},
+      {"qwen3 heads, block size 24", {201, 176}, {201, 131}, 16, 8, 128, 24, {}},
   };
   c[6].params.window = 4;
   c[7].params = {.causal = false, .window = 8};

@@ -54,6 +54,17 @@ CudaOptions harness_cuda_options(const std::string& name) {
     o.flash_key_halves = true;
     o.packed_flash_halves = true;
   }
+  if (name == "cuda_flash_wgmma") o.flash_wgmma = true;  // Hopper warpgroup-MMA prefill kernel
+  if (name == "cuda_flash_wgmma128") {  // ... with 128-vector tiles (2 warpgroups) at any size
+    o.flash_wgmma = true;
+    o.flash_wgmma_vectors = 128;
+  }
+  // The wgmma kernel (on by default on sm_90) takes precedence over the mma.sync flash kernels:
+  // the targets that test those turn it off.
+  for (const char* other : {"cuda_interleaved", "cuda_flash_split", "cuda_flash_wide",
+                            "cuda_flash_wide_split", "cuda_flash_halves", "cuda_flash_wide8_plain",
+                            "cuda_flash_wide8"})
+    if (name == other) o.flash_wgmma = false;
   if (name == "cuda_flash_wide8_plain") o.flash_wide = 8;  // ... unsplit (flash_wide_auto's)
   if (name == "cuda_flash_wide8") {                        // 128-vector tiles, 8 warps, split
     o.flash_wide = 8;
@@ -65,6 +76,7 @@ CudaOptions harness_cuda_options(const std::string& name) {
     o.flash_key_halves = !o.flash_key_halves;  // on by default: flipped, the 64-vector kernel
     o.mlp_bf16_only = !o.mlp_bf16_only;
     o.flash_wide_auto = !o.flash_wide_auto;
+    o.flash_wgmma = !o.flash_wgmma;  // on by default: flipped, the mma.sync kernels above
   }
   if (name == "cuda_b1") {  // the batch-1 decode-chain switches that are off (kernels.h kTune*)
     o.pdl_early_trigger = 2;
@@ -119,7 +131,8 @@ std::vector<HarnessBackend> harness_backends() {
     for (const char* name :
          {"cuda_exact", "cuda_skinny", "cuda_stream", "cuda_unstaged", "cuda_interleaved", "cuda_prefill_toggled",
           "cuda_b1", "cuda_flash_split", "cuda_flash_wide", "cuda_flash_wide_split",
-          "cuda_flash_wide8", "cuda_flash_wide8_plain", "cuda_flash_halves"})
+          "cuda_flash_wide8", "cuda_flash_wide8_plain", "cuda_flash_halves",
+          "cuda_flash_wgmma", "cuda_flash_wgmma128"})
       list.push_back({name, [name] { return make_cuda_backend(0, harness_cuda_options(name)); }});
 #endif
   return list;

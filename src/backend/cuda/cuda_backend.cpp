@@ -315,6 +315,11 @@ CudaOptions cuda_options_from_env() {
     o.flash_wide = w == 1 || w == 4 ? 4 : w == 8 ? 8 : 0;
   }
   o.flash_key_halves = cuda::env_flag("INFERA_CUDA_FLASH_HALVES", o.flash_key_halves);
+  o.flash_wgmma = cuda::env_flag("INFERA_CUDA_FLASH_WGMMA", o.flash_wgmma);
+  if (const char* v = std::getenv("INFERA_CUDA_FLASH_WGMMA_VECTORS"); v && *v) {
+    const int n = std::atoi(v);
+    o.flash_wgmma_vectors = n == 64 || n == 128 ? n : 0;
+  }
   o.flash_wide_auto = cuda::env_flag("INFERA_CUDA_FLASH_WIDE_AUTO", o.flash_wide_auto);
   o.packed_flash_halves = cuda::env_flag("INFERA_CUDA_PACKED_FLASH_HALVES", o.packed_flash_halves);
   o.rope_stage = cuda::env_flag("INFERA_CUDA_ROPE_STAGE", o.rope_stage);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <string>
 
+#include "backend/cuda/attention_flash_wgmma.h"
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/op_checks.h"
@@ -469,6 +470,27 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& 
                   wide_tiles * seqs * hkv >= 3 * int64_t{ctx_->properties().multiProcessorCount}
               ? 8
               : 0;
+      // The Hopper warpgroup-MMA kernel (attention_flash_wgmma.cu): no key split across blocks.
+      const cudaDeviceProp& prop = ctx_->properties();
+      const bool wgmma = options_.flash_wgmma && options_.flash_fast_softmax &&
+                         attention_flash_wgmma_supports(a.type, head_dim, a.block_size,
+                                                        a.num_blocks, prop.major, prop.minor);
+      if (wgmma) {
+        nt.kernel = "attention_flash_wgmma";
+        // 128-vector tiles (a warpgroup each 64: K/V read once for twice the queries) where
+        // they fill every SM's 2 block slots; else 64-vector tiles whose 2 warpgroups split the
+        // keys (short prompts: more blocks; long ones: half the longest tile's serial walk).
+        const int64_t big = (vectors + kFlashWgmmaVectors - 1) / kFlashWgmmaVectors;
+        const int64_t forced = options_.flash_wgmma_vectors;  // 64 or 128; anything else: auto
+        a.vectors_per_tile = forced == kFlashWgmmaSmallVectors || forced == kFlashWgmmaVectors
+                                 ? forced
+                             : big * seqs * hkv < 2 * int64_t{prop.multiProcessorCount}
+                                 ? kFlashWgmmaSmallVectors
+                                 : kFlashWgmmaVectors;
+        a.tiles = (vectors + a.vectors_per_tile - 1) / a.vectors_per_tile;
+        ctx_->record(launch_attention_flash_wgmma, a, nt);
+        return publish_shadow(out, a.out_bf16);
+      }
       const bool wide = wide_warps != 0 && options_.flash_fast_softmax;
       if (wide) {
         nt.kernel = "attention_flash_wide";

@@ -1,0 +1,441 @@
+// Paged prefill attention on Hopper's warpgroup MMA (wgmma, sm_90a; CudaOptions::flash_wgmma).
+// A block is 2 warpgroups (wgmma's M is a warpgroup's 64 query vectors); the queries sit in shared
+// memory, scaled and rounded once. Per 64-key tile: S = Q K^T by wgmma (both operands in shared
+// memory), the base-2 online softmax in registers (the accumulator's per-warp layout is
+// mma.sync's, so the flash kernels' step applies), then O += P V by wgmma (m64nDk16) with P as the
+// register A operand (the S accumulator repacked in registers, as FlashAttention-3 does) and V
+// read transposed (MN-major) from shared memory. Two tile shapes (AttentionArgs::vectors_per_tile):
+// 128 vectors, a warpgroup each 64 walking every key tile (K/V read once for twice the queries);
+// 64 vectors, both warpgroups on them, each taking one 32-key half of every tile and merging at
+// the end (half the serial walk of a long prompt's last tiles; more blocks for short prompts).
+// Why: the mma.sync kernels (attention_flash_halves.cu, _wide.cu) spend most of their issue slots
+// outside the products (ldmatrix per fragment, 16 x 8 products per instruction); one wgmma does a
+// warpgroup's 64 x N x 16 with its operands straight from shared memory.
+// Shared memory: every tile (Q, K, V) as [D / 64 column blocks][rows][128 bytes] with the
+// 128-byte swizzle (16-byte chunk c of row r at c ^ (r % 8)), the layout wgmma reads without bank
+// conflicts; K and V have the same layout (K-major for S, MN-major for P V). The K/V copies are
+// cp.async from the paged blocks (TileCopy: power-of-two block sizes), two stages: tile t + 1
+// streams in while tile t is multiplied. Causal: key spans no row of a warpgroup sees are skipped
+// (warpgroup-uniform, as wgmma needs), the mask runs only where a warp's rows do not all see the
+// whole span. GQA: a tile's vectors are the (row, head) pairs of one kv head, so K/V are read
+// once for its q heads.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "backend/cuda/attention_common.cuh"
+#include "backend/cuda/attention_flash_tile.cuh"
+#include "backend/cuda/attention_flash_wgmma.h"
+#include "backend/cuda/device_util.cuh"
+#include "backend/cuda/mma_tile.cuh"
+#include "backend/cuda/wgmma.cuh"
+
+namespace infera::cuda {
+namespace {
+
+using namespace flash;  // attention_flash_tile.cuh: kKeys (64), cp.async, softmax step
+
+constexpr int kWgVectors = 64;  // wgmma M: query vectors a warpgroup
+
+template <int D>
+constexpr int kQBytes = kWgVectors * D * 2;  // one warpgroup's queries
+template <int D>
+constexpr int kTileBytes = kKeys * D * 2;  // one K or V tile
+
+// Byte offset of 16-byte chunk c (elements 8c..8c+7) of row r in a swizzled [D/64][rows][128 B]
+// tile of `rows` rows.
+__device__ __forceinline__ int swizzled(int r, int c, int rows) {
+  return (c / 8) * rows * 128 + r * 128 + (((c % 8) ^ (r % 8)) << 4);
+}
+
+// The K/V copies of a tile by NT threads, for a paged cache whose block size is a power of two
+// and whose per-head pool plane (num_blocks x block_size x D elements) fits int32 (the host
+// checks both): thread i copies 16-byte chunk i % (D / 8) of keys i / (D / 8) + k NT / (D / 8)
+// of the tile. Everything but the keys' block ids is computed once (ncu on the H200 put the
+// per-key paged address arithmetic at ~40 % of the kernel's instructions when done per tile in
+// 64 bits); the ids are fetched a tile ahead (fetch_ids) so that issuing the copies does not
+// wait for the block table.
+template <typename T, int D, int NT>
+struct TileCopy {
+  static constexpr int kChunks = D / 8, kPer = kKeys * kChunks / NT, kStride = NT / kChunks;
+  static_assert(kKeys * kChunks % NT == 0 && NT % kChunks == 0 && kStride % 8 == 0);
+  int64_t plane;  // this thread's chunk of kv head g's plane in the pools (elements)
+  int row;        // the sequence's block-table row (first entry)
+  int shift, mask, j0, dst0;  // log2(block size), block size - 1, first key, its smem offset
+  int id[kPer];               // the physical block of each of this thread's keys (0 past key_hi)
+  // (Pointers are re-derived from the kernel's parameters where used: registers are the 128-vector
+  // tile's limit at 2 blocks an SM.)
+
+  __device__ __forceinline__ TileCopy(const AttentionArgs& a, int b, int g) {
+    const int bs = static_cast<int>(a.block_size), c = threadIdx.x % kChunks;
+    row = b * static_cast<int>(a.max_blocks);
+    plane = static_cast<int64_t>(g) * a.num_blocks * bs * D + c * 8;
+    shift = __ffs(bs) - 1;
+    mask = bs - 1;
+    j0 = threadIdx.x / kChunks;
+    // Keys j0 + k kStride share j0's row within the 8-row swizzle atom (kStride % 8 == 0).
+    dst0 = (c / 8) * kKeys * 128 + j0 * 128 + (((c % 8) ^ (j0 % 8)) << 4);
+  }
+  __device__ __forceinline__ void fetch_ids(const AttentionArgs& a, int t0, int key_hi) {
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const int t = t0 + j0 + i * kStride;
+      id[i] = t < key_hi ? a.block_table[row + (t >> shift)] : 0;
+    }
+  }
+  // Keys and values [t0, t0 + kKeys) (zeros past key_hi) into one stage, swizzled.
+  __device__ __forceinline__ void issue_tile(const AttentionArgs& a, int t0, int key_hi,
+                                             unsigned char* ks, unsigned char* vs) const {
+    const T* const kplane = static_cast<const T*>(a.keys) + plane;
+    const T* const vplane = static_cast<const T*>(a.values) + plane;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const int t = t0 + j0 + i * kStride;
+      const bool ok = t < key_hi;
+      const int off = ok ? ((id[i] << shift) | (t & mask)) * D : 0;
+      const int dst = dst0 + i * kStride * 128;
+      cp_async16(ks + dst, kplane + off, ok ? 16 : 0);
+      cp_async16(vs + dst, vplane + off, ok ? 16 : 0);
+    }
+  }
+};
+
+// The online-softmax step of softmax_tile_interleaved (attention_flash_tile.cuh), but the
+// accumulators' rescale (D / 2 multiplies a lane, as many as the step's other arithmetic) is
+// skipped when no row of the warp has a new maximum (every alpha exactly 1: ex2(0)), which after
+// the first tiles of a causal row is the common case.
+template <bool kMask, int D, int kGroups>
+__device__ __forceinline__ void softmax_step(float (&s)[kGroups][4], float (&o)[D / 8][4],
+                                             float& m0, float& m1, float& l0, float& l1, int t0,
+                                             int key_hi, int lo0, int hi0, int lo1, int hi1,
+                                             int tig) {
+  if (kMask) {
+#pragma unroll
+    for (int nt = 0; nt < kGroups; ++nt)
+#pragma unroll
+      for (int x = 0; x < 2; ++x) {
+        const int t = t0 + nt * 8 + tig * 2 + x;
+        const bool ok = t < key_hi;
+        if (!(ok && t >= lo0 && t < hi0)) s[nt][x] = -INFINITY;
+        if (!(ok && t >= lo1 && t < hi1)) s[nt][2 + x] = -INFINITY;
+      }
+  }
+  float r0[kGroups], r1[kGroups];
+#pragma unroll
+  for (int nt = 0; nt < kGroups; ++nt) {
+    r0[nt] = fmaxf(s[nt][0], s[nt][1]);
+    r1[nt] = fmaxf(s[nt][2], s[nt][3]);
+  }
+#pragma unroll
+  for (int w = kGroups / 2; w >= 1; w /= 2)
+#pragma unroll
+    for (int i = 0; i < w; ++i) {
+      r0[i] = fmaxf(r0[i], r0[i + w]);
+      r1[i] = fmaxf(r1[i], r1[i + w]);
+    }
+  float mx0 = r0[0], mx1 = r1[0];
+#pragma unroll
+  for (int off = 1; off <= 2; off <<= 1) {
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
+  }
+  const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+  // A row none of whose keys so far is visible keeps mn = -inf: its scores must give 0, hence
+  // the base 0 for such a row (ex2(-inf - -inf) would be NaN).
+  const float b0 = kMask && mn0 == -INFINITY ? 0.0f : mn0;
+  const float b1 = kMask && mn1 == -INFINITY ? 0.0f : mn1;
+  const float alpha0 = ex2(m0 - b0), alpha1 = ex2(m1 - b1);  // m = -inf: 0 (nothing to rescale)
+#pragma unroll
+  for (int nt = 0; nt < kGroups; ++nt) {
+#pragma unroll
+    for (int x = 0; x < 2; ++x) {
+      s[nt][x] = ex2(s[nt][x] - b0);
+      s[nt][2 + x] = ex2(s[nt][2 + x] - b1);
+    }
+    r0[nt] = s[nt][0] + s[nt][1];
+    r1[nt] = s[nt][2] + s[nt][3];
+  }
+#pragma unroll
+  for (int w = kGroups / 2; w >= 1; w /= 2)
+#pragma unroll
+    for (int i = 0; i < w; ++i) {
+      r0[i] += r0[i + w];
+      r1[i] += r1[i + w];
+    }
+  l0 = l0 * alpha0 + r0[0];
+  l1 = l1 * alpha1 + r1[0];
+  m0 = mn0;
+  m1 = mn1;
+  if (__all_sync(0xffffffffu, alpha0 == 1.0f && alpha1 == 1.0f)) return;  // NaN: rescaled
+#pragma unroll
+  for (int dt = 0; dt < D / 8; ++dt) {
+    o[dt][0] *= alpha0;
+    o[dt][1] *= alpha0;
+    o[dt][2] *= alpha1;
+    o[dt][3] *= alpha1;
+  }
+}
+
+// The block's kVec queries times `scale`, rounded to T, swizzled per 64 (zeros past nv), by NT
+// threads.
+template <typename T, int D, int kVec, int NT>
+__device__ __forceinline__ void stage_queries_swizzled(const AttentionArgs& a, int row_begin, int g,
+                                                       int v0, int nv, float scale,
+                                                       unsigned char* qs) {
+  constexpr int kQuads = D / 4;
+#pragma unroll 4
+  for (int i = threadIdx.x; i < kVec * kQuads; i += NT) {
+    const int v = i / kQuads, e = (i % kQuads) * 4;
+    float4 val = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (v < nv) {
+      int row, head;
+      vector_row_head(a, row_begin, g, v0 + v, row, head);
+      val =
+          *reinterpret_cast<const float4*>(a.q + (static_cast<int64_t>(row) * a.hq + head) * D + e);
+    }
+    uint2 packed4;
+    packed4.x = pack2<T>(val.x * scale, val.y * scale);
+    packed4.y = pack2<T>(val.z * scale, val.w * scale);
+    const int wg = v / kWgVectors, r = v % kWgVectors;
+    *reinterpret_cast<uint2*>(qs + wg * kQBytes<D> + swizzled(r, e / 8, kWgVectors) + (e % 8) * 2) =
+        packed4;
+  }
+}
+
+// A block of 2 warpgroups. kSplit false: 128 query vectors, warpgroup w owns vectors 64w..+63 and
+// walks every key tile. kSplit true (64-vector tiles: short prompts, and long ones whose longest
+// tile's walk is the kernel's critical path): both warpgroups own the same 64 vectors, warpgroup
+// w takes keys 32w..+31 of every 64-key tile (half the serial walk, as the key-halves kernel),
+// and the two merge through shared memory at the end.
+template <typename T, int D, bool kSplit>
+__global__ void __launch_bounds__(256, 2) attention_flash_wgmma_kernel(const AttentionArgs a) {
+  constexpr int kThreads = 256, kWgs = kSplit ? 1 : 2, kVec = kWgs * kWgVectors;
+  constexpr int kSpan = kSplit ? kKeys / 2 : kKeys;  // keys of a tile a warpgroup multiplies
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  // The swizzle is of absolute shared addresses: the tiles start on a 1024-byte boundary.
+  const uint32_t raw_addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
+  unsigned char* const base = smem_raw + ((1024 - (raw_addr & 1023)) & 1023);
+  unsigned char* const qs = base;                        // [kWgs] Q
+  unsigned char* const kbuf = qs + kWgs * kQBytes<D>;    // [2 stages] K
+  unsigned char* const vbuf = kbuf + 2 * kTileBytes<D>;  // [2 stages] V
+  __shared__ int range[kVec * 2 + 2];
+
+  const int g = blockIdx.x, b = blockIdx.y;
+  const int tile = static_cast<int>(gridDim.z - 1 - blockIdx.z);  // longest first
+  const int row_begin = a.query_start[b], rows = a.query_start[b + 1] - row_begin;
+  const int group = static_cast<int>(a.hq / a.hkv);
+  const int v0 = tile * kVec, nv = min(kVec, rows * group - v0);
+  if (nv <= 0) return;
+  const int len = a.seq_lens[b];  // paged attention only (TileCopy)
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int wg = warp / 4, wq = warp % 4;  // warpgroup; the warp's 16 rows in its 64
+  const int gid = lane / 4, tig = lane % 4;
+  const int qwg = kSplit ? 0 : wg;          // the warpgroup's queries
+  const int koff = kSplit ? wg * kSpan : 0;  // its first key of a tile
+  const float scale = static_cast<float>(a.scale) * 1.4426950408889634f;  // base 2
+
+  block_key_ranges<kVec, kThreads>(a, row_begin, g, v0, nv, len, false, range);
+  const int key_lo = range[2 * kVec], key_hi = range[2 * kVec + 1];
+  TileCopy<T, D, kThreads> copy(a, b, g);
+  if (key_lo < key_hi) {
+    copy.fetch_ids(a, key_lo, key_hi);
+    copy.issue_tile(a, key_lo, key_hi, kbuf, vbuf);
+  }
+  cp_async_commit();
+  if (key_lo + kKeys < key_hi) copy.fetch_ids(a, key_lo + kKeys, key_hi);
+  stage_queries_swizzled<T, D, kVec, kThreads>(a, row_begin, g, v0, nv, scale, qs);  // below
+
+  // This lane's rows (of the block's vectors) and their key ranges; over the warp, the keys every
+  // row sees [full_lo, full_hi); over the warpgroup's rows, the keys some row sees [wg_lo, wg_hi).
+  const int r0 = qwg * kWgVectors + wq * 16 + gid, r1 = r0 + 8;
+  const int lo0 = range[2 * r0], hi0 = range[2 * r0 + 1];
+  const int lo1 = range[2 * r1], hi1 = range[2 * r1 + 1];
+  int full_lo = max(lo0, lo1), full_hi = min(hi0, hi1);
+#pragma unroll
+  for (int off = 1; off < 32; off <<= 1) {
+    full_lo = max(full_lo, __shfl_xor_sync(0xffffffffu, full_lo, off));
+    full_hi = min(full_hi, __shfl_xor_sync(0xffffffffu, full_hi, off));
+  }
+  int wg_lo = len, wg_hi = 0;
+  for (int v = qwg * kWgVectors; v < min(nv, (qwg + 1) * kWgVectors); ++v) {
+    wg_lo = min(wg_lo, range[2 * v]);
+    wg_hi = max(wg_hi, range[2 * v + 1]);
+  }
+
+  float o[D / 8][4];
+#pragma unroll
+  for (int dt = 0; dt < D / 8; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
+  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;  // l: this lane's share
+
+  const uint32_t q_addr = static_cast<uint32_t>(__cvta_generic_to_shared(qs + qwg * kQBytes<D>));
+  const uint32_t k_addr =
+      static_cast<uint32_t>(__cvta_generic_to_shared(kbuf)) + koff * 128;  // row koff
+  const uint32_t v_addr = static_cast<uint32_t>(__cvta_generic_to_shared(vbuf)) + koff * 128;
+  int stage = 0;
+  for (int t0 = key_lo; t0 < key_hi; t0 += kKeys, stage ^= 1) {
+    // One barrier a tile: past it tile t has landed (and the queries are staged), visible to the
+    // tensor cores' proxy, and every warpgroup is done with tile t - 1, whose stage then takes
+    // tile t + 1's copies (each warpgroup waits for its own products before the next barrier).
+    cp_async_wait<0>();
+    wgmma::fence_proxy_async();
+    __syncthreads();
+    // The next tile's copies first (their block ids were fetched a tile ago: no wait here), then
+    // the ids of the tile after it, consumed next iteration.
+    if (t0 + kKeys < key_hi)
+      copy.issue_tile(a, t0 + kKeys, key_hi, kbuf + (stage ^ 1) * kTileBytes<D>,
+                      vbuf + (stage ^ 1) * kTileBytes<D>);
+    cp_async_commit();
+    if (t0 + 2 * kKeys < key_hi) copy.fetch_ids(a, t0 + 2 * kKeys, key_hi);
+    const int th = t0 + koff;                          // the warpgroup's first key
+    if (th >= wg_hi || th + kSpan <= wg_lo) continue;  // warpgroup-uniform: no row sees them
+
+    const uint32_t ks = k_addr + stage * kTileBytes<D>, vs = v_addr + stage * kTileBytes<D>;
+    float s[kSpan / 8][4];
+#pragma unroll
+    for (int nt = 0; nt < kSpan / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+    wgmma::fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {  // dims 16 kk..+15: column block kk / 4, 32 B a step
+      const uint32_t qstep = (kk / 4) * kWgVectors * 128 + (kk % 4) * 32;
+      const uint32_t kstep = (kk / 4) * kKeys * 128 + (kk % 4) * 32;
+      const uint64_t dq = wgmma::desc_sw128(q_addr + qstep, 16, 1024);
+      const uint64_t dk = wgmma::desc_sw128(ks + kstep, 16, 1024);
+      if constexpr (kSplit)
+        wgmma::ss_m64n32k16(s, dq, dk, kk > 0 ? 1 : 0, T{});
+      else
+        wgmma::ss_m64n64k16(s, dq, dk, kk > 0 ? 1 : 0, T{});
+    }
+    wgmma::commit();
+    wgmma::wait<0>();
+    wgmma::fence_operand(s);
+
+    if (th >= full_lo && th + kSpan <= full_hi)  // warp-uniform
+      softmax_step<false, D, kSpan / 8>(s, o, m0, m1, l0, l1, th, key_hi, lo0, hi0, lo1,
+                                                    hi1, tig);
+    else
+      softmax_step<true, D, kSpan / 8>(s, o, m0, m1, l0, l1, th, key_hi, lo0, hi0, lo1,
+                                                   hi1, tig);
+    uint32_t pa[kSpan / 16][4];  // P as wgmma's A fragments, 16 keys each
+#pragma unroll
+    for (int kt = 0; kt < kSpan / 16; ++kt) {
+      pa[kt][0] = pack2<T>(s[2 * kt][0], s[2 * kt][1]);
+      pa[kt][1] = pack2<T>(s[2 * kt][2], s[2 * kt][3]);
+      pa[kt][2] = pack2<T>(s[2 * kt + 1][0], s[2 * kt + 1][1]);
+      pa[kt][3] = pack2<T>(s[2 * kt + 1][2], s[2 * kt + 1][3]);
+    }
+    wgmma::fence_operand(o);
+    wgmma::fence();
+#pragma unroll
+    for (int kt = 0; kt < kSpan / 16; ++kt) {  // keys 16 kt..+15: two 8-row groups, 2048 bytes
+      const uint64_t dv = wgmma::desc_sw128(vs + kt * 2048, kKeys * 128, 1024);
+      if constexpr (D == 128)
+        wgmma::rs_m64n128k16(o, pa[kt], dv, T{});
+      else
+        wgmma::rs_m64n64k16(o, pa[kt], dv, T{});
+    }
+    wgmma::commit();
+    wgmma::wait<0>();
+    wgmma::fence_operand(o);
+  }
+  cp_async_wait<0>();
+#pragma unroll
+  for (int off = 1; off <= 2; off <<= 1) {  // the lanes' partial row sums -> the quad's
+    l0 += __shfl_xor_sync(0xffffffffu, l0, off);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, off);
+  }
+  float fa0 = 1.0f, fa1 = 1.0f, fb0 = 0.0f, fb1 = 0.0f;  // out = o fa + o' fb (o': the partner's)
+  const float* xo = nullptr;
+  if constexpr (kSplit) {
+    // Warpgroup 1 hands (m, l, o) to warpgroup 0's thread of the same rows and columns through
+    // the K/V stages (free once both are past their last tile), thread-contiguous.
+    float* const x = reinterpret_cast<float*>(kbuf);  // [D / 2 + 4][128]
+    static_assert((D / 2 + 4) * 128 * sizeof(float) <= 4 * kTileBytes<D>);
+    const int t = tid % 128;
+    __syncthreads();
+    if (wg == 1) {
+#pragma unroll
+      for (int dt = 0; dt < D / 8; ++dt)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) x[(dt * 4 + j) * 128 + t] = o[dt][j];
+      x[(D / 2 + 0) * 128 + t] = m0;
+      x[(D / 2 + 1) * 128 + t] = m1;
+      x[(D / 2 + 2) * 128 + t] = l0;
+      x[(D / 2 + 3) * 128 + t] = l1;
+    }
+    __syncthreads();
+    if (wg == 1) return;
+    const float mb0 = x[(D / 2 + 0) * 128 + t], mb1 = x[(D / 2 + 1) * 128 + t];
+    const float lb0 = x[(D / 2 + 2) * 128 + t], lb1 = x[(D / 2 + 3) * 128 + t];
+    const float mx0 = fmaxf(m0, mb0), mx1 = fmaxf(m1, mb1);
+    // A row none of whose keys either half saw keeps max -inf: both factors 0 (not NaN).
+    fa0 = mx0 == -INFINITY ? 0.0f : ex2(m0 - mx0);
+    fb0 = mx0 == -INFINITY ? 0.0f : ex2(mb0 - mx0);
+    fa1 = mx1 == -INFINITY ? 0.0f : ex2(m1 - mx1);
+    fb1 = mx1 == -INFINITY ? 0.0f : ex2(mb1 - mx1);
+    l0 = l0 * fa0 + lb0 * fb0;
+    l1 = l1 * fa1 + lb1 * fb1;
+    xo = x + t;
+  }
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int v = half == 0 ? r0 : r1;
+    if (v >= nv) continue;
+    int row, head;
+    vector_row_head(a, row_begin, g, v0 + v, row, head);
+    const int64_t at = (static_cast<int64_t>(row) * a.hq + head) * D;
+    float* dst = a.out + at;
+    __nv_bfloat16* dst_bf16 = a.out_bf16 ? static_cast<__nv_bfloat16*>(a.out_bf16) + at : nullptr;
+    const float l = half == 0 ? l0 : l1;
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;  // a row that saw no key: zeros, not NaN
+    const float fa = (half == 0 ? fa0 : fa1) * inv, fb = (half == 0 ? fb0 : fb1) * inv;
+#pragma unroll
+    for (int dt = 0; dt < D / 8; ++dt) {
+      const int c = dt * 8 + tig * 2, j = 2 * half;
+      float2 y = make_float2(o[dt][j] * fa, o[dt][j + 1] * fa);
+      if (kSplit) {
+        y.x += xo[(dt * 4 + j) * 128] * fb;
+        y.y += xo[(dt * 4 + j + 1) * 128] * fb;
+      }
+      *reinterpret_cast<float2*>(dst + c) = y;
+      if (dst_bf16)
+        *reinterpret_cast<__nv_bfloat162*>(dst_bf16 + c) = __floats2bfloat162_rn(y.x, y.y);
+    }
+  }
+}
+
+template <typename T, int D, bool kSplit>
+void launch_wgmma(const AttentionArgs& a, cudaStream_t s) {
+  constexpr size_t kSmem = (kSplit ? 1 : 2) * kQBytes<D> + 4 * kTileBytes<D> + 1024;  // + align
+  static const bool attr_set = [] {
+    return cudaFuncSetAttribute(attention_flash_wgmma_kernel<T, D, kSplit>,
+                                cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                static_cast<int>(kSmem)) == cudaSuccess;
+  }();
+  if (!attr_set) throw std::runtime_error("cannot raise the wgmma attention's shared memory");
+  const dim3 grid(static_cast<unsigned>(a.hkv), static_cast<unsigned>(a.num_seqs),
+                  static_cast<unsigned>(a.tiles));
+  attention_flash_wgmma_kernel<T, D, kSplit><<<grid, 256, kSmem, s>>>(a);
+}
+
+}  // namespace
+
+bool attention_flash_wgmma_supports(ElemType type, int64_t head_dim, int64_t block_size,
+                                    int64_t num_blocks, int sm_major, int sm_minor) {
+  // sm_90a machine code only (wgmma is not in the compute_90 PTX); f16/bf16, head_dim 64 or 128;
+  // TileCopy's paged addressing: a power-of-two block size, a kv head's plane within int32.
+  return sm_major == 9 && sm_minor == 0 && (type == ElemType::BF16 || type == ElemType::F16) &&
+         (head_dim == 64 || head_dim == 128) && block_size > 0 &&
+         (block_size & (block_size - 1)) == 0 && num_blocks > 0 &&
+         num_blocks * block_size * head_dim <= int64_t{0x7fffffff};
+}
+
+void launch_attention_flash_wgmma(const void* p, cudaStream_t s) {
+  const auto& a = *static_cast<const AttentionArgs*>(p);
+  dispatch_type_and_head_dim(a, [&](auto t, auto d) {
+    using T = typename decltype(t)::type;
+    constexpr int D = decltype(d)::value;
+    if (a.vectors_per_tile == kWgVectors) return launch_wgmma<T, D, true>(a, s);
+    launch_wgmma<T, D, false>(a, s);
+  });
+}
+
+}  // namespace infera::cuda

@@ -1,0 +1,24 @@
+// Paged prefill attention on Hopper's warpgroup MMA (attention_flash_wgmma.cu,
+// CudaOptions::flash_wgmma). Kept out of kernels.h so that adding it rebuilds only its users.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/cuda/kernels.h"
+
+namespace infera::cuda {
+
+// Query vectors a block, AttentionArgs::vectors_per_tile for this kernel: 2 warpgroups of 64
+// each, or (kFlashWgmmaSmallVectors) 2 warpgroups on the same 64 with each key tile's halves
+// split between them.
+constexpr int64_t kFlashWgmmaVectors = 128, kFlashWgmmaSmallVectors = 64;
+// Whether the kernel runs on a device of compute capability sm_major.sm_minor (9.0: the binary's
+// sm_90a code) for this cache type, head_dim and paged pool (a power-of-two block size, a kv
+// head's num_blocks x block_size x head_dim elements addressable in int32). Paged attention only.
+bool attention_flash_wgmma_supports(ElemType type, int64_t head_dim, int64_t block_size,
+                                    int64_t num_blocks, int sm_major, int sm_minor);
+// Grid (hkv, sequences, tiles of kFlashWgmmaVectors vectors); AttentionArgs as the flash kernels
+// (fast_softmax's base-2 softmax, no split), out and the optional out_bf16 written.
+void launch_attention_flash_wgmma(const void* args, cudaStream_t stream);
+
+}  // namespace infera::cuda

@@ -1,0 +1,111 @@
+// The Hopper warpgroup-MMA prefill attention (CudaOptions::flash_wgmma) inside whole models:
+// dummy-weight Qwen3 configs with Qwen3-0.6B's attention shape (16 q heads, 8 kv heads, head_dim
+// 128) prefilled with the kernel and with the key-halves kernel (the default) agree within the op
+// harness's bf16 attention bound, and differ (the kernel was taken); prefill steps replayed as CUDA
+// graphs give the eager backend's logits bit for bit. Skips where no CUDA device is visible, and
+// where the device is no sm_90 (the kernel is Hopper machine code).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda_test_models.h"
+#include "engine/kv_cache.h"
+#include "engine/step.h"
+#include "model/causal_lm.h"
+
+namespace infera {
+namespace {
+
+using cuda_test::config_dir;
+using cuda_test::nmse;
+
+const char* const kQwen3Heads16 = R"({
+  "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "head_dim": 128,
+  "hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 16,
+  "num_key_value_heads": 8, "num_hidden_layers": 3, "max_position_embeddings": 4096,
+  "rms_norm_eps": 1e-06, "rope_theta": 1000000, "tie_word_embeddings": true,
+  "torch_dtype": "bfloat16", "vocab_size": 512})";
+
+CudaOptions wgmma_options(bool on, bool graphs = true, int64_t vectors = 0) {
+  CudaOptions o;
+  o.flash_wgmma = on;
+  o.flash_wgmma_vectors = vectors;
+  o.flash_wide_auto = false;  // the reference: the key-halves kernel at every shape
+  o.graphs = graphs;
+  return o;
+}
+
+// `rounds` prefill steps of the same shape on one model and cache, each of 3 fresh prompts (300,
+// 77 and 150 tokens; different tokens every round): each prompt's last row's logits. With graphs,
+// round 2 is captured and rounds 3.. replay it.
+std::vector<std::vector<float>> qwen3_prefill_rounds(Backend& backend, int rounds) {
+  auto model = load_causal_lm(config_dir("wgmma_qwen3_h16", kQwen3Heads16), backend,
+                              {.dummy_weights = true});
+  const int64_t vocab = model->info().vocab;
+  const int64_t lens[3] = {300, 77, 150};
+  KvCache cache(backend, model->kv_shape(),
+                {.block_size = 16, .num_blocks = 40 * rounds, .dtype = DType::BF16});
+  std::vector<std::vector<float>> out;
+  for (int r = 0; r < rounds; ++r) {
+    std::vector<std::vector<int32_t>> prompts(3);
+    std::vector<SeqChunk> chunks;
+    for (size_t s = 0; s < 3; ++s) {
+      const SeqId id = cache.add_sequence();
+      EXPECT_TRUE(cache.reserve(id, lens[s]));
+      for (int64_t i = 0; i < lens[s]; ++i)
+        prompts[s].push_back(static_cast<int32_t>((i * 7919 + 31 * int64_t(s) + 7 * r + 3) % vocab));
+      chunks.push_back({id, prompts[s], OutputRows::Last});
+    }
+    std::vector<float> logits(static_cast<size_t>(3 * vocab));
+    run_step(*model, cache, chunks, logits);
+    out.push_back(logits);
+  }
+  return out;
+}
+
+class CudaWgmmaAttentionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible: cuda tests not run";
+  }
+};
+
+// Both tile shapes (64 vectors with the key halves split between the warpgroups, 128 vectors)
+// against the key-halves kernel.
+TEST_F(CudaWgmmaAttentionTest, Qwen3PrefillFollowsKeyHalves) {
+  auto by_halves = make_cuda_backend(0, wgmma_options(false));
+  const std::vector<std::vector<float>> want = qwen3_prefill_rounds(*by_halves, 1);
+  for (int64_t vectors : {64, 128}) {
+    SCOPED_TRACE("vectors " + std::to_string(vectors));
+    CudaOptions o = wgmma_options(true, true, vectors);
+    o.profile = true;  // to see which kernel ran
+    auto by_wgmma = make_cuda_backend(0, o);
+    const std::vector<std::vector<float>> got = qwen3_prefill_rounds(*by_wgmma, 1);
+    const std::string report = cuda_profile_report(*by_wgmma);
+    if (report.find("attention_flash_wgmma") == std::string::npos)
+      GTEST_SKIP() << "the wgmma kernel does not run on this device (not sm_90)";
+    ASSERT_EQ(got[0].size(), want[0].size());
+    const double e = nmse(got[0], want[0]);
+    EXPECT_TRUE(e <= 1e-4) << "NMSE " << e;
+    EXPECT_GT(e, 0.0) << "the same logits as the key-halves kernel";
+  }
+}
+
+TEST_F(CudaWgmmaAttentionTest, GraphReplayEqualsEagerBitForBit) {
+  auto eager_backend = make_cuda_backend(0, wgmma_options(true, false));
+  auto graph_backend = make_cuda_backend(0, wgmma_options(true, true));
+  const auto want = qwen3_prefill_rounds(*eager_backend, 4);
+  const auto got = qwen3_prefill_rounds(*graph_backend, 4);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t r = 0; r < got.size(); ++r) {
+    size_t differ = 0;
+    for (size_t i = 0; i < got[r].size(); ++i) differ += !(got[r][i] == want[r][i]);  // NaN too
+    EXPECT_EQ(differ, 0u) << "round " << r;
+  }
+  EXPECT_GE(cuda_stats(*graph_backend)->graph_launches, 2);  // rounds 3 and 4 replayed
+}
+
+}  // namespace
+}  // namespace infera
