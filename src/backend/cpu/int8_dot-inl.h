@@ -51,9 +51,14 @@ namespace HWY_NAMESPACE {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
 #define INFERA_INT8_SIMD 1
 
+// Highway's AVX3_DL target string also enables AVX-VNNI, so for 256-bit vpdpbusd / vpdpwssd the
+// compiler may pick the VEX encoding (AVX-VNNI), which a CPU with AVX512-VNNI but without AVX-VNNI
+// (AMD Zen 4; AVX3_DL's run-time check asks only for AVX512-VNNI) faults on with SIGILL. The
+// {evex} pseudo-prefix pins the AVX512-VNNI + VL encoding the target's check guarantees.
 HWY_INLINE __m256i DotU8S8(__m256i acc, __m256i u, __m256i s) {
 #if HWY_TARGET == HWY_AVX3_DL
-  return _mm256_dpbusd_epi32(acc, u, s);
+  __asm__("%{evex%} vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));
+  return acc;
 #else
   const __m256i pairs = _mm256_maddubs_epi16(u, s);
   return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
@@ -63,7 +68,8 @@ HWY_INLINE __m256i DotU8S8(__m256i acc, __m256i u, __m256i s) {
 // acc + the int16 pairs of `pairs` times `scales`, summed into int32 lanes (vpdpwssd on AVX3_DL).
 HWY_INLINE __m256i MaddAdd16(__m256i acc, __m256i pairs, __m256i scales) {
 #if HWY_TARGET == HWY_AVX3_DL
-  return _mm256_dpwssd_epi32(acc, pairs, scales);
+  __asm__("%{evex%} vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(pairs), "v"(scales));  // see DotU8S8
+  return acc;
 #else
   return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, scales));
 #endif
