@@ -147,15 +147,17 @@ struct KernelQ6_K {
 
 #if INFERA_VNNI512
   struct Consts512 {
-    __m512i low4, low2, shift01, shift23;
+    __m512i low4, bits45, shl01, shr23;
     __m512i scale_idx[4];  // vector v covers groups of 16 numbered 4v .. 4v + 3
   };
   static HWY_INLINE Consts512 MakeConsts512() {
     Consts512 c;
     c.low4 = _mm512_set1_epi8(0x0F);
-    c.low2 = _mm512_set1_epi8(0x03);
-    c.shift01 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
-    c.shift23 = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(6), 1);
+    c.bits45 = _mm512_set1_epi8(0x30);
+    // Word shifts that move qh bits 2g, 2g + 1 of every byte to bits 4, 5 (g = 0, 1 left by 4, 2;
+    // g = 2, 3 right by 0, 2); within a 16-bit word the high byte's bits move as the low byte's.
+    c.shl01 = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
+    c.shr23 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
     for (int v = 0; v < 4; ++v) {
       alignas(64) int16_t idx[32];
       for (int l = 0; l < 32; ++l) idx[l] = static_cast<int16_t>(4 * v + l / 8);
@@ -176,11 +178,12 @@ struct KernelQ6_K {
       const __m512i ql = _mm512_loadu_si512(blk.ql + 64 * half);
       const __m512i qh = _mm512_broadcast_i64x4(
           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * half)));
-      const __m512i h01 = _mm512_and_si512(_mm512_srlv_epi16(qh, c.shift01), c.low2);
-      const __m512i h23 = _mm512_and_si512(_mm512_srlv_epi16(qh, c.shift23), c.low2);
-      q[2 * half] = _mm512_or_si512(_mm512_and_si512(ql, c.low4), _mm512_slli_epi16(h01, 4));
-      q[2 * half + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), c.low4),
-                                        _mm512_slli_epi16(h23, 4));
+      // The high bits straight into bits 4, 5 (one shift and one AND each), then
+      // q = (low nibble AND 0x0F) OR high in one vpternlogd (0xEC: (A & C) | B).
+      const __m512i h01 = _mm512_and_si512(_mm512_sllv_epi16(qh, c.shl01), c.bits45);
+      const __m512i h23 = _mm512_and_si512(_mm512_srlv_epi16(qh, c.shr23), c.bits45);
+      q[2 * half] = _mm512_ternarylogic_epi32(ql, h01, c.low4, 0xEC);
+      q[2 * half + 1] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(ql, 4), h23, c.low4, 0xEC);
     }
     for (int v = 0; v < 4; ++v) scales[v] = _mm512_permutexvar_epi16(c.scale_idx[v], sc16z);
     for (int x = 0; x < NX; ++x) {
