@@ -124,9 +124,15 @@ int main(int argc, char** argv) {
   infera::cpu::set_quant_gemv_streams(streams);  // validates the value
   auto backend = infera::make_cpu_backend(threads);
   // The file layout's backend for --versus rows (the repack setting is read at construction).
+  const char* repack_env = std::getenv("INFERA_CPU_REPACK");
+  const std::string repack_before = repack_env ? repack_env : "";
   setenv("INFERA_CPU_REPACK", "0", 1);
   auto rows_backend = infera::make_cpu_backend(threads);
-  unsetenv("INFERA_CPU_REPACK");
+  if (repack_env) {  // the caller's setting back, for the backends made below
+    setenv("INFERA_CPU_REPACK", repack_before.c_str(), 1);
+  } else {
+    unsetenv("INFERA_CPU_REPACK");
+  }
   std::unique_ptr<infera::bench::ReadBuffer> probe_buffer;
   if (probe) {
     probe_buffer = std::make_unique<infera::bench::ReadBuffer>(
