@@ -21,8 +21,8 @@ namespace infera::cpu {
 namespace HWY_NAMESPACE {
 
 struct KernelQ6_K {
-  // Has Rows<S> (int8_dot-inl.h, MatmulRowsQ); 4 streams when the setting is auto. On the Intel
-  // hosts 2 measured ahead of 4 (cpuq note); on the AMD Zen 4 VM 4 is ahead of 2 (x1.17-1.32 at
+  // Has Rows<S> (int8_dot-inl.h, MatmulRowsQ); 4 streams when the setting is auto. On earlier
+  // sessions' hosts (with AVX-VNNI) 2 measured ahead of 4 (cpuq note); on the AMD Zen 4 VM 4 is ahead of 2 (x1.17-1.32 at
   // one thread, whole-model q4_k_m decode x1.10 per CPU second; the cpuq8 note), and S = 4 keeps
   // every stream in registers since the unroll pragma (S = 8 spills).
   static constexpr int kAutoGemvStreams = 4;

@@ -51,7 +51,7 @@ int64_t rowgroup_unit_bytes(DType dtype);
 // a multiple of 64 in [0, 65536], read once (anything else throws InvalidArgument naming it, at
 // the first row-group matmul). The drivers (int8_dot-inl.h) prefetch each unit's lines before
 // the unit's kernel runs. Default kDefaultRowGroupPrefetchBytes (the cpuq8 note: on this
-// project's AMD Zen 4 VM the 1 KiB prefetch of the Intel hosts measured slower than none).
+// project's AMD Zen 4 VM the 1 KiB prefetch, earlier hosts' best, measured slower than none).
 constexpr int64_t kDefaultRowGroupPrefetchBytes = 0;
 int64_t rowgroup_prefetch_bytes();
 // Overrides the setting (tests, benchmarks); same range.
