@@ -11,6 +11,16 @@
 // "q4_k_rg" are row groups where the CPU has the 512-bit kernels (as a model load makes them);
 // "q8_0" / "q6_k" are the file layout (as the decode of q8_0 / q4_k_m files reads them). A case
 // with copies > 1 cycles through that many distinct weights per pass (DRAM-streamed, as decode).
+// --versus rows: the "1" side is instead the file layout (INFERA_CPU_REPACK=0, auto streams) and
+// the "S" side the default preparation (row groups where the CPU has their kernels; auto streams):
+// the layout A/B of Q8_0 / Q6_K row groups. --probe 1: every round also reads the bench's
+// bandwidth probe buffer (src/bench/machine_probe.h: 512 MiB, four streams per thread, wall time)
+// once, and each side's GB/s is printed as a fraction of the probes' median too (use wall time).
+// --prefetch1 B / --prefetchS B: the row-group software prefetch distance of each side
+// (weight_rowgroups.h; default: the setting, INFERA_CPU_ROWGROUP_PREFETCH or its default), so
+// --streams1 N: the "1" side's stream count (default 1), so `--streams 4 --streams1 4
+// --prefetch1 1024 --prefetchS 0` alternates 1 KiB prefetch against none at 4 streams.
+#include <stdlib.h>
 #include <time.h>
 
 #include <algorithm>
@@ -18,12 +28,15 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/quant_matmul.h"
+#include "backend/cpu/weight_rowgroups.h"
+#include "bench/machine_probe.h"
 #include "infera/tensor.h"
 #include "ops/backend.h"
 
@@ -90,8 +103,9 @@ std::string list_json(const std::vector<double>& v) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int streams = 4, rounds = 15, threads = 2;
-  bool cpu_time = false;
+  int streams = 4, streams1 = 1, rounds = 15, threads = 2;
+  bool cpu_time = false, versus_rows = false, probe = false;
+  int64_t prefetch1 = infera::cpu::rowgroup_prefetch_bytes(), prefetch_s = prefetch1;
   std::string only_case, only_types, out_path;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--streams")) streams = std::atoi(argv[i + 1]);
@@ -101,9 +115,30 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--case")) only_case = argv[i + 1];
     if (!std::strcmp(argv[i], "--types")) only_types = argv[i + 1];
     if (!std::strcmp(argv[i], "--out")) out_path = argv[i + 1];
+    if (!std::strcmp(argv[i], "--versus")) versus_rows = !std::strcmp(argv[i + 1], "rows");
+    if (!std::strcmp(argv[i], "--probe")) probe = std::atoi(argv[i + 1]) != 0;
+    if (!std::strcmp(argv[i], "--streams1")) streams1 = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--prefetch1")) prefetch1 = std::atoll(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--prefetchS")) prefetch_s = std::atoll(argv[i + 1]);
   }
   infera::cpu::set_quant_gemv_streams(streams);  // validates the value
   auto backend = infera::make_cpu_backend(threads);
+  // The file layout's backend for --versus rows (the repack setting is read at construction).
+  const char* repack_env = std::getenv("INFERA_CPU_REPACK");
+  const std::string repack_before = repack_env ? repack_env : "";
+  setenv("INFERA_CPU_REPACK", "0", 1);
+  auto rows_backend = infera::make_cpu_backend(threads);
+  if (repack_env) {  // the caller's setting back, for the backends made below
+    setenv("INFERA_CPU_REPACK", repack_before.c_str(), 1);
+  } else {
+    unsetenv("INFERA_CPU_REPACK");
+  }
+  std::unique_ptr<infera::bench::ReadBuffer> probe_buffer;
+  if (probe) {
+    probe_buffer = std::make_unique<infera::bench::ReadBuffer>(
+        threads, infera::bench::default_bandwidth_buffer_bytes());
+    probe_buffer->read_passes(1);  // first touch and warm-up
+  }
   // "bf16_pk": bf16 weights packed for --matmul-precision bf16 (matmul_bf16_packed.h), where the
   // CPU has AVX512-BF16 (elsewhere that backend keeps rows: the line then measures the row kernel).
   auto bf16_backend = infera::make_cpu_backend(threads, infera::PackedAttentionSchedule::Windowed,
@@ -119,13 +154,21 @@ int main(int argc, char** argv) {
   const Case cases[] = {{"lm_head", 151936, 1024, 1},
                         {"mlp_up_x48", 3072, 1024, 48},
                         {"mlp_down_x48", 1024, 3072, 48},
-                        {"attn_k_x96", 1024, 1024, 96}};
+                        {"attn_k_x96", 1024, 1024, 96},
+                        // cache-resident (one 0.5-1.1 MB weight, L2-sized): the kernel's compute
+                        // rate, which others' memory traffic barely moves
+                        {"l2_1024", 1024, 1024, 1}};
   const auto listed = [](const std::string& list, const std::string& name) {
     return list.empty() || ("," + list + ",").find("," + name + ",") != std::string::npos;
   };
-  std::printf("%s, %d threads, %s time, 1 stream vs %d in lockstep, %d rounds\n",
-              infera::cpu::quant_kernel_target_name(), threads, cpu_time ? "CPU" : "wall", streams,
-              rounds);
+  if (versus_rows)
+    std::printf("%s, %d threads, %s time, file layout (1) vs default preparation (S), %d rounds\n",
+                infera::cpu::quant_kernel_target_name(), threads, cpu_time ? "CPU" : "wall",
+                rounds);
+  else
+    std::printf("%s, %d threads, %s time, 1 stream vs %d in lockstep, %d rounds\n",
+                infera::cpu::quant_kernel_target_name(), threads, cpu_time ? "CPU" : "wall",
+                streams, rounds);
   std::printf("  %-13s %-8s %9s %9s %8s  %s\n", "case", "type", "GB/s (1)", "GB/s (S)", "t1/tS",
               "[min, max] of rounds, fastest t1 / fastest tS");
   std::string json = "{\"threads\": " + std::to_string(threads) +
@@ -143,18 +186,28 @@ int main(int argc, char** argv) {
     for (const auto& ty : types) {
       if (!listed(only_types, ty.label)) continue;
       infera::Backend& be = ty.dtype == DType::BF16 ? *bf16_backend : *backend;
+      infera::Backend& be_rows = ty.dtype == DType::BF16 ? *bf16_backend : *rows_backend;
       std::vector<std::vector<uint8_t>> storage;
-      std::vector<Tensor> w;
+      std::vector<Tensor> w, w_rows;
       for (int cp = 0; cp < c.copies; ++cp) {
         storage.push_back(random_weight(ty.dtype, c.m, c.k, 7 + uint32_t(cp)));
-        w.push_back(be.prepare_weight(Tensor("w", ty.dtype, infera::Shape{c.m, c.k},
-                                             infera::Device::CPU, storage.back().data(), nullptr)));
+        const Tensor host("w", ty.dtype, infera::Shape{c.m, c.k}, infera::Device::CPU,
+                          storage.back().data(), nullptr);
+        w.push_back(be.prepare_weight(host));
+        if (versus_rows) w_rows.push_back(be_rows.prepare_weight(host));
       }
+      std::vector<double> probes;
+      // s = 1: one stream (or, --versus rows, the file layout); else S streams (the default).
       const auto pass = [&](int s) {
-        infera::cpu::set_quant_gemv_streams(s);
+        const bool rows_side = versus_rows && s == 1;
+        infera::cpu::set_quant_gemv_streams(versus_rows ? 0 : s == 1 ? streams1 : s);
+        infera::cpu::set_rowgroup_prefetch_bytes(s == 1 ? prefetch1 : prefetch_s);
+        infera::Backend& b = rows_side ? be_rows : be;
         const double t0 = now(cpu_time);
-        for (const Tensor& wc : w) be.matmul(x, wc, out);
-        return now(cpu_time) - t0;
+        for (const Tensor& wc : rows_side ? w_rows : w) b.matmul(x, wc, out);
+        const double t = now(cpu_time) - t0;
+        if (probe_buffer && s != 1) probes.push_back(probe_buffer->read_passes(1).front());
+        return t;
       };
       pass(1);  // warm-up of both paths
       pass(streams);
@@ -173,13 +226,20 @@ int main(int argc, char** argv) {
         ratio.push_back(a / b);
       }
       const double bytes = double(storage.front().size()) * c.copies;
-      std::printf("  %-13s %-8s %9.2f %9.2f %8.3f  [%.3f, %.3f] %8.3f\n", c.name, ty.label,
+      std::printf("  %-13s %-8s %9.2f %9.2f %8.3f  [%.3f, %.3f] %8.3f", c.name, ty.label,
                   bytes / percentile(t1, 0.5) / 1e9, bytes / percentile(ts, 0.5) / 1e9,
                   percentile(ratio, 0.5), percentile(ratio, 0), percentile(ratio, 1),
                   percentile(t1, 0) / percentile(ts, 0));
+      if (!probes.empty()) {
+        const double p50 = percentile(probes, 0.5);
+        std::printf("   probe %.1f GB/s: (1) %.2f (S) %.2f", p50,
+                    bytes / percentile(t1, 0.5) / 1e9 / p50, bytes / percentile(ts, 0.5) / 1e9 / p50);
+      }
+      std::printf("\n");
       json += std::string(first ? "" : ", ") + "{\"case\": \"" + c.name + "\", \"type\": \"" +
               ty.label + "\", \"weight_bytes\": " + std::to_string(size_t(bytes)) +
-              ", \"seconds_1\": " + list_json(t1) + ", \"seconds_s\": " + list_json(ts) + "}";
+              ", \"seconds_1\": " + list_json(t1) + ", \"seconds_s\": " + list_json(ts) +
+              ", \"probe_gb_per_s\": " + list_json(probes) + "}";
       first = false;
     }
   }

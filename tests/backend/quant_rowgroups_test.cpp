@@ -1,4 +1,4 @@
-// The row-group layouts of weight_rowgroups.h (Q4_0, Q4_K, Q6_K) and their kernels against the
+// The row-group layouts of weight_rowgroups.h (Q4_0, Q4_K, Q6_K, Q8_0) and their kernels against the
 // reference of quant_matmul_util.h, directly and through the CPU backend (prepare_weight, decode,
 // prefill, embedding); and the fused decode matmuls (matmul_multi, matmul_swiglu) that quantize
 // their shared input once.
@@ -29,7 +29,7 @@ namespace {
 
 using namespace test;  // NOLINT(build/namespaces): the shared helpers
 
-const DType kRowGroupTypes[] = {DType::Q4_0, DType::Q4_K, DType::Q6_K};
+const DType kRowGroupTypes[] = {DType::Q4_0, DType::Q4_K, DType::Q6_K, DType::Q8_0};
 
 // Where byte i of row j's file bytes lives in a row-group matrix, written out from the layout
 // comment of weight_rowgroups.h (independently of weight_rowgroups.cpp).
@@ -40,6 +40,12 @@ size_t rowgroup_offset(DType dtype, int64_t k, int64_t j, int64_t i) {
     const int64_t blk = i / 18, byte = i % 18, unit = group + (blk / 8) * 576, b = blk % 8;
     return size_t(byte < 2 ? unit + 2 * (4 * b + r) + byte
                            : unit + 64 + 64 * b + 16 * r + byte - 2);
+  }
+  if (dtype == DType::Q8_0) {  // d, qs[32] in the file; 8 blocks of 4 rows per 1088-byte unit
+    const int64_t blk = i / 34, byte = i % 34, unit = group + (blk / 8) * 1088, b = blk % 8;
+    if (byte < 2) return size_t(unit + 2 * (4 * b + r) + byte);
+    const int64_t q = byte - 2;  // qs[q]: the first 16 in line 2b, the last 16 in line 2b + 1
+    return size_t(unit + 64 + 128 * b + 64 * (q / 16) + 16 * r + q % 16);
   }
   if (dtype == DType::Q6_K) {  // ql[128], qh[64], scales[16], d in the file
     const int64_t unit = group + (i / 210) * 840, byte = i % 210;
@@ -71,8 +77,9 @@ TEST(QuantMatmul, RowGroupsLayoutAndRoundTrip) {
     const auto w = make_weight(dtype, m, k, true, 21);
     ASSERT_TRUE(cpu::rowgroups_fit(dtype, m, k));
     EXPECT_FALSE(cpu::rowgroups_fit(dtype, m + 2, k));
-    EXPECT_FALSE(cpu::rowgroups_fit(DType::Q8_0, m, k));
-    if (dtype == DType::Q4_0) EXPECT_FALSE(cpu::rowgroups_fit(dtype, m, k + 32));
+    EXPECT_FALSE(cpu::rowgroups_fit(DType::BF16, m, k));
+    if (dtype == DType::Q4_0 || dtype == DType::Q8_0)
+      EXPECT_FALSE(cpu::rowgroups_fit(dtype, m, k + 32));
     std::vector<uint8_t> packed(w.size());
     cpu::to_rowgroups(dtype, w.data(), m, k, packed.data());
     for (int64_t j = 0; j < m; ++j) {
@@ -138,6 +145,44 @@ TEST(QuantMatmul, RowGroupKernelsMatchReferenceOnEverySimdTarget) {
   }
 }
 
+// The software prefetch distance of the row-group GEMVs (INFERA_CPU_ROWGROUP_PREFETCH) moves
+// only loads ahead: every output is bit for bit the same with none, one line or 1 KiB ahead, on
+// single-row decode (the lockstep streams) and on batched rows; bad distances are refused.
+TEST(QuantMatmul, RowGroupPrefetchDistanceChangesNoBit) {
+  const int64_t before = cpu::rowgroup_prefetch_bytes();
+  EXPECT_THROW(cpu::set_rowgroup_prefetch_bytes(65), InvalidArgument);
+  EXPECT_THROW(cpu::set_rowgroup_prefetch_bytes(-64), InvalidArgument);
+  EXPECT_THROW(cpu::set_rowgroup_prefetch_bytes(65536 + 64), InvalidArgument);
+  EXPECT_EQ(cpu::rowgroup_prefetch_bytes(), before);
+  for (const DType dtype : kRowGroupTypes) {
+    for (const int64_t n : {int64_t{1}, int64_t{3}}) {
+      SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " n=" << n);
+      const int64_t k = 512, m = 40;
+      const auto w = make_weight(dtype, m, k, true, 5);
+      std::vector<uint8_t> packed(w.size());
+      cpu::to_rowgroups(dtype, w.data(), m, k, packed.data());
+      const auto x = random_values(size_t(n * k), 6);
+      const int64_t act_bytes = cpu::activation_row_bytes(dtype, k);
+      std::vector<uint8_t> acts(size_t(n * act_bytes));
+      for (int64_t i = 0; i < n; ++i)
+        cpu::quantize_activation_row(dtype, x.data() + i * k, k, acts.data() + i * act_bytes);
+      std::vector<float> first;
+      for (const int64_t ahead : {int64_t{0}, int64_t{64}, int64_t{1024}}) {
+        cpu::set_rowgroup_prefetch_bytes(ahead);
+        std::vector<float> out(size_t(n * m), NAN);
+        cpu::matmul_rows_rowgroups(dtype, acts.data(), n, k, packed.data(), 0, m, out.data(), m);
+        if (first.empty()) {
+          first = out;
+          for (const float v : out) ASSERT_TRUE(std::isfinite(v));
+        } else {
+          ASSERT_EQ(0, std::memcmp(first.data(), out.data(), out.size() * 4)) << ahead;
+        }
+      }
+    }
+  }
+  cpu::set_rowgroup_prefetch_bytes(before);
+}
+
 // Through the backend: prepare_weight repacks Q4_0 / Q4_K / Q6_K weights where the 512-bit kernels
 // exist; matmul (decode kernels, int8 GEMM or f32 panels) and embedding read the repacked bytes
 // right; a view into a repacked weight is refused instead of misread.
@@ -166,12 +211,12 @@ TEST(QuantMatmul, PreparedRowGroupWeightsGiveTheSameResults) {
         ASSERT_EQ(w.shape(), host.shape());
         ASSERT_EQ(w.dtype(), dtype);
         // Repacked exactly where the kernel runs natively and the setting asks for it (by default
-        // Q4_0 and Q4_K): on a native CPU both layouts of every type meet the checks below.
+        // Q4_0, Q4_K and Q8_0): on a native CPU both layouts of every type meet the checks below.
         const bool repacked = w.data() != host.data();
         const std::string e = env ? env : "";
         const bool asked = !env                     ? dtype != DType::Q6_K
                            : e == "all" || e == "0" ? e == "all"
-                                                    : dtype != DType::Q4_0;
+                                                    : dtype == DType::Q4_K || dtype == DType::Q6_K;
         EXPECT_EQ(repacked, cpu::rowgroups_native(dtype) && asked)
             << dtype_name(dtype) << " INFERA_CPU_REPACK=" << (env ? env : "(unset)");
         for (const int64_t n : {int64_t{1}, int64_t{3}, int64_t{15}, int64_t{16}, int64_t{37}}) {

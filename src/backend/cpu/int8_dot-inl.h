@@ -173,16 +173,26 @@ void MatmulRowsQ(const uint8_t* acts, int64_t act_row_bytes, int64_t n, int64_t 
 // rows are restored as in the file and Plain's per-row kernel runs over them (correct
 // everywhere; the CPU backend repacks only where the native path runs).
 #if INFERA_VNNI512
+// Software prefetch of one unit's lines, `ahead` bytes past them (rowgroup_prefetch_bytes(); the
+// caller skips this for 0).
+template <class Group>
+HWY_INLINE void PrefetchUnit(const uint8_t* unit, int64_t ahead) {
+  for (int64_t o = 0; o < Group::kBytes; o += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(unit) + o + ahead, _MM_HINT_T0);
+}
+
 template <class Group, int NX>
 HWY_INLINE void RowGroupRows(const uint8_t* group, const uint8_t* acts, int64_t act_row_bytes,
-                             int64_t units, float* out, int64_t ldo) {
+                             int64_t units, float* out, int64_t ldo, int64_t ahead) {
   const typename Group::Act* a[NX];
   for (int x = 0; x < NX; ++x)
     a[x] = reinterpret_cast<const typename Group::Act*>(acts + x * act_row_bytes);
   __m512 acc0[NX], acc1[NX];
   for (int x = 0; x < NX; ++x) acc0[x] = acc1[x] = _mm512_setzero_ps();
-  for (int64_t u = 0; u < units; ++u)
+  for (int64_t u = 0; u < units; ++u) {
+    if (ahead) PrefetchUnit<Group>(group + u * Group::kBytes, ahead);
     Group::template Unit<NX>(group + u * Group::kBytes, a, u, acc0, acc1);
+  }
   for (int x = 0; x < NX; ++x) {
     alignas(64) float lanes[16];
     _mm512_store_ps(lanes, _mm512_add_ps(acc0[x], acc1[x]));
@@ -196,14 +206,17 @@ HWY_INLINE void RowGroupRows(const uint8_t* group, const uint8_t* acts, int64_t 
 // operations of RowGroupRows<Group, 1> in the same order (bit-identical outputs).
 template <class Group, int S>
 HWY_INLINE void RowGroupRowsLockstep(const uint8_t* const* groups, const uint8_t* acts,
-                                     int64_t units, float* const* outs) {
+                                     int64_t units, float* const* outs, int64_t ahead) {
   const typename Group::Act* a[1] = {reinterpret_cast<const typename Group::Act*>(acts)};
   __m512 acc0[S], acc1[S];
   for (int s = 0; s < S; ++s) acc0[s] = acc1[s] = _mm512_setzero_ps();
-  for (int64_t u = 0; u < units; ++u)
+  for (int64_t u = 0; u < units; ++u) {
+    if (ahead)
+      for (int s = 0; s < S; ++s) PrefetchUnit<Group>(groups[s] + u * Group::kBytes, ahead);
 #pragma GCC unroll 8  // every stream in registers (a loop over s spills the accumulators)
     for (int s = 0; s < S; ++s)
       Group::template Unit<1>(groups[s] + u * Group::kBytes, a, u, &acc0[s], &acc1[s]);
+  }
   for (int s = 0; s < S; ++s) {
     alignas(64) float lanes[16];
     _mm512_store_ps(lanes, _mm512_add_ps(acc0[s], acc1[s]));
@@ -220,7 +233,7 @@ constexpr int kAutoGemvStreamsRowGroups = 4;
 // equal ranges, group i of every range in lockstep (S streams in flight), leftovers one by one.
 template <class Group, int S>
 void RowGroupsLockstep(const uint8_t* w, int64_t row_bytes, const uint8_t* acts, int64_t units,
-                       int64_t j_begin, int64_t j_end, float* out) {
+                       int64_t j_begin, int64_t j_end, float* out, int64_t ahead) {
   const int64_t groups = (j_end - j_begin) / kGroupRows, per = groups / S;
   const uint8_t* g[S];
   float* o[S];
@@ -230,10 +243,10 @@ void RowGroupsLockstep(const uint8_t* w, int64_t row_bytes, const uint8_t* acts,
       g[s] = w + j * row_bytes;  // group j / 4 starts where row j started
       o[s] = out + j;
     }
-    RowGroupRowsLockstep<Group, S>(g, acts, units, o);
+    RowGroupRowsLockstep<Group, S>(g, acts, units, o, ahead);
   }
   for (int64_t j = j_begin + S * per * kGroupRows; j < j_end; j += kGroupRows)
-    RowGroupRows<Group, 1>(w + j * row_bytes, acts, 0, units, out + j, 0);
+    RowGroupRows<Group, 1>(w + j * row_bytes, acts, 0, units, out + j, 0, ahead);
 }
 #endif
 
@@ -246,15 +259,19 @@ void MatmulRowGroupsQ(DType dtype, const void* acts, int64_t n, int64_t k, const
   const auto row_bytes = static_cast<int64_t>(dtype_bytes(dtype, static_cast<size_t>(k)));
 #if INFERA_VNNI512
   const int64_t units = k / kUnitElements;
+  const int64_t ahead = rowgroup_prefetch_bytes();
   if (n == 1) {
     const int streams = quant_gemv_streams();
     switch (streams == 0 ? kAutoGemvStreamsRowGroups : streams) {
       case 2:
-        return RowGroupsLockstep<Group, 2>(wb, row_bytes, ab, units, j_begin, j_end, out);
+        return RowGroupsLockstep<Group, 2>(wb, row_bytes, ab, units, j_begin, j_end, out,
+                                              ahead);
       case 4:
-        return RowGroupsLockstep<Group, 4>(wb, row_bytes, ab, units, j_begin, j_end, out);
+        return RowGroupsLockstep<Group, 4>(wb, row_bytes, ab, units, j_begin, j_end, out,
+                                              ahead);
       case 8:
-        return RowGroupsLockstep<Group, 8>(wb, row_bytes, ab, units, j_begin, j_end, out);
+        return RowGroupsLockstep<Group, 8>(wb, row_bytes, ab, units, j_begin, j_end, out,
+                                              ahead);
       default:
         break;
     }
@@ -266,16 +283,16 @@ void MatmulRowGroupsQ(DType dtype, const void* acts, int64_t n, int64_t k, const
       float* o = out + i * ldo + j;
       switch (std::min<int64_t>(4, n - i)) {
         case 4:
-          RowGroupRows<Group, 4>(group, a, act_bytes, units, o, ldo);
+          RowGroupRows<Group, 4>(group, a, act_bytes, units, o, ldo, ahead);
           break;
         case 3:
-          RowGroupRows<Group, 3>(group, a, act_bytes, units, o, ldo);
+          RowGroupRows<Group, 3>(group, a, act_bytes, units, o, ldo, ahead);
           break;
         case 2:
-          RowGroupRows<Group, 2>(group, a, act_bytes, units, o, ldo);
+          RowGroupRows<Group, 2>(group, a, act_bytes, units, o, ldo, ahead);
           break;
         default:
-          RowGroupRows<Group, 1>(group, a, act_bytes, units, o, ldo);
+          RowGroupRows<Group, 1>(group, a, act_bytes, units, o, ldo, ahead);
           break;
       }
     }

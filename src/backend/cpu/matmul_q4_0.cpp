@@ -174,8 +174,6 @@ struct GroupQ4_0 {
     const __m512 s[2] = {_mm512_cvtph_ps(_mm512_castsi512_si256(sc)),
                          _mm512_cvtph_ps(_mm512_extracti64x4_epi64(sc, 1))};
     for (int b = 0; b < 8; ++b) {
-      // The unit's 9 cache lines, 1 KiB ahead (lines 0..7 here, line 8 after the loop).
-      _mm_prefetch(reinterpret_cast<const char*>(p) + 64 * b + kRowGroupPrefetchBytes, _MM_HINT_T0);
       // Lane 4r + l takes row r's scale of block b (index 4 * (b % 4) + r of s[b / 4]).
       const __m512i idx =
           _mm512_add_epi32(_mm512_set1_epi32(4 * (b % 4)),
@@ -200,7 +198,6 @@ struct GroupQ4_0 {
                                  _mm512_mul_ps(dw, _mm512_set1_ps(ag.d[4 * i])), acc[x]);
       }
     }
-    _mm_prefetch(reinterpret_cast<const char*>(p) + 512 + kRowGroupPrefetchBytes, _MM_HINT_T0);
   }
 };
 #else

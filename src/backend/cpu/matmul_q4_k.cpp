@@ -220,10 +220,6 @@ struct GroupQ4_K {
     }
     const __m512i low4 = _mm512_set1_epi8(0x0F);
     for (int c = 0; c < 4; ++c) {
-      _mm_prefetch(reinterpret_cast<const char*>(p) + 128 * c + kRowGroupPrefetchBytes,
-                   _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(p) + 128 * c + 64 + kRowGroupPrefetchBytes,
-                   _MM_HINT_T0);
       const __m512i q0 = _mm512_loadu_si512(p + 64 + 128 * c);
       const __m512i q1 = _mm512_loadu_si512(p + 128 + 128 * c);
       const __m512i nib[2][2] = {{_mm512_and_si512(q0, low4), _mm512_and_si512(q1, low4)},
@@ -246,7 +242,6 @@ struct GroupQ4_K {
         }
       }
     }
-    _mm_prefetch(reinterpret_cast<const char*>(p) + 512 + kRowGroupPrefetchBytes, _MM_HINT_T0);
     for (int x = 0; x < NX; ++x)
       acc[x] = _mm512_fmadd_ps(part[x], _mm512_set1_ps(a[x][u].d), acc[x]);
   }

@@ -21,9 +21,11 @@ namespace infera::cpu {
 namespace HWY_NAMESPACE {
 
 struct KernelQ6_K {
-  // Has Rows<S> (int8_dot-inl.h, MatmulRowsQ); 2 streams when the setting is auto: measured
-  // ahead of 4 for this kernel (x1.12-1.23 over one stream against x1.00-1.14).
-  static constexpr int kAutoGemvStreams = 2;
+  // Has Rows<S> (int8_dot-inl.h, MatmulRowsQ); 4 streams when the setting is auto. On earlier
+  // sessions' hosts (with AVX-VNNI) 2 measured ahead of 4 (cpuq note); on the AMD Zen 4 VM 4 is ahead of 2 (x1.17-1.32 at
+  // one thread, whole-model q4_k_m decode x1.10 per CPU second; the cpuq8 note), and S = 4 keeps
+  // every stream in registers since the unroll pragma (S = 8 spills).
+  static constexpr int kAutoGemvStreams = 4;
   template <int NX>
   static HWY_INLINE void Row(const uint8_t* wrow, const uint8_t* acts, int64_t act_row_bytes,
                              int64_t blocks, float* out, int64_t ldo) {
@@ -147,15 +149,17 @@ struct KernelQ6_K {
 
 #if INFERA_VNNI512
   struct Consts512 {
-    __m512i low4, low2, shift01, shift23;
+    __m512i low4, bits45, shl01, shr23;
     __m512i scale_idx[4];  // vector v covers groups of 16 numbered 4v .. 4v + 3
   };
   static HWY_INLINE Consts512 MakeConsts512() {
     Consts512 c;
     c.low4 = _mm512_set1_epi8(0x0F);
-    c.low2 = _mm512_set1_epi8(0x03);
-    c.shift01 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
-    c.shift23 = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(6), 1);
+    c.bits45 = _mm512_set1_epi8(0x30);
+    // Word shifts that move qh bits 2g, 2g + 1 of every byte to bits 4, 5 (g = 0, 1 left by 4, 2;
+    // g = 2, 3 right by 0, 2); within a 16-bit word the high byte's bits move as the low byte's.
+    c.shl01 = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
+    c.shr23 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
     for (int v = 0; v < 4; ++v) {
       alignas(64) int16_t idx[32];
       for (int l = 0; l < 32; ++l) idx[l] = static_cast<int16_t>(4 * v + l / 8);
@@ -176,23 +180,31 @@ struct KernelQ6_K {
       const __m512i ql = _mm512_loadu_si512(blk.ql + 64 * half);
       const __m512i qh = _mm512_broadcast_i64x4(
           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * half)));
-      const __m512i h01 = _mm512_and_si512(_mm512_srlv_epi16(qh, c.shift01), c.low2);
-      const __m512i h23 = _mm512_and_si512(_mm512_srlv_epi16(qh, c.shift23), c.low2);
-      q[2 * half] = _mm512_or_si512(_mm512_and_si512(ql, c.low4), _mm512_slli_epi16(h01, 4));
-      q[2 * half + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), c.low4),
-                                        _mm512_slli_epi16(h23, 4));
+      // The high bits straight into bits 4, 5 (one shift and one AND each), then
+      // q = (low nibble AND 0x0F) OR high in one vpternlogd (0xEC: (A & C) | B).
+      const __m512i h01 = _mm512_and_si512(_mm512_sllv_epi16(qh, c.shl01), c.bits45);
+      const __m512i h23 = _mm512_and_si512(_mm512_srlv_epi16(qh, c.shr23), c.bits45);
+      q[2 * half] = _mm512_ternarylogic_epi32(ql, h01, c.low4, 0xEC);
+      q[2 * half + 1] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(ql, 4), h23, c.low4, 0xEC);
     }
     for (int v = 0; v < 4; ++v) scales[v] = _mm512_permutexvar_epi16(c.scale_idx[v], sc16z);
     for (int x = 0; x < NX; ++x) {
       const ActBlockQ8K& ab = a[x][b];
-      __m512i sumi = _mm512_setzero_si512();
-      for (int v = 0; v < 4; ++v) {
-        const __m512i aq = _mm512_loadu_si512(ab.qs + 64 * v);
-        sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(q[v], aq), scales[v]);
+      // Two chains of two vpdpwssd (vectors 0, 1 and 2, 3) instead of one of four: half the
+      // dependent latency per super-block; int32 sums, so the same value in any order.
+      __m512i part[2];
+      for (int h = 0; h < 2; ++h) {
+        const __m512i a0 = _mm512_loadu_si512(ab.qs + 128 * h);
+        const __m512i a1 = _mm512_loadu_si512(ab.qs + 128 * h + 64);
+        part[h] = _mm512_dpwssd_epi32(_mm512_setzero_si512(),
+                                      _mm512_maddubs_epi16(q[2 * h], a0), scales[2 * h]);
+        part[h] = _mm512_dpwssd_epi32(part[h], _mm512_maddubs_epi16(q[2 * h + 1], a1),
+                                      scales[2 * h + 1]);
       }
       const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.bsums));
       const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(bsums, sc16), 5);
-      sumi = _mm512_sub_epi32(sumi, _mm512_zextsi256_si512(offset));  // -32 * sum_g sc * a_g
+      const __m512i sumi = _mm512_sub_epi32(_mm512_add_epi32(part[0], part[1]),
+                                            _mm512_zextsi256_si512(offset));  // -32 sum_g sc a_g
       acc[x] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_set1_ps(d * ab.d), acc[x]);
     }
   }

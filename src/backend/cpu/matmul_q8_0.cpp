@@ -8,6 +8,7 @@
 
 #include "backend/cpu/int8_dot-inl.h"
 #include "backend/cpu/quant_matmul.h"
+#include "backend/cpu/weight_rowgroups.h"
 #include "quant/block_formats.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -96,6 +97,61 @@ void MatmulRowsQ8_0(const void* acts, int64_t n, int64_t k, const void* w, int64
       blocks * static_cast<int64_t>(sizeof(quant::BlockQ8_0)), j_begin, j_end, out, ldo);
 }
 
+#if INFERA_VNNI512
+// One unit (8 blocks of 4 rows, weight_rowgroups.h) against NX activation rows into acc0 / acc1
+// (lane 4r + l: row r's partial sums; even blocks into acc0, odd into acc1). vpdpbusd takes the
+// unsigned operand from the weights: their bytes XOR 0x80 are w + 128 in [0, 255] (every int8,
+// -128 included), and the activation block's offset (-128 * its lane sums, ActBlockQ8) takes the
+// +128 back out, so the int32 lanes are exact. Per block: two 64-byte loads (16 elements of each
+// of the 4 rows apiece), two XOR, per activation row two vpdpbusd against 128-bit broadcasts of
+// the activation halves, one convert and one multiply-add by row scale x activation scale — the
+// file layout's 256-bit kernel needs about four times the instructions per byte (a sign pair, a
+// dot, a convert, a scalar f16 convert and broadcast per 32 bytes of one row).
+struct GroupQ8_0 {
+  using Act = ActBlockQ8;
+  static constexpr int64_t kBytes = kUnitBytesQ8_0;
+  template <int NX>
+  static HWY_INLINE void Unit(const uint8_t* p, const ActBlockQ8* const* a, int64_t u,
+                              __m512* acc0, __m512* acc1) {
+    const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+    const __m512i sc = _mm512_loadu_si512(p);
+    const __m512 s[2] = {_mm512_cvtph_ps(_mm512_castsi512_si256(sc)),
+                         _mm512_cvtph_ps(_mm512_extracti64x4_epi64(sc, 1))};
+    for (int b = 0; b < 8; ++b) {
+      // Lane 4r + l takes row r's scale of block b (index 4 * (b % 4) + r of s[b / 4]).
+      const __m512i idx =
+          _mm512_add_epi32(_mm512_set1_epi32(4 * (b % 4)),
+                           _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3));
+      const __m512 dw = _mm512_permutexvar_ps(idx, s[b / 4]);
+      const __m512i lo = _mm512_xor_si512(_mm512_loadu_si512(p + 64 + 128 * b), flip);
+      const __m512i hi = _mm512_xor_si512(_mm512_loadu_si512(p + 128 + 128 * b), flip);
+      for (int x = 0; x < NX; ++x) {
+        const ActBlockQ8& ab = a[x][8 * u + b];
+        __m512i dot = _mm512_broadcast_i32x4(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(ab.offset)));
+        dot = _mm512_dpbusd_epi32(
+            dot, lo, _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ab.qs))));
+        dot = _mm512_dpbusd_epi32(
+            dot, hi,
+            _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ab.qs + 16))));
+        __m512* acc = (b & 1) ? acc1 : acc0;
+        acc[x] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(dw, _mm512_set1_ps(ab.d)),
+                                 acc[x]);
+      }
+    }
+  }
+};
+#else
+using GroupQ8_0 = void;  // restored rows through KernelQ8_0 only
+#endif
+
+void MatmulRowsQ8_0RowGroups(const void* acts, int64_t n, int64_t k, const void* w, int64_t j_begin,
+                             int64_t j_end, float* out, int64_t ldo) {
+  MatmulRowGroupsQ<GroupQ8_0, KernelQ8_0>(DType::Q8_0, acts, n, k, w, j_begin, j_end, out, ldo);
+}
+
+bool Q8_0RowGroupsNative() { return INFERA_VNNI512 != 0; }
+
 const char* QuantTargetName() { return hwy::TargetName(HWY_TARGET); }
 
 }  // namespace HWY_NAMESPACE
@@ -106,6 +162,13 @@ HWY_AFTER_NAMESPACE();
 namespace infera::cpu {
 HWY_EXPORT(MatmulRowsQ8_0);
 HWY_EXPORT(QuantTargetName);
+HWY_EXPORT(MatmulRowsQ8_0RowGroups);
+void matmul_rows_q8_0_rowgroups(const void* acts, int64_t n, int64_t k, const void* w,
+                                int64_t j_begin, int64_t j_end, float* out, int64_t ldo) {
+  HWY_DYNAMIC_DISPATCH(MatmulRowsQ8_0RowGroups)(acts, n, k, w, j_begin, j_end, out, ldo);
+}
+HWY_EXPORT(Q8_0RowGroupsNative);
+bool q8_0_rowgroups_native() { return HWY_DYNAMIC_DISPATCH(Q8_0RowGroupsNative)(); }
 const char* quant_kernel_target_name() { return HWY_DYNAMIC_DISPATCH(QuantTargetName)(); }
 void matmul_rows_q8_0(const void* acts, int64_t n, int64_t k, const void* w, int64_t j_begin,
                       int64_t j_end, float* out, int64_t ldo) {

@@ -54,9 +54,10 @@ float quantize_group(const float* x, int8_t* q) {
 void quantize_row_q8(const float* x, int64_t k, ActBlockQ8* out) {
   for (int64_t b = 0; b < k / 32; ++b) {
     out[b].d = quantize_group<32>(x + 32 * b, out[b].qs);
-    for (int lane = 0; lane < 8; ++lane) {
+    for (int lane = 0; lane < 4; ++lane) {
       const int8_t* q = out[b].qs + 4 * lane;
-      out[b].offset[lane] = -8 * (q[0] + q[1] + q[2] + q[3]);
+      out[b].offset[lane] = out[b].offset[lane + 4] =
+          -128 * (q[0] + q[1] + q[2] + q[3] + q[16] + q[17] + q[18] + q[19]);
     }
   }
 }

@@ -16,9 +16,11 @@
 
 namespace infera::cpu {
 
-// 32 activations as int8 with one f32 scale: a ~= d * qs. offset[i] = -8 * (qs[4i] + ... +
-// qs[4i + 3]): the Q4_0 kernel starts each block's int32 lanes there, so the weights' -8 offset
-// costs no instruction (sum((q - 8) * a) = offset + sum(q * a), lane by lane).
+// 32 activations as int8 with one f32 scale: a ~= d * qs (the Q8_0 kernels' activations).
+// offset[i] = offset[i + 4] = -128 * (sum of qs[4i, 4i + 4) and qs[16 + 4i, 16 + 4i + 4)), i < 4:
+// the Q8_0 row-group kernel reads the weight bytes as unsigned (w + 128) and starts each block's
+// int32 lanes there (a 128-bit broadcast), so sum(w * a) = offset + sum((w + 128) * a), lane by
+// lane, where int32 lane i of each 128-bit chunk holds bytes 4i..4i+3 of both 16-byte halves.
 struct ActBlockQ8 {
   float d;
   int32_t offset[8];
@@ -70,7 +72,7 @@ void matmul_rows_quantized(const void* acts, int64_t n, int64_t k, const void* w
 // row keeps its own accumulators and summation order, so results are bit-identical whatever S
 // (tested). Only n = 1 takes this path (more activation rows would need S times the
 // accumulators). Returns 0 for auto: each kernel's measured best (kAutoGemvStreams: 4 for the row
-// groups and Q8_0 rows, 2 for Q6_K rows; docs/notes/2026-12-01/issue-8-cpuq.md). The packed bf16
+// groups, Q8_0 and Q6_K rows; docs/notes/2026-12-01/issue-8-cpuq.md, issue-8-cpuq8.md). The packed bf16
 // decode (matmul_bf16_packed.h) reads the same setting (auto: kAutoBf16GemvStreams).
 int quant_gemv_streams();
 // Overrides the value read from INFERA_CPU_GEMV_STREAMS (tests, benchmarks): 0 (auto), 1, 2, 4, 8.

@@ -20,7 +20,8 @@ namespace {
 bool repack_enabled(DType dtype) {
   const char* v = std::getenv("INFERA_CPU_REPACK");
   // The default set (bf16 only where the backend asks for it, see the constructor).
-  bool wanted = dtype == DType::Q4_0 || dtype == DType::Q4_K || dtype == DType::BF16;
+  bool wanted = dtype == DType::Q4_0 || dtype == DType::Q4_K || dtype == DType::Q8_0 ||
+                dtype == DType::BF16;
   if (v && std::strcmp(v, "0") == 0) {
     wanted = false;
   } else if (v && std::strcmp(v, "all") == 0) {
@@ -57,6 +58,7 @@ RepackedWeights::RepackedWeights(bool pack_bf16)
       enabled_q4_0_(repack_enabled(DType::Q4_0)),
       enabled_q4_k_(repack_enabled(DType::Q4_K)),
       enabled_q6_k_(repack_enabled(DType::Q6_K)),
+      enabled_q8_0_(repack_enabled(DType::Q8_0)),
       enabled_bf16_(pack_bf16 && repack_enabled(DType::BF16)) {}
 
 Tensor RepackedWeights::prepare(const Tensor& w) {
@@ -64,6 +66,7 @@ Tensor RepackedWeights::prepare(const Tensor& w) {
   const bool enabled = w.dtype() == DType::Q4_0   ? enabled_q4_0_
                        : w.dtype() == DType::Q4_K ? enabled_q4_k_
                        : w.dtype() == DType::Q6_K ? enabled_q6_k_
+                       : w.dtype() == DType::Q8_0 ? enabled_q8_0_
                                                   : bf16 && enabled_bf16_;
   // One-row bf16 tensors stay rows: nothing to gain, and a [1, d] norm weight reads them as such.
   if (!enabled || w.rank() != 2 || w.device() != Device::CPU || w.numel() == 0 ||

@@ -1,4 +1,4 @@
-// Weights the CPU backend repacks at prepare time (Q4_0, Q4_K, Q6_K into the row groups of
+// Weights the CPU backend repacks at prepare time (Q4_0, Q4_K, Q6_K, Q8_0 into the row groups of
 // weight_rowgroups.h; bf16 into the pairs of matmul_bf16_packed.h when the backend computes bf16
 // matmuls with AVX512-BF16 dot products) and the record of which tensors hold a repacked layout. A
 // repacked tensor keeps its dtype, shape and byte count, so the layout is known only here: matmul
@@ -11,7 +11,9 @@
 // decode x1.47 per CPU second at one thread) and Q4_K (level at one thread, x1.5 on
 // cache-resident matrices, q4_k_m decode +6-12 % at two threads, prefill GEMM -1 to -6 %). Q6_K
 // row groups are built and tested but off by default: slower than the plain Q6_K kernel on
-// DRAM-streamed matrices (x0.84-0.96), which already streams at the core's rate.
+// DRAM-streamed matrices (x0.84-0.96), which already streams at the core's rate. Q8_0 (issue 8,
+// the cpuq8 note): row groups by default; the file layout's kernel is compute-bound (~34 GB/s per
+// core) where the row-group kernel needs a quarter of its instructions per byte.
 // The environment variable INFERA_CPU_REPACK=0 turns repacking off, =all turns every type on,
 // =q4_0,q6_k (any list of type names) exactly those (the A/B switches of the benchmarks; results
 // agree to the kernels' rounding either way).
@@ -58,7 +60,7 @@ class RepackedWeights {
     std::map<uintptr_t, Span> spans;  // begin -> end and layout of every live repacked buffer
   };
   std::shared_ptr<Registry> registry_;  // shared with the buffers' deleters
-  bool enabled_q4_0_, enabled_q4_k_, enabled_q6_k_, enabled_bf16_;
+  bool enabled_q4_0_, enabled_q4_k_, enabled_q6_k_, enabled_q8_0_, enabled_bf16_;
 };
 
 }  // namespace infera::cpu

@@ -3,6 +3,8 @@
 // per-type kernels (matmul_q4_0.cpp, matmul_q4_k.cpp).
 #include "backend/cpu/weight_rowgroups.h"
 
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <type_traits>
@@ -12,14 +14,17 @@
 
 namespace infera::cpu {
 
-// Defined in matmul_q4_0.cpp, matmul_q4_k.cpp and matmul_q6_k.cpp.
+// Defined in matmul_q4_0.cpp, matmul_q4_k.cpp, matmul_q6_k.cpp and matmul_q8_0.cpp.
 void matmul_rows_q4_0_rowgroups(const void* acts, int64_t n, int64_t k, const void* w,
                                 int64_t j_begin, int64_t j_end, float* out, int64_t ldo);
 void matmul_rows_q4_k_rowgroups(const void* acts, int64_t n, int64_t k, const void* w,
                                 int64_t j_begin, int64_t j_end, float* out, int64_t ldo);
 void matmul_rows_q6_k_rowgroups(const void* acts, int64_t n, int64_t k, const void* w,
                                 int64_t j_begin, int64_t j_end, float* out, int64_t ldo);
+void matmul_rows_q8_0_rowgroups(const void* acts, int64_t n, int64_t k, const void* w,
+                                int64_t j_begin, int64_t j_end, float* out, int64_t ldo);
 bool q4_0_rowgroups_native();
+bool q8_0_rowgroups_native();
 bool q4_k_rowgroups_native();
 bool q6_k_rowgroups_native();
 
@@ -28,11 +33,12 @@ namespace {
 static_assert(kUnitBytes == kGroupRows * 8 * static_cast<int64_t>(sizeof(quant::BlockQ4_0)));
 static_assert(kUnitBytes == kGroupRows * static_cast<int64_t>(sizeof(quant::BlockQ4_K)));
 static_assert(kUnitBytesQ6_K == kGroupRows * static_cast<int64_t>(sizeof(quant::BlockQ6_K)));
+static_assert(kUnitBytesQ8_0 == kGroupRows * 8 * static_cast<int64_t>(sizeof(quant::BlockQ8_0)));
 
 // For every run of bytes of row r (in file order): visit(offset in the row, offset inside the
 // group, length as a std::integral_constant, so the copies compile to plain moves: the prefill
-// panels restore rows this way on every call). Q4_0: unit u is blocks 8u..8u+7; Q4_K and Q6_K:
-// unit u is super-block u.
+// panels restore rows this way on every call). Q4_0 and Q8_0: unit u is blocks 8u..8u+7; Q4_K
+// and Q6_K: unit u is super-block u.
 template <int N>
 using Len = std::integral_constant<int64_t, N>;
 
@@ -51,6 +57,13 @@ void for_each_run(DType dtype, int64_t k, int64_t r, Visit visit) {
       }
       visit(src + 192, unit + 768 + 16 * r, Len<16>{});
       visit(src + 208, unit + 832 + 2 * r, Len<2>{});
+    } else if (dtype == DType::Q8_0) {
+      for (int64_t b = 0; b < 8; ++b) {
+        const int64_t src = (8 * u + b) * 34, line = unit + 64 + 128 * b + 16 * r;
+        visit(src, unit + 2 * (4 * b + r), Len<2>{});  // d
+        visit(src + 2, line, Len<16>{});                // qs[0, 16)
+        visit(src + 18, line + 64, Len<16>{});          // qs[16, 32)
+      }
     } else if (dtype == DType::Q4_0) {
       for (int64_t b = 0; b < 8; ++b) {
         const int64_t src = (8 * u + b) * 18;
@@ -71,12 +84,44 @@ void for_each_run(DType dtype, int64_t k, int64_t r, Visit visit) {
 
 }  // namespace
 
+namespace {
+bool valid_prefetch(int64_t bytes) { return bytes >= 0 && bytes <= 65536 && bytes % 64 == 0; }
+
+int64_t prefetch_from_env() {
+  const char* v = std::getenv("INFERA_CPU_ROWGROUP_PREFETCH");
+  if (!v || !*v) return kDefaultRowGroupPrefetchBytes;
+  char* end = nullptr;
+  const long long bytes = std::strtoll(v, &end, 10);
+  if (*end != '\0' || !valid_prefetch(bytes))
+    throw InvalidArgument(
+        "INFERA_CPU_ROWGROUP_PREFETCH must be a multiple of 64 bytes in [0, 65536], not '" +
+        std::string(v) + "'");
+  return bytes;
+}
+
+std::atomic<int64_t>& prefetch_setting() {
+  static std::atomic<int64_t> bytes{prefetch_from_env()};
+  return bytes;
+}
+}  // namespace
+
+int64_t rowgroup_prefetch_bytes() { return prefetch_setting().load(std::memory_order_relaxed); }
+
+void set_rowgroup_prefetch_bytes(int64_t bytes) {
+  if (!valid_prefetch(bytes))
+    throw InvalidArgument("[matmul] row-group prefetch must be a multiple of 64 bytes in [0, 65536], not " +
+                          std::to_string(bytes));
+  prefetch_setting().store(bytes, std::memory_order_relaxed);
+}
+
 int64_t rowgroup_unit_bytes(DType dtype) {
-  return dtype == DType::Q6_K ? kUnitBytesQ6_K : kUnitBytes;
+  return dtype == DType::Q6_K ? kUnitBytesQ6_K : dtype == DType::Q8_0 ? kUnitBytesQ8_0 : kUnitBytes;
 }
 
 bool rowgroups_fit(DType dtype, int64_t m, int64_t k) {
-  return (dtype == DType::Q4_0 || dtype == DType::Q4_K || dtype == DType::Q6_K) && m > 0 && k > 0 &&
+  return (dtype == DType::Q4_0 || dtype == DType::Q4_K || dtype == DType::Q6_K ||
+          dtype == DType::Q8_0) &&
+         m > 0 && k > 0 &&
          m % kGroupRows == 0 && k % kUnitElements == 0;
 }
 
@@ -110,6 +155,8 @@ void matmul_rows_rowgroups(DType dtype, const void* acts, int64_t n, int64_t k, 
     return matmul_rows_q4_k_rowgroups(acts, n, k, w, j_begin, j_end, out, ldo);
   if (dtype == DType::Q6_K)
     return matmul_rows_q6_k_rowgroups(acts, n, k, w, j_begin, j_end, out, ldo);
+  if (dtype == DType::Q8_0)
+    return matmul_rows_q8_0_rowgroups(acts, n, k, w, j_begin, j_end, out, ldo);
   throw InvalidArgument("[matmul] " + std::string(dtype_name(dtype)) + " has no row-group kernel");
 }
 
@@ -117,6 +164,7 @@ bool rowgroups_native(DType dtype) {
   if (dtype == DType::Q4_0) return q4_0_rowgroups_native();
   if (dtype == DType::Q4_K) return q4_k_rowgroups_native();
   if (dtype == DType::Q6_K) return q6_k_rowgroups_native();
+  if (dtype == DType::Q8_0) return q8_0_rowgroups_native();
   return false;
 }
 

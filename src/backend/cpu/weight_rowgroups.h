@@ -1,4 +1,4 @@
-// Q4_0, Q4_K and Q6_K weights repacked at prepare time into row groups, so that the decode GEMV
+// Q4_0, Q4_K, Q6_K and Q8_0 weights repacked at prepare time into row groups, so that the decode GEMV
 // reads one contiguous stream that feeds four output rows at once (the GGUF layout feeds one row
 // per stream, and the kernel then repeats per row what could be shared: activation loads, scale
 // unpacking, lane reductions). At k = 1024 a Q4_0 row is only 576 bytes.
@@ -6,7 +6,7 @@
 // Rows come in groups of kGroupRows = 4; a group is k / 256 units of rowgroup_unit_bytes (256
 // elements of each of the 4 rows: the same bytes as the blocks it holds; 576 for the 4-bit types,
 // 840 for Q6_K), row group g starting where row 4g started, so the repacked tensor has the
-// original's size. One 64-byte load always holds 16
+// original's size (Q8_0: 1088-byte units of 8 blocks). One 64-byte load always holds 16
 // bytes of nibbles of each of the 4 rows, which one AND / shift splits into low and high nibbles
 // that vpdpbusd multiplies with a 128-bit broadcast of the matching 16 activation bytes; the
 // int32 lanes 4r..4r+3 then belong to row r.
@@ -27,6 +27,10 @@
 //              [32h + 16t, +16) at + 128 + 16r (their 2-bit highs, bits 2g for element + 32g)
 //   [768, 832) the int8 scales, row r's 16 at 768 + 16r
 //   [832, 840) d of rows 0..3 (f16)
+// Q8_0 unit (8 blocks of each row; the Q4_0 unit with whole bytes instead of nibbles):
+//   [0, 64)     the 32 f16 scales, row r's block b at index 4 * b + r
+//   [64, 1088)  block b's qs at 64 + 128 * b: bytes [0, 16) of row r at + 16 * r, bytes
+//               [16, 32) at + 64 + 16 * r (so each 64-byte line is 16 elements of the 4 rows)
 #pragma once
 
 #include <cstdint>
@@ -39,12 +43,21 @@ constexpr int64_t kGroupRows = 4;
 constexpr int64_t kUnitElements = 256;   // elements of each row per unit
 constexpr int64_t kUnitBytes = 576;      // Q4_0, Q4_K: 4 rows x 256 elements x 4.5 bits
 constexpr int64_t kUnitBytesQ6_K = 840;  // 4 rows x 256 elements x 6.5625 bits
+constexpr int64_t kUnitBytesQ8_0 = 1088;  // 4 rows x 256 elements x 8.5 bits
 // Bytes of one unit of `dtype` (a row-group type).
 int64_t rowgroup_unit_bytes(DType dtype);
-// How far ahead of the unit in use the row-group kernels prefetch (as the plain Q4_0 kernel).
-constexpr int64_t kRowGroupPrefetchBytes = 1024;
+// How far ahead of the unit in use the row-group GEMVs prefetch the weights with software
+// prefetches, in bytes (0: none, the hardware prefetchers alone): INFERA_CPU_ROWGROUP_PREFETCH =
+// a multiple of 64 in [0, 65536], read once (anything else throws InvalidArgument naming it, at
+// the first row-group matmul). The drivers (int8_dot-inl.h) prefetch each unit's lines before
+// the unit's kernel runs. Default kDefaultRowGroupPrefetchBytes (the cpuq8 note: on this
+// project's AMD Zen 4 VM the 1 KiB prefetch, earlier hosts' best, measured slower than none).
+constexpr int64_t kDefaultRowGroupPrefetchBytes = 0;
+int64_t rowgroup_prefetch_bytes();
+// Overrides the setting (tests, benchmarks); same range.
+void set_rowgroup_prefetch_bytes(int64_t bytes);
 
-// Whether an m x k matrix of `dtype` can take the row-group layout (Q4_0, Q4_K, Q6_K; whole groups
+// Whether an m x k matrix of `dtype` can take the row-group layout (Q4_0, Q4_K, Q6_K, Q8_0; whole groups
 // and whole units).
 bool rowgroups_fit(DType dtype, int64_t m, int64_t k);
 
