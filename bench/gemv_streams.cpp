@@ -233,7 +233,8 @@ int main(int argc, char** argv) {
       if (!probes.empty()) {
         const double p50 = percentile(probes, 0.5);
         std::printf("   probe %.1f GB/s: (1) %.2f (S) %.2f", p50,
-                    bytes / percentile(t1, 0.5) / 1e9 / p50, bytes / percentile(ts, 0.5) / 1e9 / p50);
+                    bytes / percentile(t1, 0.5) / 1e9 / p50,
+                    bytes / percentile(ts, 0.5) / 1e9 / p50);
       }
       std::printf("\n");
       json += std::string(first ? "" : ", ") + "{\"case\": \"" + c.name + "\", \"type\": \"" +

@@ -55,7 +55,8 @@ std::vector<std::vector<float>> qwen3_prefill_rounds(Backend& backend, int round
       const SeqId id = cache.add_sequence();
       EXPECT_TRUE(cache.reserve(id, lens[s]));
       for (int64_t i = 0; i < lens[s]; ++i)
-        prompts[s].push_back(static_cast<int32_t>((i * 7919 + 31 * int64_t(s) + 7 * r + 3) % vocab));
+        prompts[s].push_back(
+            static_cast<int32_t>((i * 7919 + 31 * int64_t(s) + 7 * r + 3) % vocab));
       chunks.push_back({id, prompts[s], OutputRows::Last});
     }
     std::vector<float> logits(static_cast<size_t>(3 * vocab));

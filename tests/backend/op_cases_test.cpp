@@ -334,7 +334,13 @@ std::vector<AttnCase> attention_cases() {
       // lengths, one a chunk after 45 cached keys, 8-key blocks (a 64-key tile spans 8 of them);
       // query tiles across the diagonal, partial last key tiles. And the same with a block size
       // that is no power of two (24: the wgmma kernel declines it, the others take it).
-      {"qwen3 heads, prompts 201/131 after 45/67", {201, 176, 67}, {201, 131, 67}, 16, 8, 128, 8,
+      {"qwen3 heads, prompts 201/131 after 45/67",
+       {201, 176, 67},
+       {201, 131, 67},
+       16,
+       8,
+       128,
+       8,
        {}},
       {"qwen3 heads, block size 24", {201, 176}, {201, 131}, 16, 8, 128, 24, {}},
   };

@@ -61,9 +61,9 @@ CudaOptions harness_cuda_options(const std::string& name) {
   }
   // The wgmma kernel (on by default on sm_90) takes precedence over the mma.sync flash kernels:
   // the targets that test those turn it off.
-  for (const char* other : {"cuda_interleaved", "cuda_flash_split", "cuda_flash_wide",
-                            "cuda_flash_wide_split", "cuda_flash_halves", "cuda_flash_wide8_plain",
-                            "cuda_flash_wide8"})
+  for (const char* other :
+       {"cuda_interleaved", "cuda_flash_split", "cuda_flash_wide", "cuda_flash_wide_split",
+        "cuda_flash_halves", "cuda_flash_wide8_plain", "cuda_flash_wide8"})
     if (name == other) o.flash_wgmma = false;
   if (name == "cuda_flash_wide8_plain") o.flash_wide = 8;  // ... unsplit (flash_wide_auto's)
   if (name == "cuda_flash_wide8") {                        // 128-vector tiles, 8 warps, split
@@ -129,10 +129,10 @@ std::vector<HarnessBackend> harness_backends() {
   // default one off) and runs every case.
   if (cuda_device_count() > 0)
     for (const char* name :
-         {"cuda_exact", "cuda_skinny", "cuda_stream", "cuda_unstaged", "cuda_interleaved", "cuda_prefill_toggled",
-          "cuda_b1", "cuda_flash_split", "cuda_flash_wide", "cuda_flash_wide_split",
-          "cuda_flash_wide8", "cuda_flash_wide8_plain", "cuda_flash_halves",
-          "cuda_flash_wgmma", "cuda_flash_wgmma128"})
+         {"cuda_exact", "cuda_skinny", "cuda_stream", "cuda_unstaged", "cuda_interleaved",
+          "cuda_prefill_toggled", "cuda_b1", "cuda_flash_split", "cuda_flash_wide",
+          "cuda_flash_wide_split", "cuda_flash_wide8", "cuda_flash_wide8_plain",
+          "cuda_flash_halves", "cuda_flash_wgmma", "cuda_flash_wgmma128"})
       list.push_back({name, [name] { return make_cuda_backend(0, harness_cuda_options(name)); }});
 #endif
   return list;

@@ -1,7 +1,7 @@
-// The row-group layouts of weight_rowgroups.h (Q4_0, Q4_K, Q6_K, Q8_0) and their kernels against the
-// reference of quant_matmul_util.h, directly and through the CPU backend (prepare_weight, decode,
-// prefill, embedding); and the fused decode matmuls (matmul_multi, matmul_swiglu) that quantize
-// their shared input once.
+// The row-group layouts of weight_rowgroups.h (Q4_0, Q4_K, Q6_K, Q8_0) and their kernels against
+// the reference of quant_matmul_util.h, directly and through the CPU backend (prepare_weight,
+// decode, prefill, embedding); and the fused decode matmuls (matmul_multi, matmul_swiglu) that
+// quantize their shared input once.
 #include <gtest/gtest.h>
 #include <hwy/targets.h>
 

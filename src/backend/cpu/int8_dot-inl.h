@@ -264,14 +264,11 @@ void MatmulRowGroupsQ(DType dtype, const void* acts, int64_t n, int64_t k, const
     const int streams = quant_gemv_streams();
     switch (streams == 0 ? kAutoGemvStreamsRowGroups : streams) {
       case 2:
-        return RowGroupsLockstep<Group, 2>(wb, row_bytes, ab, units, j_begin, j_end, out,
-                                              ahead);
+        return RowGroupsLockstep<Group, 2>(wb, row_bytes, ab, units, j_begin, j_end, out, ahead);
       case 4:
-        return RowGroupsLockstep<Group, 4>(wb, row_bytes, ab, units, j_begin, j_end, out,
-                                              ahead);
+        return RowGroupsLockstep<Group, 4>(wb, row_bytes, ab, units, j_begin, j_end, out, ahead);
       case 8:
-        return RowGroupsLockstep<Group, 8>(wb, row_bytes, ab, units, j_begin, j_end, out,
-                                              ahead);
+        return RowGroupsLockstep<Group, 8>(wb, row_bytes, ab, units, j_begin, j_end, out, ahead);
       default:
         break;
     }

@@ -22,9 +22,9 @@ namespace HWY_NAMESPACE {
 
 struct KernelQ6_K {
   // Has Rows<S> (int8_dot-inl.h, MatmulRowsQ); 4 streams when the setting is auto. On earlier
-  // sessions' hosts (with AVX-VNNI) 2 measured ahead of 4 (cpuq note); on the AMD Zen 4 VM 4 is ahead of 2 (x1.17-1.32 at
-  // one thread, whole-model q4_k_m decode x1.10 per CPU second; the cpuq8 note), and S = 4 keeps
-  // every stream in registers since the unroll pragma (S = 8 spills).
+  // sessions' hosts (with AVX-VNNI) 2 measured ahead of 4 (cpuq note); on the AMD Zen 4 VM 4 is
+  // ahead of 2 (x1.17-1.32 at one thread, whole-model q4_k_m decode x1.10 per CPU second; the cpuq8
+  // note), and S = 4 keeps every stream in registers since the unroll pragma (S = 8 spills).
   static constexpr int kAutoGemvStreams = 4;
   template <int NX>
   static HWY_INLINE void Row(const uint8_t* wrow, const uint8_t* acts, int64_t act_row_bytes,
@@ -196,10 +196,10 @@ struct KernelQ6_K {
       for (int h = 0; h < 2; ++h) {
         const __m512i a0 = _mm512_loadu_si512(ab.qs + 128 * h);
         const __m512i a1 = _mm512_loadu_si512(ab.qs + 128 * h + 64);
-        part[h] = _mm512_dpwssd_epi32(_mm512_setzero_si512(),
-                                      _mm512_maddubs_epi16(q[2 * h], a0), scales[2 * h]);
-        part[h] = _mm512_dpwssd_epi32(part[h], _mm512_maddubs_epi16(q[2 * h + 1], a1),
-                                      scales[2 * h + 1]);
+        part[h] = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_maddubs_epi16(q[2 * h], a0),
+                                      scales[2 * h]);
+        part[h] =
+            _mm512_dpwssd_epi32(part[h], _mm512_maddubs_epi16(q[2 * h + 1], a1), scales[2 * h + 1]);
       }
       const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.bsums));
       const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(bsums, sc16), 5);

@@ -111,8 +111,8 @@ struct GroupQ8_0 {
   using Act = ActBlockQ8;
   static constexpr int64_t kBytes = kUnitBytesQ8_0;
   template <int NX>
-  static HWY_INLINE void Unit(const uint8_t* p, const ActBlockQ8* const* a, int64_t u,
-                              __m512* acc0, __m512* acc1) {
+  static HWY_INLINE void Unit(const uint8_t* p, const ActBlockQ8* const* a, int64_t u, __m512* acc0,
+                              __m512* acc1) {
     const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
     const __m512i sc = _mm512_loadu_si512(p);
     const __m512 s[2] = {_mm512_cvtph_ps(_mm512_castsi512_si256(sc)),
@@ -127,10 +127,11 @@ struct GroupQ8_0 {
       const __m512i hi = _mm512_xor_si512(_mm512_loadu_si512(p + 128 + 128 * b), flip);
       for (int x = 0; x < NX; ++x) {
         const ActBlockQ8& ab = a[x][8 * u + b];
-        __m512i dot = _mm512_broadcast_i32x4(
-            _mm_loadu_si128(reinterpret_cast<const __m128i*>(ab.offset)));
+        __m512i dot =
+            _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ab.offset)));
         dot = _mm512_dpbusd_epi32(
-            dot, lo, _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ab.qs))));
+            dot, lo,
+            _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ab.qs))));
         dot = _mm512_dpbusd_epi32(
             dot, hi,
             _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ab.qs + 16))));

@@ -61,8 +61,8 @@ void for_each_run(DType dtype, int64_t k, int64_t r, Visit visit) {
       for (int64_t b = 0; b < 8; ++b) {
         const int64_t src = (8 * u + b) * 34, line = unit + 64 + 128 * b + 16 * r;
         visit(src, unit + 2 * (4 * b + r), Len<2>{});  // d
-        visit(src + 2, line, Len<16>{});                // qs[0, 16)
-        visit(src + 18, line + 64, Len<16>{});          // qs[16, 32)
+        visit(src + 2, line, Len<16>{});               // qs[0, 16)
+        visit(src + 18, line + 64, Len<16>{});         // qs[16, 32)
       }
     } else if (dtype == DType::Q4_0) {
       for (int64_t b = 0; b < 8; ++b) {
@@ -109,8 +109,9 @@ int64_t rowgroup_prefetch_bytes() { return prefetch_setting().load(std::memory_o
 
 void set_rowgroup_prefetch_bytes(int64_t bytes) {
   if (!valid_prefetch(bytes))
-    throw InvalidArgument("[matmul] row-group prefetch must be a multiple of 64 bytes in [0, 65536], not " +
-                          std::to_string(bytes));
+    throw InvalidArgument(
+        "[matmul] row-group prefetch must be a multiple of 64 bytes in [0, 65536], not " +
+        std::to_string(bytes));
   prefetch_setting().store(bytes, std::memory_order_relaxed);
 }
 
@@ -121,8 +122,7 @@ int64_t rowgroup_unit_bytes(DType dtype) {
 bool rowgroups_fit(DType dtype, int64_t m, int64_t k) {
   return (dtype == DType::Q4_0 || dtype == DType::Q4_K || dtype == DType::Q6_K ||
           dtype == DType::Q8_0) &&
-         m > 0 && k > 0 &&
-         m % kGroupRows == 0 && k % kUnitElements == 0;
+         m > 0 && k > 0 && m % kGroupRows == 0 && k % kUnitElements == 0;
 }
 
 void to_rowgroups(DType dtype, const void* w, int64_t m, int64_t k, void* out) {

@@ -1,6 +1,6 @@
-// Q4_0, Q4_K, Q6_K and Q8_0 weights repacked at prepare time into row groups, so that the decode GEMV
-// reads one contiguous stream that feeds four output rows at once (the GGUF layout feeds one row
-// per stream, and the kernel then repeats per row what could be shared: activation loads, scale
+// Q4_0, Q4_K, Q6_K and Q8_0 weights repacked at prepare time into row groups, so that the decode
+// GEMV reads one contiguous stream that feeds four output rows at once (the GGUF layout feeds one
+// row per stream, and the kernel then repeats per row what could be shared: activation loads, scale
 // unpacking, lane reductions). At k = 1024 a Q4_0 row is only 576 bytes.
 //
 // Rows come in groups of kGroupRows = 4; a group is k / 256 units of rowgroup_unit_bytes (256
@@ -40,9 +40,9 @@
 namespace infera::cpu {
 
 constexpr int64_t kGroupRows = 4;
-constexpr int64_t kUnitElements = 256;   // elements of each row per unit
-constexpr int64_t kUnitBytes = 576;      // Q4_0, Q4_K: 4 rows x 256 elements x 4.5 bits
-constexpr int64_t kUnitBytesQ6_K = 840;  // 4 rows x 256 elements x 6.5625 bits
+constexpr int64_t kUnitElements = 256;    // elements of each row per unit
+constexpr int64_t kUnitBytes = 576;       // Q4_0, Q4_K: 4 rows x 256 elements x 4.5 bits
+constexpr int64_t kUnitBytesQ6_K = 840;   // 4 rows x 256 elements x 6.5625 bits
 constexpr int64_t kUnitBytesQ8_0 = 1088;  // 4 rows x 256 elements x 8.5 bits
 // Bytes of one unit of `dtype` (a row-group type).
 int64_t rowgroup_unit_bytes(DType dtype);
@@ -57,8 +57,8 @@ int64_t rowgroup_prefetch_bytes();
 // Overrides the setting (tests, benchmarks); same range.
 void set_rowgroup_prefetch_bytes(int64_t bytes);
 
-// Whether an m x k matrix of `dtype` can take the row-group layout (Q4_0, Q4_K, Q6_K, Q8_0; whole groups
-// and whole units).
+// Whether an m x k matrix of `dtype` can take the row-group layout (Q4_0, Q4_K, Q6_K, Q8_0; whole
+// groups and whole units).
 bool rowgroups_fit(DType dtype, int64_t m, int64_t k);
 
 // Plain GGUF rows (m x k) to the row-group layout; `out` holds the same number of bytes and must

@@ -37,9 +37,9 @@ using namespace flash;  // attention_flash_tile.cuh: kKeys (64), cp.async, softm
 constexpr int kWgVectors = 64;  // wgmma M: query vectors a warpgroup
 
 template <int D>
-constexpr int kQBytes = kWgVectors * D * 2;  // one warpgroup's queries
+constexpr int kQBytes = kWgVectors* D * 2;  // one warpgroup's queries
 template <int D>
-constexpr int kTileBytes = kKeys * D * 2;  // one K or V tile
+constexpr int kTileBytes = kKeys* D * 2;  // one K or V tile
 
 // Byte offset of 16-byte chunk c (elements 8c..8c+7) of row r in a swizzled [D/64][rows][128 B]
 // tile of `rows` rows.
@@ -58,8 +58,8 @@ template <typename T, int D, int NT>
 struct TileCopy {
   static constexpr int kChunks = D / 8, kPer = kKeys * kChunks / NT, kStride = NT / kChunks;
   static_assert(kKeys * kChunks % NT == 0 && NT % kChunks == 0 && kStride % 8 == 0);
-  int64_t plane;  // this thread's chunk of kv head g's plane in the pools (elements)
-  int row;        // the sequence's block-table row (first entry)
+  int64_t plane;              // this thread's chunk of kv head g's plane in the pools (elements)
+  int row;                    // the sequence's block-table row (first entry)
   int shift, mask, j0, dst0;  // log2(block size), block size - 1, first key, its smem offset
   int id[kPer];               // the physical block of each of this thread's keys (0 past key_hi)
   // (Pointers are re-derived from the kernel's parameters where used: registers are the 128-vector
@@ -229,8 +229,8 @@ __global__ void __launch_bounds__(256, 2) attention_flash_wgmma_kernel(const Att
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int wg = warp / 4, wq = warp % 4;  // warpgroup; the warp's 16 rows in its 64
   const int gid = lane / 4, tig = lane % 4;
-  const int qwg = kSplit ? 0 : wg;          // the warpgroup's queries
-  const int koff = kSplit ? wg * kSpan : 0;  // its first key of a tile
+  const int qwg = kSplit ? 0 : wg;                                        // the warpgroup's queries
+  const int koff = kSplit ? wg * kSpan : 0;                               // its first key of a tile
   const float scale = static_cast<float>(a.scale) * 1.4426950408889634f;  // base 2
 
   block_key_ranges<kVec, kThreads>(a, row_begin, g, v0, nv, len, false, range);
@@ -309,11 +309,9 @@ __global__ void __launch_bounds__(256, 2) attention_flash_wgmma_kernel(const Att
     wgmma::fence_operand(s);
 
     if (th >= full_lo && th + kSpan <= full_hi)  // warp-uniform
-      softmax_step<false, D, kSpan / 8>(s, o, m0, m1, l0, l1, th, key_hi, lo0, hi0, lo1,
-                                                    hi1, tig);
+      softmax_step<false, D, kSpan / 8>(s, o, m0, m1, l0, l1, th, key_hi, lo0, hi0, lo1, hi1, tig);
     else
-      softmax_step<true, D, kSpan / 8>(s, o, m0, m1, l0, l1, th, key_hi, lo0, hi0, lo1,
-                                                   hi1, tig);
+      softmax_step<true, D, kSpan / 8>(s, o, m0, m1, l0, l1, th, key_hi, lo0, hi0, lo1, hi1, tig);
     uint32_t pa[kSpan / 16][4];  // P as wgmma's A fragments, 16 keys each
 #pragma unroll
     for (int kt = 0; kt < kSpan / 16; ++kt) {

@@ -482,11 +482,10 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& 
         // keys (short prompts: more blocks; long ones: half the longest tile's serial walk).
         const int64_t big = (vectors + kFlashWgmmaVectors - 1) / kFlashWgmmaVectors;
         const int64_t forced = options_.flash_wgmma_vectors;  // 64 or 128; anything else: auto
-        a.vectors_per_tile = forced == kFlashWgmmaSmallVectors || forced == kFlashWgmmaVectors
-                                 ? forced
-                             : big * seqs * hkv < 2 * int64_t{prop.multiProcessorCount}
-                                 ? kFlashWgmmaSmallVectors
-                                 : kFlashWgmmaVectors;
+        a.vectors_per_tile =
+            forced == kFlashWgmmaSmallVectors || forced == kFlashWgmmaVectors ? forced
+            : big * seqs * hkv < 2 * int64_t{prop.multiProcessorCount} ? kFlashWgmmaSmallVectors
+                                                                       : kFlashWgmmaVectors;
         a.tiles = (vectors + a.vectors_per_tile - 1) / a.vectors_per_tile;
         ctx_->record(launch_attention_flash_wgmma, a, nt);
         return publish_shadow(out, a.out_bf16);

@@ -188,8 +188,7 @@ __global__ void __launch_bounds__(StreamLayout<NT, WG, STAGES>::kThreads, 1)
       }
       asm volatile("griddepcontrol.wait;\n" ::: "memory");
       for (int i = 0; i < pre; ++i)
-        tma_load_2d(smem + i * L::kStageBytes + L::kWBytes, tm_x, &full[i], (c_begin + i) * kBK,
-                    0);
+        tma_load_2d(smem + i * L::kStageBytes + L::kWBytes, tm_x, &full[i], (c_begin + i) * kBK, 0);
       for (int i = pre; i < nchunks; ++i) {
         const int s = i % STAGES;
         mbar_wait(&empty[s], ((i / STAGES) - 1) & 1);
@@ -282,8 +281,9 @@ __global__ void __launch_bounds__(StreamLayout<NT, WG, STAGES>::kThreads, 1)
     for (int e = tid; e < (r1 - r0) * kCols4; e += L::kThreads) {
       const int lr = e / kCols4, c = (e % kCols4) * 4;
       const float4 g = reduce4(lr, c), u = reduce4(lr, c + kRowsPerWG);
-      const float4 h = make_float4(g.x / (1.0f + expf(-g.x)) * u.x, g.y / (1.0f + expf(-g.y)) * u.y,
-                                   g.z / (1.0f + expf(-g.z)) * u.z, g.w / (1.0f + expf(-g.w)) * u.w);
+      const float4 h =
+          make_float4(g.x / (1.0f + expf(-g.x)) * u.x, g.y / (1.0f + expf(-g.y)) * u.y,
+                      g.z / (1.0f + expf(-g.z)) * u.z, g.w / (1.0f + expf(-g.w)) * u.w);
       store4(out + (r0 + lr) * ldo + m0 + c, m0 + c, h);
       if (p.out_bf16) {
         __nv_bfloat16* ob = p.out_bf16 + (r0 + lr) * int64_t{m} + m0 + c;

@@ -71,13 +71,12 @@ struct StreamGemmProblem {
   int segments;
   const __nv_bfloat16* x;  // [n, k], row stride ldx
   int64_t n, k, ldx;
-  int glu = 0;                       // segments == 2, m[0] == m[1]: out[0] = silu(w0 x) * (w1 x)
+  int glu = 0;                        // segments == 2, m[0] == m[1]: out[0] = silu(w0 x) * (w1 x)
   __nv_bfloat16* out_bf16 = nullptr;  // glu: out[0] as bf16, [n, m[0]] (optional)
 };
 
-inline StreamGemmProblem single_problem(const __nv_bfloat16* w, const __nv_bfloat16* x,
-                                        float* out, int64_t n, int64_t m, int64_t k, int64_t ldx,
-                                        int64_t ldo) {
+inline StreamGemmProblem single_problem(const __nv_bfloat16* w, const __nv_bfloat16* x, float* out,
+                                        int64_t n, int64_t m, int64_t k, int64_t ldx, int64_t ldo) {
   StreamGemmProblem q{};
   q.w[0] = w;
   q.out[0] = out;
@@ -116,8 +115,8 @@ cudaError_t launch_stream_gemm_t(const StreamGemmProblem& q, int sm_count, bool 
   constexpr int kStages = kStagesFor<NT, WG>;
   using L = StreamLayout<NT, WG, kStages>;
   auto kernel = stream_gemm_kernel<NT, WG, kStages>;
-  static const cudaError_t attr = cudaFuncSetAttribute(
-      kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kSmemBytes);
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kSmemBytes);
   if (attr != cudaSuccess) return attr;
   const int rows_per_tile = (q.glu ? 1 : WG) * kRowsPerWG;
   StreamMaps maps;
@@ -197,12 +196,12 @@ inline cudaError_t launch_stream_gemm(const StreamGemmProblem& q, int sm_count, 
   if (wg == 0) wg = default_wg(nt, tiles64, sm_count);
   if (q.glu) wg = 2;
   if (nt > 128) wg = 1;  // 2 x 64 rows x 256 x rows of partials would not fit the budget
-#define INFERA_SGEMM_CASE(NTV)                                                          \
-  case NTV:                                                                             \
-    return wg == 2 && NTV <= 128                                                        \
-               ? launch_stream_gemm_t<NTV, NTV <= 128 ? 2 : 1>(q, sm_count, pdl, stream,  \
-                                                               splits_out)               \
-               : launch_stream_gemm_t<NTV, 1>(q, sm_count, pdl, stream, splits_out);
+#define INFERA_SGEMM_CASE(NTV)                                         \
+  case NTV:                                                            \
+    return wg == 2 && NTV <= 128                                       \
+           ? launch_stream_gemm_t < NTV,                               \
+           NTV <= 128 ? 2 : 1 > (q, sm_count, pdl, stream, splits_out) \
+           : launch_stream_gemm_t<NTV, 1>(q, sm_count, pdl, stream, splits_out);
   switch (nt) {
     INFERA_SGEMM_CASE(8)
     INFERA_SGEMM_CASE(16)
