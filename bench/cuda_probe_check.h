@@ -1,4 +1,5 @@
-// Error checks of the standalone CUDA probes in bench/ (cuda_gemm_probe, cuda_decode_gemm_probe):
+// Error checks of the standalone CUDA probes in bench/ (cuda_gemm_probe, cuda_decode_gemm_probe,
+// probes/sgemm_probe):
 // print the call, file and line, then exit. The backend proper reports through infera::Error.
 #pragma once
 

@@ -19,18 +19,10 @@
 #include <string>
 #include <vector>
 
+#include "../cuda_probe_check.h"
 #include "backend/cuda/stream_gemm_launch.cuh"
 
 using namespace infera::cuda::sgemm;
-
-#define CK(x)                                                                                 \
-  do {                                                                                        \
-    cudaError_t e_ = (x);                                                                     \
-    if (e_ != cudaSuccess) {                                                                  \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                           \
-    }                                                                                         \
-  } while (0)
 
 static float bf(uint16_t v) {
   uint32_t u = uint32_t{v} << 16;
