@@ -212,9 +212,10 @@ __device__ __forceinline__ void softmax_step(float (&s)[kGroups][4], float (&o)[
 template <int D, int kSpan, typename T>
 __device__ __forceinline__ void pv_product(float (&o)[D / 8][4], const uint32_t (&pa)[kSpan / 16][4],
                                            uint32_t vs, T) {
+  const uint64_t dv0 = wgmma::desc_sw128(vs, kKeys * 128, 1024);
 #pragma unroll
   for (int kt = 0; kt < kSpan / 16; ++kt) {
-    const uint64_t dv = wgmma::desc_sw128(vs + kt * 2048, kKeys * 128, 1024);
+    const uint64_t dv = wgmma::desc_add(dv0, kt * 2048);
     if constexpr (D == 128)
       wgmma::rs_m64n128k16(o, pa[kt], dv, T{});
     else
@@ -327,6 +328,10 @@ __global__ void __launch_bounds__(256, 2) attention_flash_wgmma_kernel(const Att
   const uint32_t k_addr =
       static_cast<uint32_t>(__cvta_generic_to_shared(kbuf)) + koff * 128;  // row koff
   const uint32_t v_addr = static_cast<uint32_t>(__cvta_generic_to_shared(vbuf)) + koff * 128;
+  // Descriptors of stage 0's first 16 dims / keys; the steps are wgmma::desc_add.
+  const uint64_t q_desc = wgmma::desc_sw128(q_addr, 16, 1024);
+  const uint64_t k_desc = wgmma::desc_sw128(k_addr, 16, 1024);
+  const uint64_t v_desc = wgmma::desc_sw128(v_addr, kKeys * 128, 1024);
   int stage = 0;
   if constexpr (kPipe) {
     // Iteration i: S of tile i and P V of tile i - 1 are in flight together, and tile i's
@@ -367,13 +372,13 @@ __global__ void __launch_bounds__(256, 2) attention_flash_wgmma_kernel(const Att
       for (int nt = 0; nt < kSpan / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
       wgmma::fence_operand(o);
       wgmma::fence();
-      const uint32_t ks = k_addr + stage * kTileBytes<D>;
+      const uint64_t dk0 = wgmma::desc_add(k_desc, stage * kTileBytes<D>);
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
         const uint32_t qstep = (kk / 4) * kWgVectors * 128 + (kk % 4) * 32;
         const uint32_t kstep = (kk / 4) * kKeys * 128 + (kk % 4) * 32;
-        wgmma::ss_m64n32k16(s, wgmma::desc_sw128(q_addr + qstep, 16, 1024),
-                            wgmma::desc_sw128(ks + kstep, 16, 1024), kk > 0 ? 1 : 0, T{});
+        wgmma::ss_m64n32k16(s, wgmma::desc_add(q_desc, qstep), wgmma::desc_add(dk0, kstep),
+                            kk > 0 ? 1 : 0, T{});
       }
       wgmma::commit();
       pv_product<D, kSpan>(o, pa, v_addr + (stage ^ 1) * kTileBytes<D>, T{});  // tile i - 1's
@@ -428,7 +433,8 @@ __global__ void __launch_bounds__(256, 2) attention_flash_wgmma_kernel(const Att
     const int th = t0 + koff;                          // the warpgroup's first key
     if (th >= wg_hi || th + kSpan <= wg_lo) continue;  // warpgroup-uniform: no row sees them
 
-    const uint32_t ks = k_addr + stage * kTileBytes<D>, vs = v_addr + stage * kTileBytes<D>;
+    const uint64_t dk0 = wgmma::desc_add(k_desc, stage * kTileBytes<D>);
+    const uint64_t dv0 = wgmma::desc_add(v_desc, stage * kTileBytes<D>);
     float s[kSpan / 8][4];
 #pragma unroll
     for (int nt = 0; nt < kSpan / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
@@ -437,8 +443,8 @@ __global__ void __launch_bounds__(256, 2) attention_flash_wgmma_kernel(const Att
     for (int kk = 0; kk < D / 16; ++kk) {  // dims 16 kk..+15: column block kk / 4, 32 B a step
       const uint32_t qstep = (kk / 4) * kWgVectors * 128 + (kk % 4) * 32;
       const uint32_t kstep = (kk / 4) * kKeys * 128 + (kk % 4) * 32;
-      const uint64_t dq = wgmma::desc_sw128(q_addr + qstep, 16, 1024);
-      const uint64_t dk = wgmma::desc_sw128(ks + kstep, 16, 1024);
+      const uint64_t dq = wgmma::desc_add(q_desc, qstep);
+      const uint64_t dk = wgmma::desc_add(dk0, kstep);
       if constexpr (kSplit)
         wgmma::ss_m64n32k16(s, dq, dk, kk > 0 ? 1 : 0, T{});
       else
@@ -464,7 +470,7 @@ __global__ void __launch_bounds__(256, 2) attention_flash_wgmma_kernel(const Att
     wgmma::fence();
 #pragma unroll
     for (int kt = 0; kt < kSpan / 16; ++kt) {  // keys 16 kt..+15: two 8-row groups, 2048 bytes
-      const uint64_t dv = wgmma::desc_sw128(vs + kt * 2048, kKeys * 128, 1024);
+      const uint64_t dv = wgmma::desc_add(dv0, kt * 2048);
       if constexpr (D == 128)
         wgmma::rs_m64n128k16(o, pa[kt], dv, T{});
       else
