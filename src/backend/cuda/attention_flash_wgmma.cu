@@ -18,7 +18,9 @@
 // streams in while tile t is multiplied. Causal: key spans no row of a warpgroup sees are skipped
 // (warpgroup-uniform, as wgmma needs), the mask runs only where a warp's rows do not all see the
 // whole span. GQA: a tile's vectors are the (row, head) pairs of one kv head, so K/V are read
-// once for its q heads.
+// once for its q heads. The wgmma descriptors are encoded once and stepped by one add
+// (wgmma::desc_add). Optionally (flash_wgmma_pipeline) the 64-vector tiles run a pipelined loop:
+// S of tile i and P V of tile i - 1 in flight together, the softmax under P V.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
