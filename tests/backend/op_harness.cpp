@@ -137,8 +137,7 @@ std::vector<HarnessBackend> harness_backends() {
          {"cuda_exact", "cuda_skinny", "cuda_stream", "cuda_unstaged", "cuda_interleaved",
           "cuda_prefill_toggled", "cuda_b1", "cuda_flash_split", "cuda_flash_wide",
           "cuda_flash_wide_split", "cuda_flash_wide8", "cuda_flash_wide8_plain",
-          "cuda_flash_halves", "cuda_flash_wgmma", "cuda_flash_wgmma128",
-          "cuda_flash_wgmma_pipe"})
+          "cuda_flash_halves", "cuda_flash_wgmma", "cuda_flash_wgmma128", "cuda_flash_wgmma_pipe"})
       list.push_back({name, [name] { return make_cuda_backend(0, harness_cuda_options(name)); }});
 #endif
   return list;

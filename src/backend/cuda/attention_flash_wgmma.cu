@@ -125,9 +125,9 @@ struct TileCopy {
 // previous tile is in flight); alpha0 / alpha1 for rescale_o.
 template <bool kMask, int kGroups>
 __device__ __forceinline__ void softmax_scores(float (&s)[kGroups][4], float& m0, float& m1,
-                                               float& l0, float& l1, float& alpha0,
-                                               float& alpha1, int t0, int key_hi, int lo0,
-                                               int hi0, int lo1, int hi1, int tig) {
+                                               float& l0, float& l1, float& alpha0, float& alpha1,
+                                               int t0, int key_hi, int lo0, int hi0, int lo1,
+                                               int hi1, int tig) {
   if (kMask) {
 #pragma unroll
     for (int nt = 0; nt < kGroups; ++nt)
@@ -204,16 +204,16 @@ __device__ __forceinline__ void softmax_step(float (&s)[kGroups][4], float (&o)[
                                              int key_hi, int lo0, int hi0, int lo1, int hi1,
                                              int tig) {
   float alpha0, alpha1;
-  softmax_scores<kMask, kGroups>(s, m0, m1, l0, l1, alpha0, alpha1, t0, key_hi, lo0, hi0, lo1,
-                                 hi1, tig);
+  softmax_scores<kMask, kGroups>(s, m0, m1, l0, l1, alpha0, alpha1, t0, key_hi, lo0, hi0, lo1, hi1,
+                                 tig);
   rescale_o<D>(o, alpha0, alpha1);
 }
 
 // O += P V for a warpgroup's kSpan keys of a tile: P in registers (16 keys an A fragment), V
 // MN-major at shared address vs (its first key's row; 16 keys = two 8-row groups, 2048 bytes).
 template <int D, int kSpan, typename T>
-__device__ __forceinline__ void pv_product(float (&o)[D / 8][4], const uint32_t (&pa)[kSpan / 16][4],
-                                           uint32_t vs, T) {
+__device__ __forceinline__ void pv_product(float (&o)[D / 8][4],
+                                           const uint32_t (&pa)[kSpan / 16][4], uint32_t vs, T) {
   const uint64_t dv0 = wgmma::desc_sw128(vs, kKeys * 128, 1024);
 #pragma unroll
   for (int kt = 0; kt < kSpan / 16; ++kt) {
