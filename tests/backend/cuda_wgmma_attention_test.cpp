@@ -6,6 +6,7 @@
 // where the device is no sm_90 (the kernel is Hopper machine code).
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -73,14 +74,15 @@ class CudaWgmmaAttentionTest : public ::testing::Test {
   }
 };
 
-// Both tile shapes (64 vectors with the key halves split between the warpgroups, 128 vectors)
-// against the key-halves kernel.
+// Both tile shapes (64 vectors with the key halves split between the warpgroups, 128 vectors),
+// and the 64-vector tiles' pipelined loop (flash_wgmma_pipeline), against the key-halves kernel.
 TEST_F(CudaWgmmaAttentionTest, Qwen3PrefillFollowsKeyHalves) {
   auto by_halves = make_cuda_backend(0, wgmma_options(false));
   const std::vector<std::vector<float>> want = qwen3_prefill_rounds(*by_halves, 1);
-  for (int64_t vectors : {64, 128}) {
+  for (int64_t vectors : {64, 128, -64}) {  // -64: 64, pipelined
     SCOPED_TRACE("vectors " + std::to_string(vectors));
-    CudaOptions o = wgmma_options(true, true, vectors);
+    CudaOptions o = wgmma_options(true, true, vectors < 0 ? -vectors : vectors);
+    o.flash_wgmma_pipeline = vectors < 0;
     o.profile = true;  // to see which kernel ran
     auto by_wgmma = make_cuda_backend(0, o);
     const std::vector<std::vector<float>> got = qwen3_prefill_rounds(*by_wgmma, 1);
@@ -89,6 +91,8 @@ TEST_F(CudaWgmmaAttentionTest, Qwen3PrefillFollowsKeyHalves) {
       GTEST_SKIP() << "the wgmma kernel does not run on this device (not sm_90)";
     ASSERT_EQ(got[0].size(), want[0].size());
     const double e = nmse(got[0], want[0]);
+    std::printf("vectors %lld: NMSE %.6e against the key-halves kernel\n",
+                static_cast<long long>(vectors), e);  // -64 and 64: the same arithmetic
     EXPECT_TRUE(e <= 1e-4) << "NMSE " << e;
     EXPECT_GT(e, 0.0) << "the same logits as the key-halves kernel";
   }

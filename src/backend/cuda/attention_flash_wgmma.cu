@@ -18,7 +18,9 @@
 // streams in while tile t is multiplied. Causal: key spans no row of a warpgroup sees are skipped
 // (warpgroup-uniform, as wgmma needs), the mask runs only where a warp's rows do not all see the
 // whole span. GQA: a tile's vectors are the (row, head) pairs of one kv head, so K/V are read
-// once for its q heads.
+// once for its q heads. The wgmma descriptors are encoded once and stepped by one add
+// (wgmma::desc_add). Optionally (flash_wgmma_pipeline) the 64-vector tiles run a pipelined loop:
+// S of tile i and P V of tile i - 1 in flight together, the softmax under P V.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -97,17 +99,35 @@ struct TileCopy {
       cp_async16(vs + dst, vplane + off, ok ? 16 : 0);
     }
   }
+  // The pipelined loop's halves: K and V of different tiles in one copy group, so a tile's
+  // offsets (from the ids) are computed for its K and kept for its V a tile later; -1: past key_hi.
+  __device__ __forceinline__ void offsets(int t0, int key_hi, int (&off)[kPer]) const {
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const int t = t0 + j0 + i * kStride;
+      off[i] = t < key_hi ? ((id[i] << shift) | (t & mask)) * D : -1;
+    }
+  }
+  __device__ __forceinline__ void issue(const void* pool, const int (&off)[kPer],
+                                        unsigned char* dst_stage) const {
+    const T* const p = static_cast<const T*>(pool) + plane;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i)
+      cp_async16(dst_stage + dst0 + i * kStride * 128, p + max(off[i], 0), off[i] >= 0 ? 16 : 0);
+  }
 };
 
 // The online-softmax step of softmax_tile_interleaved (attention_flash_tile.cuh), but the
 // accumulators' rescale (D / 2 multiplies a lane, as many as the step's other arithmetic) is
 // skipped when no row of the warp has a new maximum (every alpha exactly 1: ex2(0)), which after
 // the first tiles of a causal row is the common case.
-template <bool kMask, int D, int kGroups>
-__device__ __forceinline__ void softmax_step(float (&s)[kGroups][4], float (&o)[D / 8][4],
-                                             float& m0, float& m1, float& l0, float& l1, int t0,
-                                             int key_hi, int lo0, int hi0, int lo1, int hi1,
-                                             int tig) {
+// softmax_scores: the step without the accumulators (the pipelined loop runs it while P V of the
+// previous tile is in flight); alpha0 / alpha1 for rescale_o.
+template <bool kMask, int kGroups>
+__device__ __forceinline__ void softmax_scores(float (&s)[kGroups][4], float& m0, float& m1,
+                                               float& l0, float& l1, float& alpha0, float& alpha1,
+                                               int t0, int key_hi, int lo0, int hi0, int lo1,
+                                               int hi1, int tig) {
   if (kMask) {
 #pragma unroll
     for (int nt = 0; nt < kGroups; ++nt)
@@ -143,7 +163,8 @@ __device__ __forceinline__ void softmax_step(float (&s)[kGroups][4], float (&o)[
   // the base 0 for such a row (ex2(-inf - -inf) would be NaN).
   const float b0 = kMask && mn0 == -INFINITY ? 0.0f : mn0;
   const float b1 = kMask && mn1 == -INFINITY ? 0.0f : mn1;
-  const float alpha0 = ex2(m0 - b0), alpha1 = ex2(m1 - b1);  // m = -inf: 0 (nothing to rescale)
+  alpha0 = ex2(m0 - b0);  // m = -inf: 0 (nothing to rescale)
+  alpha1 = ex2(m1 - b1);
 #pragma unroll
   for (int nt = 0; nt < kGroups; ++nt) {
 #pragma unroll
@@ -165,6 +186,9 @@ __device__ __forceinline__ void softmax_step(float (&s)[kGroups][4], float (&o)[
   l1 = l1 * alpha1 + r1[0];
   m0 = mn0;
   m1 = mn1;
+}
+template <int D>
+__device__ __forceinline__ void rescale_o(float (&o)[D / 8][4], float alpha0, float alpha1) {
   if (__all_sync(0xffffffffu, alpha0 == 1.0f && alpha1 == 1.0f)) return;  // NaN: rescaled
 #pragma unroll
   for (int dt = 0; dt < D / 8; ++dt) {
@@ -172,6 +196,32 @@ __device__ __forceinline__ void softmax_step(float (&s)[kGroups][4], float (&o)[
     o[dt][1] *= alpha0;
     o[dt][2] *= alpha1;
     o[dt][3] *= alpha1;
+  }
+}
+template <bool kMask, int D, int kGroups>
+__device__ __forceinline__ void softmax_step(float (&s)[kGroups][4], float (&o)[D / 8][4],
+                                             float& m0, float& m1, float& l0, float& l1, int t0,
+                                             int key_hi, int lo0, int hi0, int lo1, int hi1,
+                                             int tig) {
+  float alpha0, alpha1;
+  softmax_scores<kMask, kGroups>(s, m0, m1, l0, l1, alpha0, alpha1, t0, key_hi, lo0, hi0, lo1, hi1,
+                                 tig);
+  rescale_o<D>(o, alpha0, alpha1);
+}
+
+// O += P V for a warpgroup's kSpan keys of a tile: P in registers (16 keys an A fragment), V
+// MN-major at shared address vs (its first key's row; 16 keys = two 8-row groups, 2048 bytes).
+template <int D, int kSpan, typename T>
+__device__ __forceinline__ void pv_product(float (&o)[D / 8][4],
+                                           const uint32_t (&pa)[kSpan / 16][4], uint32_t vs, T) {
+  const uint64_t dv0 = wgmma::desc_sw128(vs, kKeys * 128, 1024);
+#pragma unroll
+  for (int kt = 0; kt < kSpan / 16; ++kt) {
+    const uint64_t dv = wgmma::desc_add(dv0, kt * 2048);
+    if constexpr (D == 128)
+      wgmma::rs_m64n128k16(o, pa[kt], dv, T{});
+    else
+      wgmma::rs_m64n64k16(o, pa[kt], dv, T{});
   }
 }
 
@@ -206,8 +256,11 @@ __device__ __forceinline__ void stage_queries_swizzled(const AttentionArgs& a, i
 // tile's walk is the kernel's critical path): both warpgroups own the same 64 vectors, warpgroup
 // w takes keys 32w..+31 of every 64-key tile (half the serial walk, as the key-halves kernel),
 // and the two merge through shared memory at the end.
-template <typename T, int D, bool kSplit>
+// kPipe (kSplit only; CudaOptions::flash_wgmma_pipeline): the loop of attention_pipelined_loop
+// (below) instead of S, softmax, P V in turn.
+template <typename T, int D, bool kSplit, bool kPipe>
 __global__ void __launch_bounds__(256, 2) attention_flash_wgmma_kernel(const AttentionArgs a) {
+  static_assert(kSplit || !kPipe, "pipelined: the 64-vector split tiles only (registers)");
   constexpr int kThreads = 256, kWgs = kSplit ? 1 : 2, kVec = kWgs * kWgVectors;
   constexpr int kSpan = kSplit ? kKeys / 2 : kKeys;  // keys of a tile a warpgroup multiplies
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -235,10 +288,17 @@ __global__ void __launch_bounds__(256, 2) attention_flash_wgmma_kernel(const Att
 
   block_key_ranges<kVec, kThreads>(a, row_begin, g, v0, nv, len, false, range);
   const int key_lo = range[2 * kVec], key_hi = range[2 * kVec + 1];
-  TileCopy<T, D, kThreads> copy(a, b, g);
+  using Copy = TileCopy<T, D, kThreads>;
+  Copy copy(a, b, g);
+  int voff[Copy::kPer];  // kPipe: the offsets of the next V tile's keys (its K's, a tile ago)
   if (key_lo < key_hi) {
     copy.fetch_ids(a, key_lo, key_hi);
-    copy.issue_tile(a, key_lo, key_hi, kbuf, vbuf);
+    if constexpr (kPipe) {  // K of the first tile alone (its V goes with the next tile's K)
+      copy.offsets(key_lo, key_hi, voff);
+      copy.issue(a.keys, voff, kbuf);
+    } else {
+      copy.issue_tile(a, key_lo, key_hi, kbuf, vbuf);
+    }
   }
   cp_async_commit();
   if (key_lo + kKeys < key_hi) copy.fetch_ids(a, key_lo + kKeys, key_hi);
@@ -270,8 +330,95 @@ __global__ void __launch_bounds__(256, 2) attention_flash_wgmma_kernel(const Att
   const uint32_t k_addr =
       static_cast<uint32_t>(__cvta_generic_to_shared(kbuf)) + koff * 128;  // row koff
   const uint32_t v_addr = static_cast<uint32_t>(__cvta_generic_to_shared(vbuf)) + koff * 128;
+  // Descriptors of stage 0's first 16 dims / keys; the steps are wgmma::desc_add.
+  const uint64_t q_desc = wgmma::desc_sw128(q_addr, 16, 1024);
+  const uint64_t k_desc = wgmma::desc_sw128(k_addr, 16, 1024);
+  const uint64_t v_desc = wgmma::desc_sw128(v_addr, kKeys * 128, 1024);
   int stage = 0;
-  for (int t0 = key_lo; t0 < key_hi; t0 += kKeys, stage ^= 1) {
+  if constexpr (kPipe) {
+    // Iteration i: S of tile i and P V of tile i - 1 are in flight together, and tile i's
+    // softmax (all but the accumulators' rescale) runs under P V (FlashAttention-3's
+    // intra-warpgroup overlap; the plain loop waits on S, softmax, P V in turn). One copy group
+    // an iteration: K of tile i + 1 and V of tile i, so past iteration i's barrier K of tile i
+    // and V of tile i - 1 have landed; K and V of tile j in stage j % 2, whose previous occupant
+    // (tile j - 2) was done with in iteration j - 1 (each warpgroup waits for all its products
+    // before the next barrier). No wgmma sits under a branch (ptxas serializes them all
+    // otherwise, C7520): iteration 0's P V multiplies P = 0 by a zeroed V stage, the last tile's
+    // P V follows the loop, and a tile the warpgroup does not see runs the masked step, a no-op.
+    uint32_t pa[kSpan / 16][4] = {};  // P as wgmma's A fragments, 16 keys each
+    {
+      constexpr int kPer = kTileBytes<D> / 16 / kThreads;  // V stage 1 zeroed (0 x garbage: NaN)
+      uint4* const z = reinterpret_cast<uint4*>(vbuf + kTileBytes<D>) + threadIdx.x;
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) z[k * kThreads] = make_uint4(0, 0, 0, 0);
+    }
+    for (int t0 = key_lo; t0 < key_hi; t0 += kKeys, stage ^= 1) {
+      cp_async_wait<0>();
+      wgmma::fence_proxy_async();
+      __syncthreads();
+      if (t0 + kKeys < key_hi) {
+        int koffs[Copy::kPer];  // tile i + 1's (its block ids were fetched an iteration ago)
+        copy.offsets(t0 + kKeys, key_hi, koffs);
+        copy.issue(a.keys, koffs, kbuf + (stage ^ 1) * kTileBytes<D>);
+        copy.issue(a.values, voff, vbuf + stage * kTileBytes<D>);
+#pragma unroll
+        for (int k = 0; k < Copy::kPer; ++k) voff[k] = koffs[k];
+      } else {
+        copy.issue(a.values, voff, vbuf + stage * kTileBytes<D>);
+      }
+      cp_async_commit();
+      if (t0 + 2 * kKeys < key_hi) copy.fetch_ids(a, t0 + 2 * kKeys, key_hi);
+      const int th = t0 + koff;  // the warpgroup's first key of tile i
+      float s[kSpan / 8][4];
+#pragma unroll
+      for (int nt = 0; nt < kSpan / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+      wgmma::fence_operand(o);
+      wgmma::fence();
+      const uint64_t dk0 = wgmma::desc_add(k_desc, stage * kTileBytes<D>);
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        const uint32_t qstep = (kk / 4) * kWgVectors * 128 + (kk % 4) * 32;
+        const uint32_t kstep = (kk / 4) * kKeys * 128 + (kk % 4) * 32;
+        wgmma::ss_m64n32k16(s, wgmma::desc_add(q_desc, qstep), wgmma::desc_add(dk0, kstep),
+                            kk > 0 ? 1 : 0, T{});
+      }
+      wgmma::commit();
+      pv_product<D, kSpan>(o, pa, v_addr + (stage ^ 1) * kTileBytes<D>, T{});  // tile i - 1's
+      wgmma::commit();
+      wgmma::wait<1>();  // S done, P V may still run
+      wgmma::fence_operand(s);
+      float alpha0, alpha1;
+      if (th >= full_lo && th + kSpan <= full_hi)  // warp-uniform
+        softmax_scores<false, kSpan / 8>(s, m0, m1, l0, l1, alpha0, alpha1, th, key_hi, lo0, hi0,
+                                         lo1, hi1, tig);
+      else
+        softmax_scores<true, kSpan / 8>(s, m0, m1, l0, l1, alpha0, alpha1, th, key_hi, lo0, hi0,
+                                        lo1, hi1, tig);
+      wgmma::wait<0>();
+      // o, and s (whose packing must not move above the wait: pa is P V's operand till then).
+      wgmma::fence_operand(o);
+      wgmma::fence_operand(s);
+      rescale_o<D>(o, alpha0, alpha1);
+#pragma unroll
+      for (int kt = 0; kt < kSpan / 16; ++kt) {
+        pa[kt][0] = pack2<T>(s[2 * kt][0], s[2 * kt][1]);
+        pa[kt][1] = pack2<T>(s[2 * kt][2], s[2 * kt][3]);
+        pa[kt][2] = pack2<T>(s[2 * kt + 1][0], s[2 * kt + 1][1]);
+        pa[kt][3] = pack2<T>(s[2 * kt + 1][2], s[2 * kt + 1][3]);
+      }
+    }
+    // The last tile's P V (no tile: P = 0 times the zeroed stage 1).
+    cp_async_wait<0>();
+    wgmma::fence_proxy_async();
+    __syncthreads();
+    wgmma::fence_operand(o);
+    wgmma::fence();
+    pv_product<D, kSpan>(o, pa, v_addr + (stage ^ 1) * kTileBytes<D>, T{});
+    wgmma::commit();
+    wgmma::wait<0>();
+    wgmma::fence_operand(o);
+  }
+  for (int t0 = key_lo; !kPipe && t0 < key_hi; t0 += kKeys, stage ^= 1) {
     // One barrier a tile: past it tile t has landed (and the queries are staged), visible to the
     // tensor cores' proxy, and every warpgroup is done with tile t - 1, whose stage then takes
     // tile t + 1's copies (each warpgroup waits for its own products before the next barrier).
@@ -288,7 +435,8 @@ __global__ void __launch_bounds__(256, 2) attention_flash_wgmma_kernel(const Att
     const int th = t0 + koff;                          // the warpgroup's first key
     if (th >= wg_hi || th + kSpan <= wg_lo) continue;  // warpgroup-uniform: no row sees them
 
-    const uint32_t ks = k_addr + stage * kTileBytes<D>, vs = v_addr + stage * kTileBytes<D>;
+    const uint64_t dk0 = wgmma::desc_add(k_desc, stage * kTileBytes<D>);
+    const uint64_t dv0 = wgmma::desc_add(v_desc, stage * kTileBytes<D>);
     float s[kSpan / 8][4];
 #pragma unroll
     for (int nt = 0; nt < kSpan / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
@@ -297,8 +445,8 @@ __global__ void __launch_bounds__(256, 2) attention_flash_wgmma_kernel(const Att
     for (int kk = 0; kk < D / 16; ++kk) {  // dims 16 kk..+15: column block kk / 4, 32 B a step
       const uint32_t qstep = (kk / 4) * kWgVectors * 128 + (kk % 4) * 32;
       const uint32_t kstep = (kk / 4) * kKeys * 128 + (kk % 4) * 32;
-      const uint64_t dq = wgmma::desc_sw128(q_addr + qstep, 16, 1024);
-      const uint64_t dk = wgmma::desc_sw128(ks + kstep, 16, 1024);
+      const uint64_t dq = wgmma::desc_add(q_desc, qstep);
+      const uint64_t dk = wgmma::desc_add(dk0, kstep);
       if constexpr (kSplit)
         wgmma::ss_m64n32k16(s, dq, dk, kk > 0 ? 1 : 0, T{});
       else
@@ -324,7 +472,7 @@ __global__ void __launch_bounds__(256, 2) attention_flash_wgmma_kernel(const Att
     wgmma::fence();
 #pragma unroll
     for (int kt = 0; kt < kSpan / 16; ++kt) {  // keys 16 kt..+15: two 8-row groups, 2048 bytes
-      const uint64_t dv = wgmma::desc_sw128(vs + kt * 2048, kKeys * 128, 1024);
+      const uint64_t dv = wgmma::desc_add(dv0, kt * 2048);
       if constexpr (D == 128)
         wgmma::rs_m64n128k16(o, pa[kt], dv, T{});
       else
@@ -400,18 +548,18 @@ __global__ void __launch_bounds__(256, 2) attention_flash_wgmma_kernel(const Att
   }
 }
 
-template <typename T, int D, bool kSplit>
+template <typename T, int D, bool kSplit, bool kPipe = false>
 void launch_wgmma(const AttentionArgs& a, cudaStream_t s) {
   constexpr size_t kSmem = (kSplit ? 1 : 2) * kQBytes<D> + 4 * kTileBytes<D> + 1024;  // + align
   static const bool attr_set = [] {
-    return cudaFuncSetAttribute(attention_flash_wgmma_kernel<T, D, kSplit>,
+    return cudaFuncSetAttribute(attention_flash_wgmma_kernel<T, D, kSplit, kPipe>,
                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
                                 static_cast<int>(kSmem)) == cudaSuccess;
   }();
   if (!attr_set) throw std::runtime_error("cannot raise the wgmma attention's shared memory");
   const dim3 grid(static_cast<unsigned>(a.hkv), static_cast<unsigned>(a.num_seqs),
                   static_cast<unsigned>(a.tiles));
-  attention_flash_wgmma_kernel<T, D, kSplit><<<grid, 256, kSmem, s>>>(a);
+  attention_flash_wgmma_kernel<T, D, kSplit, kPipe><<<grid, 256, kSmem, s>>>(a);
 }
 
 }  // namespace
@@ -431,7 +579,10 @@ void launch_attention_flash_wgmma(const void* p, cudaStream_t s) {
   dispatch_type_and_head_dim(a, [&](auto t, auto d) {
     using T = typename decltype(t)::type;
     constexpr int D = decltype(d)::value;
-    if (a.vectors_per_tile == kWgVectors) return launch_wgmma<T, D, true>(a, s);
+    if (a.vectors_per_tile == kWgVectors) {
+      if (a.pipelined) return launch_wgmma<T, D, true, true>(a, s);
+      return launch_wgmma<T, D, true, false>(a, s);
+    }
     launch_wgmma<T, D, false>(a, s);
   });
 }

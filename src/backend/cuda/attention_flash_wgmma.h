@@ -18,7 +18,8 @@ constexpr int64_t kFlashWgmmaVectors = 128, kFlashWgmmaSmallVectors = 64;
 bool attention_flash_wgmma_supports(ElemType type, int64_t head_dim, int64_t block_size,
                                     int64_t num_blocks, int sm_major, int sm_minor);
 // Grid (hkv, sequences, tiles of kFlashWgmmaVectors vectors); AttentionArgs as the flash kernels
-// (fast_softmax's base-2 softmax, no split), out and the optional out_bf16 written.
+// (fast_softmax's base-2 softmax, no split), out and the optional out_bf16 written;
+// AttentionArgs::pipelined: the 64-vector tiles' pipelined loop (CudaOptions::flash_wgmma_pipeline).
 void launch_attention_flash_wgmma(const void* args, cudaStream_t stream);
 
 }  // namespace infera::cuda

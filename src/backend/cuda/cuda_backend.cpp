@@ -320,6 +320,8 @@ CudaOptions cuda_options_from_env() {
     const int n = std::atoi(v);
     o.flash_wgmma_vectors = n == 64 || n == 128 ? n : 0;
   }
+  o.flash_wgmma_pipeline =
+      cuda::env_flag("INFERA_CUDA_FLASH_WGMMA_PIPELINE", o.flash_wgmma_pipeline);
   o.flash_wide_auto = cuda::env_flag("INFERA_CUDA_FLASH_WIDE_AUTO", o.flash_wide_auto);
   o.packed_flash_halves = cuda::env_flag("INFERA_CUDA_PACKED_FLASH_HALVES", o.packed_flash_halves);
   o.rope_stage = cuda::env_flag("INFERA_CUDA_ROPE_STAGE", o.rope_stage);

@@ -73,6 +73,13 @@ struct CudaOptions {
   // else 64 (both warpgroups on them, each 64-key tile's halves split between the two); 64 or
   // 128 force one (INFERA_CUDA_FLASH_WGMMA_VECTORS).
   int64_t flash_wgmma_vectors = 0;
+  // The 64-vector (split) tiles' loop pipelined within each warpgroup: S of key tile i and P V
+  // of tile i - 1 in flight together, tile i's softmax under P V (FlashAttention-3's
+  // intra-warpgroup overlap; INFERA_CUDA_FLASH_WGMMA_PIPELINE=1). The 128-vector tiles are
+  // unchanged (a second S accumulator does not fit their 128 registers). Off: not measured
+  // faster where it runs (bench/reference/fa3b_h200/run2, ncu per launch: 1x512 21.5 -> 20.3 us,
+  // 1x2048 81.8 -> 82.3; step_bench 1x512 x1.03 / x1.02 / x1.00, 1x2048 x1.01 / x1.00 / x1.00).
+  bool flash_wgmma_pipeline = false;
   // The same kernel for the encoders' packed attention (INFERA_CUDA_PACKED_FLASH_HALVES=1). Off:
   // encoder_bench ModernBERT-large 10x512 13.87 -> 14.10 ms, 64x512 89.08 -> 88.24 ms (one run
   // each, run 2): not measured faster.

@@ -487,6 +487,7 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& 
             : big * seqs * hkv < 2 * int64_t{prop.multiProcessorCount} ? kFlashWgmmaSmallVectors
                                                                        : kFlashWgmmaVectors;
         a.tiles = (vectors + a.vectors_per_tile - 1) / a.vectors_per_tile;
+        a.pipelined = options_.flash_wgmma_pipeline ? 1 : 0;  // the 64-vector tiles' loop
         ctx_->record(launch_attention_flash_wgmma, a, nt);
         return publish_shadow(out, a.out_bf16);
       }

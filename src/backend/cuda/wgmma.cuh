@@ -28,6 +28,15 @@ __device__ __forceinline__ uint64_t desc_sw128(uint32_t addr, uint32_t lbo, uint
          (static_cast<uint64_t>((sbo & 0x3FFFF) >> 4) << 32) | (1ull << 62);
 }
 
+// The descriptor of the operand `bytes` further on (a multiple of 16): the start address field is
+// the low 14 bits of (addr >> 4), and shared addresses stay below 2^18, so the step adds to the
+// low word without a carry out of the field; one 32-bit add instead of re-encoding (ncu/SASS:
+// ~10 instructions a wgmma in the attention loop went to re-encoding).
+__device__ __forceinline__ uint64_t desc_add(uint64_t desc, uint32_t bytes) {
+  const uint32_t lo = static_cast<uint32_t>(desc) + (bytes >> 4);
+  return (desc & 0xFFFFFFFF00000000ull) | lo;
+}
+
 __device__ __forceinline__ void fence() {  // before a group whose registers others wrote
 #ifdef INFERA_WGMMA
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
