@@ -20,8 +20,7 @@ shift 2
 [ -f "tests/fuzz/$target.cpp" ] || { echo "fuzz.sh: no target tests/fuzz/$target.cpp" >&2; exit 2; }
 if [ -z "${INFERA_FUZZ_NO_BUILD:-}" ]; then
   scripts/setup.sh fuzz
-  cmake --preset fuzz >/dev/null
-  cmake --build --preset fuzz
+  scripts/build.sh fuzz
 fi
 
 work=build/fuzz/corpus/$target

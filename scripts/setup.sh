@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config python3
   nlohmann-json3-dev libpcre2-dev libutf8proc-dev libcli11-dev libhwy-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libgmock-dev libbenchmark-dev ccache
 )
 # `scripts/setup.sh fuzz`: clang and its runtime libraries (libFuzzer, sanitizers) as well.
 if [ "${1:-}" = fuzz ]; then packages+=(clang libclang-rt-dev); fi

@@ -71,41 +71,8 @@ TEST_F(CudaStreamTest, Qwen3PrefillFollowsDefaultPaths) {
 // graphs: same bits each time, and close to a double reference.
 TEST_F(CudaStreamTest, SplitKIsDeterministic) {
   auto b = make_cuda_backend(0, stream(true));
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  for (auto [n, k, m] : {std::tuple{16, 4096, 128}, {3, 1032, 200}}) {
-    std::vector<float> xv(size_t(n * k)), wf(size_t(m * k));
-    for (float& v : xv) v = dist(rng);
-    for (float& v : wf) v = dist(rng);
-    std::vector<uint16_t> wb(wf.size());
-    for (size_t i = 0; i < wf.size(); ++i) wb[i] = f32_to_bf16(wf[i]);
-    Tensor w = b->prepare_weight(Tensor("w", DType::BF16, {m, k}, Device::CPU, wb.data(), nullptr));
-    Tensor x = b->prepare_weight(Tensor("x", DType::F32, {n, k}, Device::CPU, xv.data(), nullptr));
-    Tensor out = b->alloc("out", DType::F32, {n, m});
-    std::vector<float> first, again(size_t(n * m));
-    const int64_t graphs_before = cuda_stats(*b)->graph_launches;
-    for (int rep = 0; rep < 3; ++rep) {
-      b->matmul(x, w, out);
-      b->to_host(out, again);
-      if (rep == 0) first = again;
-      size_t differ = 0;
-      for (size_t i = 0; i < again.size(); ++i) differ += !(again[i] == first[i]);
-      EXPECT_EQ(differ, 0u) << n << "x" << k << "x" << m << " repeat " << rep;
-    }
-    EXPECT_GE(cuda_stats(*b)->graph_launches - graphs_before, 1) << "no graph replay";
-    double err = 0, ref = 0;
-    for (int i = 0; i < n; ++i)
-      for (int j = 0; j < m; ++j) {
-        double s = 0;
-        for (int p = 0; p < k; ++p)
-          s += double(bf16_to_f32(f32_to_bf16(xv[size_t(i * k + p)]))) *
-               bf16_to_f32(wb[size_t(j * k + p)]);
-        const double d = first[size_t(i * m + j)] - s;
-        err += d * d;
-        ref += s * s;
-      }
-    EXPECT_TRUE(err / ref <= 1e-8) << n << "x" << k << "x" << m << ": NMSE " << err / ref;
-  }
+  for (auto [n, k, m] : {std::tuple{16, 4096, 128}, {3, 1032, 200}})
+    cuda_test::expect_matmul_repeats_bit_for_bit(*b, n, k, m);
 }
 
 TEST_F(CudaStreamTest, RowRangeOutsideItsLimitsIsRejected) {

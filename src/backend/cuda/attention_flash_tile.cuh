@@ -296,14 +296,14 @@ __device__ __forceinline__ void values_interleaved(float (&o)[D / 8][4],
 }
 
 // softmax_tile_base2 with tree reductions and lane-partial sums (l0, l1: this lane's share), over
-// kGroups groups of 8 keys from t0 (a power of two; a whole tile by default).
-template <bool kMask, int D, int kGroups = kKeys / 8>
-__device__ __forceinline__ void softmax_tile_interleaved(float (&s)[kGroups][4],
-                                                         float (&o)[D / 8][4], float& m0, float& m1,
-                                                         float& l0, float& l1, int t0, int key_hi,
-                                                         int lo0, int hi0, int lo1, int hi1,
-                                                         int tig) {
-  static_assert((kGroups & (kGroups - 1)) == 0);
+// kGroups groups of 8 keys from t0 (a power of two; a whole tile by default), without the
+// accumulators' rescale: alpha0 / alpha1 are the factors for rows 0 and 1 (the wgmma kernels skip
+// the rescale when both are 1).
+template <bool kMask, int kGroups>
+__device__ __forceinline__ void softmax_scores(float (&s)[kGroups][4], float& m0, float& m1,
+                                               float& l0, float& l1, float& alpha0, float& alpha1,
+                                               int t0, int key_hi, int lo0, int hi0, int lo1,
+                                               int hi1, int tig) {
   if (kMask) {
 #pragma unroll
     for (int nt = 0; nt < kGroups; ++nt)
@@ -335,9 +335,12 @@ __device__ __forceinline__ void softmax_tile_interleaved(float (&s)[kGroups][4],
     mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
   }
   const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+  // A row none of whose keys so far is visible keeps mn = -inf: its scores must give 0, hence
+  // the base 0 for such a row (ex2(-inf - -inf) would be NaN).
   const float b0 = kMask && mn0 == -INFINITY ? 0.0f : mn0;
   const float b1 = kMask && mn1 == -INFINITY ? 0.0f : mn1;
-  const float alpha0 = ex2(m0 - b0), alpha1 = ex2(m1 - b1);
+  alpha0 = ex2(m0 - b0);  // m = -inf: 0 (nothing to rescale)
+  alpha1 = ex2(m1 - b1);
 #pragma unroll
   for (int nt = 0; nt < kGroups; ++nt) {
 #pragma unroll
@@ -359,6 +362,19 @@ __device__ __forceinline__ void softmax_tile_interleaved(float (&s)[kGroups][4],
   l1 = l1 * alpha1 + r1[0];
   m0 = mn0;
   m1 = mn1;
+}
+
+// softmax_scores, then the accumulators rescaled by alpha.
+template <bool kMask, int D, int kGroups = kKeys / 8>
+__device__ __forceinline__ void softmax_tile_interleaved(float (&s)[kGroups][4],
+                                                         float (&o)[D / 8][4], float& m0, float& m1,
+                                                         float& l0, float& l1, int t0, int key_hi,
+                                                         int lo0, int hi0, int lo1, int hi1,
+                                                         int tig) {
+  static_assert((kGroups & (kGroups - 1)) == 0);
+  float alpha0, alpha1;
+  softmax_scores<kMask, kGroups>(s, m0, m1, l0, l1, alpha0, alpha1, t0, key_hi, lo0, hi0, lo1, hi1,
+                                 tig);
 #pragma unroll
   for (int dt = 0; dt < D / 8; ++dt) {
     o[dt][0] *= alpha0;

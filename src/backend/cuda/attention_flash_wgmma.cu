@@ -120,73 +120,8 @@ struct TileCopy {
 // The online-softmax step of softmax_tile_interleaved (attention_flash_tile.cuh), but the
 // accumulators' rescale (D / 2 multiplies a lane, as many as the step's other arithmetic) is
 // skipped when no row of the warp has a new maximum (every alpha exactly 1: ex2(0)), which after
-// the first tiles of a causal row is the common case.
-// softmax_scores: the step without the accumulators (the pipelined loop runs it while P V of the
-// previous tile is in flight); alpha0 / alpha1 for rescale_o.
-template <bool kMask, int kGroups>
-__device__ __forceinline__ void softmax_scores(float (&s)[kGroups][4], float& m0, float& m1,
-                                               float& l0, float& l1, float& alpha0, float& alpha1,
-                                               int t0, int key_hi, int lo0, int hi0, int lo1,
-                                               int hi1, int tig) {
-  if (kMask) {
-#pragma unroll
-    for (int nt = 0; nt < kGroups; ++nt)
-#pragma unroll
-      for (int x = 0; x < 2; ++x) {
-        const int t = t0 + nt * 8 + tig * 2 + x;
-        const bool ok = t < key_hi;
-        if (!(ok && t >= lo0 && t < hi0)) s[nt][x] = -INFINITY;
-        if (!(ok && t >= lo1 && t < hi1)) s[nt][2 + x] = -INFINITY;
-      }
-  }
-  float r0[kGroups], r1[kGroups];
-#pragma unroll
-  for (int nt = 0; nt < kGroups; ++nt) {
-    r0[nt] = fmaxf(s[nt][0], s[nt][1]);
-    r1[nt] = fmaxf(s[nt][2], s[nt][3]);
-  }
-#pragma unroll
-  for (int w = kGroups / 2; w >= 1; w /= 2)
-#pragma unroll
-    for (int i = 0; i < w; ++i) {
-      r0[i] = fmaxf(r0[i], r0[i + w]);
-      r1[i] = fmaxf(r1[i], r1[i + w]);
-    }
-  float mx0 = r0[0], mx1 = r1[0];
-#pragma unroll
-  for (int off = 1; off <= 2; off <<= 1) {
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
-  }
-  const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-  // A row none of whose keys so far is visible keeps mn = -inf: its scores must give 0, hence
-  // the base 0 for such a row (ex2(-inf - -inf) would be NaN).
-  const float b0 = kMask && mn0 == -INFINITY ? 0.0f : mn0;
-  const float b1 = kMask && mn1 == -INFINITY ? 0.0f : mn1;
-  alpha0 = ex2(m0 - b0);  // m = -inf: 0 (nothing to rescale)
-  alpha1 = ex2(m1 - b1);
-#pragma unroll
-  for (int nt = 0; nt < kGroups; ++nt) {
-#pragma unroll
-    for (int x = 0; x < 2; ++x) {
-      s[nt][x] = ex2(s[nt][x] - b0);
-      s[nt][2 + x] = ex2(s[nt][2 + x] - b1);
-    }
-    r0[nt] = s[nt][0] + s[nt][1];
-    r1[nt] = s[nt][2] + s[nt][3];
-  }
-#pragma unroll
-  for (int w = kGroups / 2; w >= 1; w /= 2)
-#pragma unroll
-    for (int i = 0; i < w; ++i) {
-      r0[i] += r0[i + w];
-      r1[i] += r1[i + w];
-    }
-  l0 = l0 * alpha0 + r0[0];
-  l1 = l1 * alpha1 + r1[0];
-  m0 = mn0;
-  m1 = mn1;
-}
+// the first tiles of a causal row is the common case. The pipelined loop runs softmax_scores
+// (attention_flash_tile.cuh) while P V of the previous tile is in flight, then rescale_o.
 template <int D>
 __device__ __forceinline__ void rescale_o(float (&o)[D / 8][4], float alpha0, float alpha1) {
   if (__all_sync(0xffffffffu, alpha0 == 1.0f && alpha1 == 1.0f)) return;  // NaN: rescaled

@@ -134,7 +134,10 @@ class CudaBackend final : public Backend {
                             int64_t m, const void* converted = nullptr);
   // x [n, k] as bf16 for a tensor-core GEMM: `converted` when set, else x's bf16 shadow, else a
   // conversion recorded into scratch.
-  const void* bf16_input(const Tensor& x, int64_t n, int64_t k, const void* converted = nullptr);
+  // x (n x k, f32) as bf16: `converted`, else x's shadow, else one conversion recorded under
+  // `as` (the op that needs it; "matmul" when none) with kernel name convert_bf16.
+  const void* bf16_input(const Tensor& x, int64_t n, int64_t k, const void* converted = nullptr,
+                         const OpNote* as = nullptr);
   // out_bf16 [n, m] = x_bf16 [n, k] . w^T (bf16 w), f32 accumulation rounded to bf16 (cuBLAS).
   void record_gemm_bf16_out(const void* x_bf16, const Tensor& w, void* out_bf16, int64_t n,
                             int64_t k, int64_t m, const OpNote& nt);

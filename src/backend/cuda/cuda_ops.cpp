@@ -213,14 +213,17 @@ const void* CudaBackend::record_matmul(const Tensor& x, const Tensor& w, Tensor&
   return w.dtype() == DType::BF16 ? xin : nullptr;
 }
 
-const void* CudaBackend::bf16_input(const Tensor& x, int64_t n, int64_t k, const void* converted) {
+const void* CudaBackend::bf16_input(const Tensor& x, int64_t n, int64_t k, const void* converted,
+                                    const OpNote* as) {
   // x rounded to bf16 once for every weight that shares it (matmul_multi, matmul_swiglu), or by
   // the kernel that made x (a bf16 shadow).
   if (!converted) converted = take_shadow(x, n * k);
   if (converted) return converted;
   void* xb = ctx_->scratch(DeviceContext::kGemmInputBf16, static_cast<size_t>(n * k) * 2);
+  OpNote cn = as ? *as : note("matmul", "convert_bf16", {&x});
+  cn.kernel = "convert_bf16";
   ctx_->record(launch_convert, ConvertArgs{x.data_as<const float>(), xb, ElemType::BF16, n * k},
-               note("matmul", "convert_bf16", {&x}));
+               cn);
   return xb;
 }
 

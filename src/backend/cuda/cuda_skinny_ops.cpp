@@ -39,15 +39,7 @@ bool CudaBackend::record_skinny(const Tensor& x, std::span<const Tensor* const> 
                    : gated             ? "skinny_swiglu"
                                        : "skinny_gemm",
                    {&x, ws[0], outs[0]});
-  a.x = take_shadow(x, n * k);
-  if (!a.x) {
-    void* xb = ctx_->scratch(DeviceContext::kGemmInputBf16, static_cast<size_t>(n * k) * 2);
-    OpNote cn = nt;
-    cn.kernel = "convert_bf16";
-    ctx_->record(launch_convert, ConvertArgs{x.data_as<const float>(), xb, ElemType::BF16, n * k},
-                 cn);
-    a.x = xb;
-  }
+  a.x = bf16_input(x, n, k, nullptr, &nt);
   // gate's bf16 copy for the down projection, in a slot of its own: x may be the shadow slot.
   if (gated && options_.bf16_shadow)
     a.out_bf16 = ctx_->scratch(DeviceContext::kSkinnyGluBf16, static_cast<size_t>(n * a.m[0]) * 2);
