@@ -20,6 +20,9 @@
 // (weight_rowgroups.h; default: the setting, INFERA_CPU_ROWGROUP_PREFETCH or its default), so
 // --streams1 N: the "1" side's stream count (default 1), so `--streams 4 --streams1 4
 // --prefetch1 1024 --prefetchS 0` alternates 1 KiB prefetch against none at 4 streams.
+// --gfni1 0|1 / --gfniS 0|1: the Q6_K unpack of each side (quant_matmul.h, q6_k_gfni_unpack;
+// default the setting), so `--streams 4 --streams1 4 --gfni1 0 --gfniS 1 --types q6_k` is the GFNI
+// A/B.
 #include <stdlib.h>
 #include <time.h>
 
@@ -106,6 +109,7 @@ int main(int argc, char** argv) {
   int streams = 4, streams1 = 1, rounds = 15, threads = 2;
   bool cpu_time = false, versus_rows = false, probe = false;
   int64_t prefetch1 = infera::cpu::rowgroup_prefetch_bytes(), prefetch_s = prefetch1;
+  bool gfni1 = infera::cpu::q6_k_gfni_unpack(), gfni_s = gfni1;
   std::string only_case, only_types, out_path;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--streams")) streams = std::atoi(argv[i + 1]);
@@ -120,6 +124,8 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--streams1")) streams1 = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--prefetch1")) prefetch1 = std::atoll(argv[i + 1]);
     if (!std::strcmp(argv[i], "--prefetchS")) prefetch_s = std::atoll(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--gfni1")) gfni1 = std::atoi(argv[i + 1]) != 0;
+    if (!std::strcmp(argv[i], "--gfniS")) gfni_s = std::atoi(argv[i + 1]) != 0;
   }
   infera::cpu::set_quant_gemv_streams(streams);  // validates the value
   auto backend = infera::make_cpu_backend(threads);
@@ -202,6 +208,7 @@ int main(int argc, char** argv) {
         const bool rows_side = versus_rows && s == 1;
         infera::cpu::set_quant_gemv_streams(versus_rows ? 0 : s == 1 ? streams1 : s);
         infera::cpu::set_rowgroup_prefetch_bytes(s == 1 ? prefetch1 : prefetch_s);
+        infera::cpu::set_q6_k_gfni_unpack(s == 1 ? gfni1 : gfni_s);
         infera::Backend& b = rows_side ? be_rows : be;
         const double t0 = now(cpu_time);
         for (const Tensor& wc : rows_side ? w_rows : w) b.matmul(x, wc, out);

@@ -144,5 +144,45 @@ TEST(QuantMatmul, BackendDecodeMatmulIsTheSameWhateverTheStreams) {
   }
 }
 
+// The Q6_K kernels' two unpacks of the 6-bit values (INFERA_CPU_Q6K_GFNI: vgf2p8affineqb, or the
+// word shifts and masks): on every SIMD target, n = 1..5 activation rows (the lockstep streams and
+// Row<NX> for every NX), raw random blocks (every qh bit pattern) and quantized ones: within the
+// reference bound, and the GFNI form bit for bit the shift form (the same integers, same order).
+TEST(QuantMatmul, Q6KGfniUnpackIsTheShiftUnpackBitForBit) {
+  if (!cpu::cpu_has_gfni()) GTEST_SKIP() << "this CPU has no GFNI";
+  const bool saved = cpu::q6_k_gfni_unpack();
+  const DType dtype = DType::Q6_K;
+  const int64_t k = 768, m = 4 * 9 + 3;
+  for (const bool raw : {false, true}) {
+    const auto w = make_weight(dtype, m, k, raw, 41 + uint32_t(raw));
+    for (const int64_t n : {1, 2, 3, 4, 5}) {
+      SCOPED_TRACE(testing::Message() << "raw=" << raw << " n=" << n);
+      const auto x = random_values(size_t(n * k), 17 + uint32_t(n));
+      const int64_t act_bytes = cpu::activation_row_bytes(dtype, k);
+      std::vector<uint8_t> acts(size_t(n * act_bytes));
+      for (int64_t i = 0; i < n; ++i)
+        cpu::quantize_activation_row(dtype, x.data() + i * k, k, acts.data() + i * act_bytes);
+      std::vector<double> want, bound;
+      reference(dtype, acts, n, k, w, m, want, bound);
+      for_each_simd_target([&] {
+        std::vector<float> out[2];
+        for (const bool gfni : {false, true}) {
+          cpu::set_q6_k_gfni_unpack(gfni);
+          std::vector<float>& o = out[gfni];
+          o.assign(size_t(n * m), NAN);
+          cpu::matmul_rows_quantized(acts.data(), n, k, w.data(), dtype, 0, m, o.data(), m);
+          for (int64_t i = 0; i < n * m; ++i)
+            ASSERT_TRUE(std::fabs(o[size_t(i)] - want[size_t(i)]) <= bound[size_t(i)])
+                << "gfni=" << gfni << " out[" << i << "] = " << o[size_t(i)] << ", want "
+                << want[size_t(i)];
+        }
+        ASSERT_EQ(0, std::memcmp(out[0].data(), out[1].data(), out[0].size() * sizeof(float)))
+            << "the GFNI unpack differs from the shift unpack";
+      });
+    }
+  }
+  cpu::set_q6_k_gfni_unpack(saved);
+}
+
 }  // namespace
 }  // namespace infera

@@ -24,21 +24,31 @@
 namespace infera {
 namespace {
 
-void expect(bool ok, const char* op, const std::string& what) {
-  if (!ok) throw InvalidArgument(std::string("[") + op + "] " + what);
+[[noreturn]] void fail(const char* op, const std::string& what) {
+  throw InvalidArgument(std::string("[") + op + "] " + what);
 }
+// Argument checks of every op. A macro so that the message (names, shapes.str(), numbers: a few
+// allocations) is built only when the check fails: ops run a few hundred times per decoded token,
+// and building every message eagerly cost ~1 % of a 2-thread decode profile, on the calling thread
+// while the other threads waited (the issue-8-cpuq6 note).
+#define INFERA_CPU_EXPECT(ok, op, what) \
+  do {                                  \
+    if (!(ok)) fail(op, what);          \
+  } while (0)
 
 void expect_f32_cpu(const Tensor& t, const char* op) {
-  expect(!t.empty(), op, "tensor " + t.name() + " is empty");
-  expect(t.device() == Device::CPU, op, "tensor " + t.name() + " is not on the cpu");
-  expect(t.dtype() == DType::F32, op,
-         "tensor " + t.name() + " must be F32, is " + std::string(dtype_name(t.dtype())));
+  INFERA_CPU_EXPECT(!t.empty(), op, "tensor " + t.name() + " is empty");
+  INFERA_CPU_EXPECT(t.device() == Device::CPU, op, "tensor " + t.name() + " is not on the cpu");
+  INFERA_CPU_EXPECT(
+      t.dtype() == DType::F32, op,
+      "tensor " + t.name() + " must be F32, is " + std::string(dtype_name(t.dtype())));
 }
 
 void expect_i32_rows(const Tensor& t, int64_t n, const char* op, const char* what) {
-  expect(!t.empty() && t.dtype() == DType::I32 && t.device() == Device::CPU && t.numel() == n, op,
-         std::string(what) + " must be I32 [" + std::to_string(n) + "] on the cpu, is " +
-             (t.empty() ? std::string("empty") : t.shape().str()));
+  INFERA_CPU_EXPECT(
+      !t.empty() && t.dtype() == DType::I32 && t.device() == Device::CPU && t.numel() == n, op,
+      std::string(what) + " must be I32 [" + std::to_string(n) + "] on the cpu, is " +
+          (t.empty() ? std::string("empty") : t.shape().str()));
 }
 
 bool is_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
@@ -101,16 +111,17 @@ class CpuBackend final : public Backend {
   }
 
   Tensor prepare_weight(const Tensor& host_weight) override {
-    expect(supports_weight(host_weight.dtype()), "prepare_weight",
-           "tensor " + host_weight.name() + ": dtype " +
-               std::string(dtype_name(host_weight.dtype())) + " is not supported on the cpu");
+    INFERA_CPU_EXPECT(supports_weight(host_weight.dtype()), "prepare_weight",
+                      "tensor " + host_weight.name() + ": dtype " +
+                          std::string(dtype_name(host_weight.dtype())) +
+                          " is not supported on the cpu");
     // Q4_0 / Q4_K into row groups where that pays; bf16 into pairs for the bf16 dot products.
     return repacked_.prepare(host_weight);
   }
 
   void to_host(const Tensor& src, std::span<float> dst) override {
     expect_f32_cpu(src, "to_host");
-    expect(static_cast<int64_t>(dst.size()) == src.numel(), "to_host", "size mismatch");
+    INFERA_CPU_EXPECT(static_cast<int64_t>(dst.size()) == src.numel(), "to_host", "size mismatch");
     std::memcpy(dst.data(), src.data(), dst.size() * sizeof(float));
   }
 
@@ -129,9 +140,9 @@ class CpuBackend final : public Backend {
 
   void embedding(const Tensor& table, const Tensor& ids, Tensor& out) override {
     expect_f32_cpu(out, "embedding");
-    expect(table.rank() == 2 && out.rank() == 2 && out.dim(1) == table.dim(1) &&
-               supports_weight(table.dtype()),
-           "embedding", shapes(table, out));
+    INFERA_CPU_EXPECT(table.rank() == 2 && out.rank() == 2 && out.dim(1) == table.dim(1) &&
+                          supports_weight(table.dtype()),
+                      "embedding", shapes(table, out));
     expect_i32_rows(ids, out.dim(0), "embedding", "ids");
     const int64_t dim = table.dim(1);
     const int32_t* id = ids.data_as<const int32_t>();
@@ -140,9 +151,9 @@ class CpuBackend final : public Backend {
     const cpu::WeightLayout layout = repacked_.layout_of(table, &packed, &first_row);
     std::vector<uint8_t> row_bytes;  // a repacked table's row as in the file
     for (int64_t i = 0; i < out.dim(0); ++i) {
-      expect(id[i] >= 0 && id[i] < table.dim(0), "embedding",
-             "token id " + std::to_string(id[i]) + " outside the vocabulary [0, " +
-                 std::to_string(table.dim(0)) + ")");
+      INFERA_CPU_EXPECT(id[i] >= 0 && id[i] < table.dim(0), "embedding",
+                        "token id " + std::to_string(id[i]) + " outside the vocabulary [0, " +
+                            std::to_string(table.dim(0)) + ")");
       float* dst = out.data_as<float>() + i * dim;
       if (layout == cpu::WeightLayout::RowGroups) {
         row_bytes.resize(dtype_bytes(table.dtype(), static_cast<size_t>(dim)));
@@ -167,7 +178,8 @@ class CpuBackend final : public Backend {
     expect_f32_cpu(x, "rmsnorm");
     expect_f32_cpu(out, "rmsnorm");
     const int64_t dim = row_width(x), rows = row_count(x);
-    expect(weight.numel() == dim && out.numel() == x.numel(), "rmsnorm", shapes(x, weight));
+    INFERA_CPU_EXPECT(weight.numel() == dim && out.numel() == x.numel(), "rmsnorm",
+                      shapes(x, weight));
     std::vector<float> w(static_cast<size_t>(dim));
     cpu::widen_row(weight.data(), weight.dtype(), dim, w.data());
     const float* src = x.data_as<float>();
@@ -188,12 +200,13 @@ class CpuBackend final : public Backend {
   int64_t check_matmul(const Tensor& x, const Tensor& w, const Tensor& out) const {
     expect_f32_cpu(x, "matmul");
     expect_f32_cpu(out, "matmul");
-    expect(supports_weight(w.dtype()), "matmul",
-           "weight " + w.name() + " dtype " + std::string(dtype_name(w.dtype())) + " unsupported");
+    INFERA_CPU_EXPECT(
+        supports_weight(w.dtype()), "matmul",
+        "weight " + w.name() + " dtype " + std::string(dtype_name(w.dtype())) + " unsupported");
     const int64_t k = row_width(x), n = row_count(x);
-    expect(w.rank() == 2 && w.dim(1) == k, "matmul", shapes(x, w));
+    INFERA_CPU_EXPECT(w.rank() == 2 && w.dim(1) == k, "matmul", shapes(x, w));
     const int64_t m = w.dim(0);
-    expect(row_width(out) == m && row_count(out) == n, "matmul", shapes(out, w));
+    INFERA_CPU_EXPECT(row_width(out) == m && row_count(out) == n, "matmul", shapes(out, w));
     return m;
   }
 
@@ -349,13 +362,13 @@ class CpuBackend final : public Backend {
 
   void rope(Tensor& x, const Tensor& positions, double theta) override {
     expect_f32_cpu(x, "rope");
-    expect(x.rank() == 3 && x.dim(2) % 2 == 0, "rope", "x " + x.shape().str());
+    INFERA_CPU_EXPECT(x.rank() == 3 && x.dim(2) % 2 == 0, "rope", "x " + x.shape().str());
     expect_i32_rows(positions, x.dim(0), "rope", "positions");
     const int64_t n = x.dim(0), heads = x.dim(1), d = x.dim(2), half = d / 2;
     const int32_t* pos = positions.data_as<const int32_t>();
     int32_t max_pos = 0;
     for (int64_t i = 0; i < n; ++i) {
-      expect(pos[i] >= 0, "rope", "negative position " + std::to_string(pos[i]));
+      INFERA_CPU_EXPECT(pos[i] >= 0, "rope", "negative position " + std::to_string(pos[i]));
       max_pos = std::max(max_pos, pos[i]);
     }
     const RopeTable& table = rope_table(theta, d, max_pos);
@@ -380,12 +393,12 @@ class CpuBackend final : public Backend {
     expect_f32_cpu(src, "gather_rows");
     expect_f32_cpu(dst, "gather_rows");
     const int64_t width = row_width(src), n = row_count(src);
-    expect(row_width(dst) == width, "gather_rows", shapes(src, dst));
+    INFERA_CPU_EXPECT(row_width(dst) == width, "gather_rows", shapes(src, dst));
     expect_i32_rows(rows, row_count(dst), "gather_rows", "rows");
     const int32_t* r = rows.data_as<const int32_t>();
     for (int64_t i = 0; i < row_count(dst); ++i) {
-      expect(r[i] >= 0 && r[i] < n, "gather_rows",
-             "row " + std::to_string(r[i]) + " outside [0, " + std::to_string(n) + ")");
+      INFERA_CPU_EXPECT(r[i] >= 0 && r[i] < n, "gather_rows",
+                        "row " + std::to_string(r[i]) + " outside [0, " + std::to_string(n) + ")");
       std::memcpy(dst.data_as<float>() + i * width, src.data_as<float>() + r[i] * width,
                   static_cast<size_t>(width) * sizeof(float));
     }
@@ -396,9 +409,10 @@ class CpuBackend final : public Backend {
     expect_f32_cpu(x, "layernorm");
     expect_f32_cpu(out, "layernorm");
     const int64_t dim = row_width(x);
-    expect(weight.numel() == dim && is_float(weight.dtype()) && out.numel() == x.numel() &&
-               (bias.empty() || (bias.numel() == dim && is_float(bias.dtype()))),
-           "layernorm", shapes(x, weight) + (bias.empty() ? "" : ", bias " + bias.shape().str()));
+    INFERA_CPU_EXPECT(
+        weight.numel() == dim && is_float(weight.dtype()) && out.numel() == x.numel() &&
+            (bias.empty() || (bias.numel() == dim && is_float(bias.dtype()))),
+        "layernorm", shapes(x, weight) + (bias.empty() ? "" : ", bias " + bias.shape().str()));
     const std::vector<float> w = widened(weight),
                              b = bias.empty() ? std::vector<float>{} : widened(bias);
     cpu::layernorm_rows(pool_, x.data_as<float>(), row_count(x), dim, w.data(),
@@ -408,7 +422,7 @@ class CpuBackend final : public Backend {
   void gelu(const Tensor& x, Tensor& out) override {
     expect_f32_cpu(x, "gelu");
     expect_f32_cpu(out, "gelu");
-    expect(out.numel() == x.numel(), "gelu", shapes(x, out));
+    INFERA_CPU_EXPECT(out.numel() == x.numel(), "gelu", shapes(x, out));
     cpu::gelu_erf(pool_, x.data_as<float>(), x.numel(), out.data_as<float>());
   }
 
@@ -416,8 +430,8 @@ class CpuBackend final : public Backend {
     expect_f32_cpu(input, "geglu");
     expect_f32_cpu(gate, "geglu");
     expect_f32_cpu(out, "geglu");
-    expect(gate.numel() == input.numel() && out.numel() == input.numel(), "geglu",
-           shapes(input, gate));
+    INFERA_CPU_EXPECT(gate.numel() == input.numel() && out.numel() == input.numel(), "geglu",
+                      shapes(input, gate));
     cpu::geglu_erf(pool_, input.data_as<float>(), gate.data_as<float>(), input.numel(),
                    out.data_as<float>());
   }
@@ -426,8 +440,8 @@ class CpuBackend final : public Backend {
     expect_f32_cpu(x, "add_bias");
     expect_f32_cpu(out, "add_bias");
     const int64_t width = row_width(x);
-    expect(bias.numel() == width && is_float(bias.dtype()) && out.numel() == x.numel(), "add_bias",
-           shapes(x, bias));
+    INFERA_CPU_EXPECT(bias.numel() == width && is_float(bias.dtype()) && out.numel() == x.numel(),
+                      "add_bias", shapes(x, bias));
     const std::vector<float> b = widened(bias);
     cpu::add_bias_rows(pool_, x.data_as<float>(), row_count(x), width, b.data(),
                        out.data_as<float>());
@@ -440,8 +454,9 @@ class CpuBackend final : public Backend {
     expect_f32_cpu(x, "mean_pool");
     expect_f32_cpu(out, "mean_pool");
     const int64_t width = row_width(x), seqs = batch.num_seqs();
-    expect(row_count(x) == batch.num_tokens() && row_width(out) == width && row_count(out) == seqs,
-           "mean_pool", shapes(x, out) + " for " + std::to_string(seqs) + " sequences");
+    INFERA_CPU_EXPECT(
+        row_count(x) == batch.num_tokens() && row_width(out) == width && row_count(out) == seqs,
+        "mean_pool", shapes(x, out) + " for " + std::to_string(seqs) + " sequences");
     expect_i32_rows(batch.query_start, seqs + 1, "mean_pool", "query_start");
     cpu::mean_pool_rows(x.data_as<float>(), width, batch.query_start.data_as<const int32_t>(), seqs,
                         out.data_as<float>());
@@ -462,7 +477,8 @@ class CpuBackend final : public Backend {
     expect_f32_cpu(gate, "swiglu");
     expect_f32_cpu(up, "swiglu");
     expect_f32_cpu(out, "swiglu");
-    expect(gate.numel() == up.numel() && out.numel() == gate.numel(), "swiglu", shapes(gate, up));
+    INFERA_CPU_EXPECT(gate.numel() == up.numel() && out.numel() == gate.numel(), "swiglu",
+                      shapes(gate, up));
     const float* g = gate.data_as<float>();
     const float* u = up.data_as<float>();
     float* o = out.data_as<float>();
@@ -475,7 +491,7 @@ class CpuBackend final : public Backend {
     expect_f32_cpu(a, "add");
     expect_f32_cpu(b, "add");
     expect_f32_cpu(out, "add");
-    expect(a.numel() == b.numel() && out.numel() == a.numel(), "add", shapes(a, b));
+    INFERA_CPU_EXPECT(a.numel() == b.numel() && out.numel() == a.numel(), "add", shapes(a, b));
     const float* pa = a.data_as<float>();
     const float* pb = b.data_as<float>();
     float* po = out.data_as<float>();
@@ -540,12 +556,13 @@ class CpuBackend final : public Backend {
 // The layer's pools must be [kv_heads, num_blocks, block_size, head_dim] of one float dtype.
 void expect_pool(const KvLayer& cache, int64_t kv_heads, int64_t head_dim, const char* op) {
   const Tensor& k = cache.keys;
-  expect(!k.empty() && k.device() == Device::CPU && k.rank() == 4 && is_float(k.dtype()) &&
-             cache.values.shape() == k.shape() && cache.values.dtype() == k.dtype(),
-         op, "cache pools must be [kv_heads, blocks, block_size, head_dim] of one float dtype");
-  expect(k.dim(0) == kv_heads && k.dim(3) == head_dim, op,
-         "cache " + k.shape().str() + " for " + std::to_string(kv_heads) + " kv heads of " +
-             std::to_string(head_dim));
+  INFERA_CPU_EXPECT(
+      !k.empty() && k.device() == Device::CPU && k.rank() == 4 && is_float(k.dtype()) &&
+          cache.values.shape() == k.shape() && cache.values.dtype() == k.dtype(),
+      op, "cache pools must be [kv_heads, blocks, block_size, head_dim] of one float dtype");
+  INFERA_CPU_EXPECT(k.dim(0) == kv_heads && k.dim(3) == head_dim, op,
+                    "cache " + k.shape().str() + " for " + std::to_string(kv_heads) +
+                        " kv heads of " + std::to_string(head_dim));
 }
 
 // The batch's slots and block ids must lie inside this pool: a batch validated against another
@@ -554,14 +571,16 @@ void expect_batch_fits(const Batch& batch, const KvLayer& cache, const char* op)
   const int64_t blocks = cache.keys.dim(1), bs = cache.keys.dim(2);
   const BatchDesc& d = *batch.desc;
   for (int32_t s : d.slots)
-    expect(s >= 0 && s < blocks * bs, op,
-           "slot " + std::to_string(s) + " outside the cache's " + std::to_string(blocks * bs));
+    INFERA_CPU_EXPECT(
+        s >= 0 && s < blocks * bs, op,
+        "slot " + std::to_string(s) + " outside the cache's " + std::to_string(blocks * bs));
   for (int64_t b = 0; b < d.num_seqs(); ++b) {
     const int64_t used = (d.seq_lens[static_cast<size_t>(b)] + bs - 1) / bs;
-    expect(used <= d.max_blocks, op, "a sequence is longer than its block table");
+    INFERA_CPU_EXPECT(used <= d.max_blocks, op, "a sequence is longer than its block table");
     for (int64_t k = 0; k < used; ++k) {
       const int32_t id = d.block_table[static_cast<size_t>(b * d.max_blocks + k)];
-      expect(id >= 0 && id < blocks, op, "block " + std::to_string(id) + " outside the cache");
+      INFERA_CPU_EXPECT(id >= 0 && id < blocks, op,
+                        "block " + std::to_string(id) + " outside the cache");
     }
   }
 }
@@ -569,8 +588,8 @@ void expect_batch_fits(const Batch& batch, const KvLayer& cache, const char* op)
 void CpuBackend::kv_write(const Tensor& k, const Tensor& v, KvLayer& cache, const Batch& batch) {
   expect_f32_cpu(k, "kv_write");
   expect_f32_cpu(v, "kv_write");
-  expect(k.rank() == 3 && v.shape() == k.shape() && k.dim(0) == batch.num_tokens(), "kv_write",
-         shapes(k, v));
+  INFERA_CPU_EXPECT(k.rank() == 3 && v.shape() == k.shape() && k.dim(0) == batch.num_tokens(),
+                    "kv_write", shapes(k, v));
   expect_pool(cache, k.dim(1), k.dim(2), "kv_write");
   expect_i32_rows(batch.slots, k.dim(0), "kv_write", "slots");
   expect_batch_fits(batch, cache, "kv_write");
@@ -583,13 +602,14 @@ void CpuBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& b
                            const AttentionParams& params, Tensor& out) {
   expect_f32_cpu(q, "attention");
   expect_f32_cpu(out, "attention");
-  expect(q.rank() == 3 && out.shape() == q.shape() && q.dim(0) == batch.num_tokens(), "attention",
-         shapes(q, out));
+  INFERA_CPU_EXPECT(q.rank() == 3 && out.shape() == q.shape() && q.dim(0) == batch.num_tokens(),
+                    "attention", shapes(q, out));
   const Tensor& k = cache.keys;
-  expect(k.rank() == 4 && k.dim(0) > 0 && q.dim(1) % k.dim(0) == 0, "attention",
-         "q heads " + std::to_string(q.dim(1)) + " must be a multiple of the cache's kv heads");
+  INFERA_CPU_EXPECT(
+      k.rank() == 4 && k.dim(0) > 0 && q.dim(1) % k.dim(0) == 0, "attention",
+      "q heads " + std::to_string(q.dim(1)) + " must be a multiple of the cache's kv heads");
   expect_pool(cache, k.dim(0), q.dim(2), "attention");
-  expect(!batch.desc->block_table.empty(), "attention", "the batch has no block table");
+  INFERA_CPU_EXPECT(!batch.desc->block_table.empty(), "attention", "the batch has no block table");
   expect_batch_fits(batch, cache, "attention");
   cpu::attention_paged(
       pool_, q.data_as<float>(), q.dim(1),
@@ -601,20 +621,23 @@ void CpuBackend::attention_packed(const Tensor& q, const Tensor& k, const Tensor
                                   const Batch& batch, const AttentionParams& params, Tensor& out) {
   for (const Tensor* t : {&q, &k, &v, static_cast<const Tensor*>(&out)})
     expect_f32_cpu(*t, "attention_packed");
-  expect(q.rank() == 3 && out.shape() == q.shape() && q.dim(0) == batch.num_tokens(),
-         "attention_packed",
-         shapes(q, out) + " for " + std::to_string(batch.num_tokens()) + " tokens");
-  expect(k.rank() == 3 && v.shape() == k.shape() && k.dim(0) == q.dim(0) && k.dim(2) == q.dim(2) &&
-             k.dim(1) > 0 && q.dim(1) % k.dim(1) == 0,
-         "attention_packed",
-         shapes(q, k) + ", " + shapes(k, v) + ": q heads must be a multiple of kv heads");
+  INFERA_CPU_EXPECT(q.rank() == 3 && out.shape() == q.shape() && q.dim(0) == batch.num_tokens(),
+                    "attention_packed",
+                    shapes(q, out) + " for " + std::to_string(batch.num_tokens()) + " tokens");
+  INFERA_CPU_EXPECT(
+      k.rank() == 3 && v.shape() == k.shape() && k.dim(0) == q.dim(0) && k.dim(2) == q.dim(2) &&
+          k.dim(1) > 0 && q.dim(1) % k.dim(1) == 0,
+      "attention_packed",
+      shapes(q, k) + ", " + shapes(k, v) + ": q heads must be a multiple of kv heads");
   const BatchDesc& d = *batch.desc;
-  expect(d.num_seqs() > 0 && d.query_start.front() == 0 && d.query_start.back() == q.dim(0),
-         "attention_packed", "query_start must run from 0 to the token count");
+  INFERA_CPU_EXPECT(
+      d.num_seqs() > 0 && d.query_start.front() == 0 && d.query_start.back() == q.dim(0),
+      "attention_packed", "query_start must run from 0 to the token count");
   for (int64_t b = 0; b < d.num_seqs(); ++b)
-    expect(d.query_start[static_cast<size_t>(b)] < d.query_start[static_cast<size_t>(b + 1)],
-           "attention_packed", "sequence " + std::to_string(b) + " has no rows");
-  expect(params.scale > 0, "attention_packed", "scale must be positive");
+    INFERA_CPU_EXPECT(
+        d.query_start[static_cast<size_t>(b)] < d.query_start[static_cast<size_t>(b + 1)],
+        "attention_packed", "sequence " + std::to_string(b) + " has no rows");
+  INFERA_CPU_EXPECT(params.scale > 0, "attention_packed", "scale must be positive");
   packed_key_tiles_ += cpu::attention_packed(pool_, q.data_as<float>(), k.data_as<float>(),
                                              v.data_as<float>(), q.dim(1), k.dim(1), q.dim(2), d,
                                              params, schedule_ == PackedAttentionSchedule::Windowed,

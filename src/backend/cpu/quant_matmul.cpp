@@ -123,6 +123,35 @@ void set_quant_gemv_streams(int streams) {
   gemv_streams_setting().store(streams, std::memory_order_relaxed);
 }
 
+namespace {
+bool q6_k_gfni_from_env() {
+  const char* v = std::getenv("INFERA_CPU_Q6K_GFNI");
+  if (!v || !*v || std::strcmp(v, "1") == 0) return true;
+  if (std::strcmp(v, "0") == 0) return false;
+  throw InvalidArgument("INFERA_CPU_Q6K_GFNI must be 0 or 1, not '" + std::string(v) + "'");
+}
+
+std::atomic<bool>& q6_k_gfni_setting() {
+  static std::atomic<bool> on{q6_k_gfni_from_env()};
+  return on;
+}
+}  // namespace
+
+bool cpu_has_gfni() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool has = __builtin_cpu_supports("gfni");
+  return has;
+#else
+  return false;
+#endif
+}
+
+bool q6_k_gfni_unpack() {
+  return cpu_has_gfni() && q6_k_gfni_setting().load(std::memory_order_relaxed);
+}
+
+void set_q6_k_gfni_unpack(bool on) { q6_k_gfni_setting().store(on, std::memory_order_relaxed); }
+
 bool uses_q8k_activations(DType weight_type) {
   return weight_type == DType::Q4_K || weight_type == DType::Q6_K;
 }

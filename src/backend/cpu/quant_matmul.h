@@ -78,6 +78,15 @@ int quant_gemv_streams();
 // Overrides the value read from INFERA_CPU_GEMV_STREAMS (tests, benchmarks): 0 (auto), 1, 2, 4, 8.
 void set_quant_gemv_streams(int streams);
 
+// Whether the Q6_K kernels (512-bit VNNI path) unpack the 6-bit values' high bits with GFNI
+// (vgf2p8affineqb, matmul_q6_k.cpp; 2 fewer vector ops per 64 weights, the same results bit for
+// bit): INFERA_CPU_Q6K_GFNI = 1 (the default) or 0 (the shift-and-mask form), read once, and only
+// where the CPU has GFNI.
+bool q6_k_gfni_unpack();
+// Overrides the INFERA_CPU_Q6K_GFNI setting (tests, benchmarks); still only where the CPU has GFNI.
+void set_q6_k_gfni_unpack(bool on);
+bool cpu_has_gfni();
+
 // The whole op: out[n, m] = x[n, k] . w[m, k]^T for a quantized w, weight rows split over the
 // pool. Below kQuantPrefillRows rows of x (decode, small batches) x is quantized once and every
 // weight row streams through the integer kernels above. From kQuantPrefillRows on (prefill):
