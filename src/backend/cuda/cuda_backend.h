@@ -83,7 +83,8 @@ struct CudaOptions {
   // The wgmma kernel's queries loaded at the block's start, all of a thread's loads at once, so
   // that they are in flight while the block computes its key ranges and issues its first K/V
   // tile (INFERA_CUDA_FLASH_WGMMA_Q_PREFETCH=0: staged after the first tile's copies, 4 loads at
-  // a time). Bit for bit the same outputs. bench/reference/pf8_h200 has the A/B.
+  // a time). Bit for bit the same outputs. ncu per launch (bench/reference/pf8_h200/run1):
+  // 8x512 73.3 -> 63.0 us, 1x2048 81.7 -> 73.1, 1x512 21.5 -> 17.4.
   bool flash_wgmma_q_prefetch = true;
   // The same kernel for the encoders' packed attention (INFERA_CUDA_PACKED_FLASH_HALVES=1). Off:
   // encoder_bench ModernBERT-large 10x512 13.87 -> 14.10 ms, 64x512 89.08 -> 88.24 ms (one run
