@@ -6,6 +6,7 @@
 // where the device is no sm_90 (the kernel is Hopper machine code).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -95,6 +96,33 @@ TEST_F(CudaWgmmaAttentionTest, Qwen3PrefillFollowsKeyHalves) {
                 static_cast<long long>(vectors), e);  // -64 and 64: the same arithmetic
     EXPECT_TRUE(e <= 1e-4) << "NMSE " << e;
     EXPECT_GT(e, 0.0) << "the same logits as the key-halves kernel";
+  }
+}
+
+// flash_wgmma_q_prefetch moves the queries' loads, not their arithmetic: both tile shapes and the
+// pipelined loop give the old path's logits bit for bit.
+TEST_F(CudaWgmmaAttentionTest, QueryPrefetchEqualsStagedQueriesBitForBit) {
+  for (int64_t vectors : {64, 128, -64}) {  // -64: 64, pipelined
+    SCOPED_TRACE("vectors " + std::to_string(vectors));
+    std::vector<std::vector<float>> by[2];
+    for (int prefetch = 0; prefetch < 2; ++prefetch) {
+      CudaOptions o = wgmma_options(true, true, vectors < 0 ? -vectors : vectors);
+      o.flash_wgmma_pipeline = vectors < 0;
+      o.flash_wgmma_q_prefetch = prefetch == 1;
+      o.profile = true;
+      auto backend = make_cuda_backend(0, o);
+      by[prefetch] = qwen3_prefill_rounds(*backend, 1);
+      if (cuda_profile_report(*backend).find("attention_flash_wgmma") == std::string::npos)
+        GTEST_SKIP() << "the wgmma kernel does not run on this device (not sm_90)";
+    }
+    ASSERT_EQ(by[1][0].size(), by[0][0].size());
+    size_t differ = 0, finite = 0;
+    for (size_t i = 0; i < by[0][0].size(); ++i) {
+      differ += !(by[1][0][i] == by[0][0][i]);  // NaN counts as a difference
+      finite += std::isfinite(by[0][0][i]) ? 1 : 0;
+    }
+    EXPECT_EQ(differ, 0u);
+    EXPECT_EQ(finite, by[0][0].size());
   }
 }
 

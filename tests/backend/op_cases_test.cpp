@@ -313,6 +313,16 @@ std::vector<AttnCase> attention_cases() {
       {"prefill 500 after 330, d 128", {830}, {500}, 2, 1, 128, 16, {}},
       {"three prompts 530/77/300, d 128", {530, 77, 300}, {530, 77, 300}, 4, 2, 128, 16, {}},
       {"long prompt 600, d 64, group 4", {600}, {600}, 4, 1, 64, 32, {}},
+      // Many short prompts at the 64-key tile / block edges (the 8x512 prefill's shape, smaller):
+      // 128-vector wgmma tiles of several sequences, a tile holding a single row, empty tails.
+      {"six prompts 1/63/64/65/129/200, d 128",
+       {1, 63, 64, 65, 129, 200},
+       {1, 63, 64, 65, 129, 200},
+       4,
+       2,
+       128,
+       64,
+       {}},
       {"long prompt 640, local window 150", {640}, {640}, 2, 1, 128, 16, {}},
       // Batched decode (the staged kernel, f16/bf16 d 64/128): many sequences of different
       // lengths, 1 key, lengths around and not at multiples of the 8-key tiles, the 32-key split

@@ -64,6 +64,11 @@ CudaOptions harness_cuda_options(const std::string& name) {
     o.flash_wgmma_vectors = 64;
     o.flash_wgmma_pipeline = true;
   }
+  if (name == "cuda_flash_wgmma_qlate" || name == "cuda_flash_wgmma128_qlate") {
+    o.flash_wgmma = true;  // ... with the queries staged after the first K/V tile (the old path)
+    o.flash_wgmma_vectors = name == std::string("cuda_flash_wgmma128_qlate") ? 128 : 0;
+    o.flash_wgmma_q_prefetch = false;
+  }
   // The wgmma kernel (on by default on sm_90) takes precedence over the mma.sync flash kernels:
   // the targets that test those turn it off.
   for (const char* other :
@@ -137,7 +142,8 @@ std::vector<HarnessBackend> harness_backends() {
          {"cuda_exact", "cuda_skinny", "cuda_stream", "cuda_unstaged", "cuda_interleaved",
           "cuda_prefill_toggled", "cuda_b1", "cuda_flash_split", "cuda_flash_wide",
           "cuda_flash_wide_split", "cuda_flash_wide8", "cuda_flash_wide8_plain",
-          "cuda_flash_halves", "cuda_flash_wgmma", "cuda_flash_wgmma128", "cuda_flash_wgmma_pipe"})
+          "cuda_flash_halves", "cuda_flash_wgmma", "cuda_flash_wgmma128", "cuda_flash_wgmma_pipe",
+          "cuda_flash_wgmma_qlate", "cuda_flash_wgmma128_qlate"})
       list.push_back({name, [name] { return make_cuda_backend(0, harness_cuda_options(name)); }});
 #endif
   return list;

@@ -186,14 +186,58 @@ __device__ __forceinline__ void stage_queries_swizzled(const AttentionArgs& a, i
   }
 }
 
+// CudaOptions::flash_wgmma_q_prefetch: stage_queries_swizzled split into loads and stores, so
+// that the block's queries are in flight while it computes its key ranges and fetches its first
+// K/V tile's block ids. Why: at 8x512 a block walks ~4.5 key tiles, and its prologue was a chain
+// of dependent global round trips (query_start, positions, block table, K/V) followed by the
+// queries' 16 float4 loads a thread issued 4 at a time (#pragma unroll 4: 4 more round trips
+// before the first wgmma). Loads [k0, k0 + kN) of a thread's kQueryLoads are issued at once into
+// registers; store_queries_swizzled writes exactly what stage_queries_swizzled writes (same
+// expressions, same addresses): the outputs are bit for bit the same.
+template <int D, int kVec, int NT>
+constexpr int kQueryLoads = kVec*(D / 4) / NT;  // float4 a thread
+template <int D, int kVec, int NT, int k0, int kN>
+__device__ __forceinline__ void load_queries(const AttentionArgs& a, int row_begin, int g, int v0,
+                                             int nv, float4 (&qv)[kN]) {
+  constexpr int kQuads = D / 4;
+  static_assert(kVec * kQuads % NT == 0 && NT % kQuads == 0);
+#pragma unroll
+  for (int k = 0; k < kN; ++k) {
+    const int i = threadIdx.x + (k0 + k) * NT, v = i / kQuads, e = (i % kQuads) * 4;
+    qv[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (v < nv) {
+      int row, head;
+      vector_row_head(a, row_begin, g, v0 + v, row, head);
+      qv[k] = __ldg(
+          reinterpret_cast<const float4*>(a.q + (static_cast<int64_t>(row) * a.hq + head) * D + e));
+    }
+  }
+}
+template <typename T, int D, int NT, int k0, int kN>
+__device__ __forceinline__ void store_queries_swizzled(const float4 (&qv)[kN], float scale,
+                                                       unsigned char* qs) {
+  constexpr int kQuads = D / 4;
+#pragma unroll
+  for (int k = 0; k < kN; ++k) {
+    const int i = threadIdx.x + (k0 + k) * NT, v = i / kQuads, e = (i % kQuads) * 4;
+    const float4 val = qv[k];
+    uint2 packed4;
+    packed4.x = pack2<T>(val.x * scale, val.y * scale);
+    packed4.y = pack2<T>(val.z * scale, val.w * scale);
+    const int wg = v / kWgVectors, r = v % kWgVectors;
+    *reinterpret_cast<uint2*>(qs + wg * kQBytes<D> + swizzled(r, e / 8, kWgVectors) + (e % 8) * 2) =
+        packed4;
+  }
+}
+
 // A block of 2 warpgroups. kSplit false: 128 query vectors, warpgroup w owns vectors 64w..+63 and
 // walks every key tile. kSplit true (64-vector tiles: short prompts, and long ones whose longest
 // tile's walk is the kernel's critical path): both warpgroups own the same 64 vectors, warpgroup
 // w takes keys 32w..+31 of every 64-key tile (half the serial walk, as the key-halves kernel),
 // and the two merge through shared memory at the end.
 // kPipe (kSplit only; CudaOptions::flash_wgmma_pipeline): the loop of attention_pipelined_loop
-// (below) instead of S, softmax, P V in turn.
-template <typename T, int D, bool kSplit, bool kPipe>
+// (below) instead of S, softmax, P V in turn. kQPrefetch: load_queries / store_queries_swizzled.
+template <typename T, int D, bool kSplit, bool kPipe, bool kQPrefetch>
 __global__ void __launch_bounds__(256, 2) attention_flash_wgmma_kernel(const AttentionArgs a) {
   static_assert(kSplit || !kPipe, "pipelined: the 64-vector split tiles only (registers)");
   constexpr int kThreads = 256, kWgs = kSplit ? 1 : 2, kVec = kWgs * kWgVectors;
@@ -220,8 +264,19 @@ __global__ void __launch_bounds__(256, 2) attention_flash_wgmma_kernel(const Att
   const int qwg = kSplit ? 0 : wg;                                        // the warpgroup's queries
   const int koff = kSplit ? wg * kSpan : 0;                               // its first key of a tile
   const float scale = static_cast<float>(a.scale) * 1.4426950408889634f;  // base 2
+  // kQPrefetch: a thread's query loads in two halves of at most 8 float4 (32 registers: the
+  // 128-vector tiles spill more with all 16 live), the first under the key ranges, the second
+  // under the first tile's block ids.
+  constexpr int kQL = kQueryLoads<D, kVec, kThreads>, kQH = kQL > 8 ? kQL / 2 : kQL;
+  float4 qv[kQPrefetch ? kQH : 1];
+  if constexpr (kQPrefetch) load_queries<D, kVec, kThreads, 0, kQH>(a, row_begin, g, v0, nv, qv);
 
   block_key_ranges<kVec, kThreads>(a, row_begin, g, v0, nv, len, false, range);
+  if constexpr (kQPrefetch) {  // (landed with the ranges' positions, issued after them)
+    store_queries_swizzled<T, D, kThreads, 0, kQH>(qv, scale, qs);
+    if constexpr (kQH < kQL)
+      load_queries<D, kVec, kThreads, kQH, kQL - kQH>(a, row_begin, g, v0, nv, qv);
+  }
   const int key_lo = range[2 * kVec], key_hi = range[2 * kVec + 1];
   using Copy = TileCopy<T, D, kThreads>;
   Copy copy(a, b, g);
@@ -237,7 +292,10 @@ __global__ void __launch_bounds__(256, 2) attention_flash_wgmma_kernel(const Att
   }
   cp_async_commit();
   if (key_lo + kKeys < key_hi) copy.fetch_ids(a, key_lo + kKeys, key_hi);
-  stage_queries_swizzled<T, D, kVec, kThreads>(a, row_begin, g, v0, nv, scale, qs);  // below
+  if constexpr (!kQPrefetch)
+    stage_queries_swizzled<T, D, kVec, kThreads>(a, row_begin, g, v0, nv, scale, qs);  // below
+  else if constexpr (kQH < kQL)
+    store_queries_swizzled<T, D, kThreads, kQH, kQL - kQH>(qv, scale, qs);
 
   // This lane's rows (of the block's vectors) and their key ranges; over the warp, the keys every
   // row sees [full_lo, full_hi); over the warpgroup's rows, the keys some row sees [wg_lo, wg_hi).
@@ -483,18 +541,23 @@ __global__ void __launch_bounds__(256, 2) attention_flash_wgmma_kernel(const Att
   }
 }
 
-template <typename T, int D, bool kSplit, bool kPipe = false>
-void launch_wgmma(const AttentionArgs& a, cudaStream_t s) {
+template <typename T, int D, bool kSplit, bool kPipe, bool kQPrefetch>
+void launch_wgmma_kernel(const AttentionArgs& a, cudaStream_t s) {
   constexpr size_t kSmem = (kSplit ? 1 : 2) * kQBytes<D> + 4 * kTileBytes<D> + 1024;  // + align
   static const bool attr_set = [] {
-    return cudaFuncSetAttribute(attention_flash_wgmma_kernel<T, D, kSplit, kPipe>,
+    return cudaFuncSetAttribute(attention_flash_wgmma_kernel<T, D, kSplit, kPipe, kQPrefetch>,
                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
                                 static_cast<int>(kSmem)) == cudaSuccess;
   }();
   if (!attr_set) throw std::runtime_error("cannot raise the wgmma attention's shared memory");
   const dim3 grid(static_cast<unsigned>(a.hkv), static_cast<unsigned>(a.num_seqs),
                   static_cast<unsigned>(a.tiles));
-  attention_flash_wgmma_kernel<T, D, kSplit, kPipe><<<grid, 256, kSmem, s>>>(a);
+  attention_flash_wgmma_kernel<T, D, kSplit, kPipe, kQPrefetch><<<grid, 256, kSmem, s>>>(a);
+}
+template <typename T, int D, bool kSplit, bool kPipe = false>
+void launch_wgmma(const AttentionArgs& a, cudaStream_t s) {
+  if (a.tune & kWgmmaQPrefetch) return launch_wgmma_kernel<T, D, kSplit, kPipe, true>(a, s);
+  launch_wgmma_kernel<T, D, kSplit, kPipe, false>(a, s);
 }
 
 }  // namespace

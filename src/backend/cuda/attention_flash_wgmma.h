@@ -19,7 +19,11 @@ bool attention_flash_wgmma_supports(ElemType type, int64_t head_dim, int64_t blo
                                     int64_t num_blocks, int sm_major, int sm_minor);
 // Grid (hkv, sequences, tiles of kFlashWgmmaVectors vectors); AttentionArgs as the flash kernels
 // (fast_softmax's base-2 softmax, no split), out and the optional out_bf16 written;
-// AttentionArgs::pipelined: the 64-vector tiles' pipelined loop (CudaOptions::flash_wgmma_pipeline).
+// AttentionArgs::pipelined: the 64-vector tiles' pipelined loop
+// (CudaOptions::flash_wgmma_pipeline). AttentionArgs::tune (the staged decode kernel's bits; this
+// kernel has its own): kWgmmaQPrefetch, the queries loaded at the block's start
+// (CudaOptions::flash_wgmma_q_prefetch).
+constexpr int64_t kWgmmaQPrefetch = 1;
 void launch_attention_flash_wgmma(const void* args, cudaStream_t stream);
 
 }  // namespace infera::cuda

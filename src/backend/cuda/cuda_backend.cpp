@@ -322,6 +322,8 @@ CudaOptions cuda_options_from_env() {
   }
   o.flash_wgmma_pipeline =
       cuda::env_flag("INFERA_CUDA_FLASH_WGMMA_PIPELINE", o.flash_wgmma_pipeline);
+  o.flash_wgmma_q_prefetch =
+      cuda::env_flag("INFERA_CUDA_FLASH_WGMMA_Q_PREFETCH", o.flash_wgmma_q_prefetch);
   o.flash_wide_auto = cuda::env_flag("INFERA_CUDA_FLASH_WIDE_AUTO", o.flash_wide_auto);
   o.packed_flash_halves = cuda::env_flag("INFERA_CUDA_PACKED_FLASH_HALVES", o.packed_flash_halves);
   o.rope_stage = cuda::env_flag("INFERA_CUDA_ROPE_STAGE", o.rope_stage);

@@ -80,6 +80,12 @@ struct CudaOptions {
   // faster where it runs (bench/reference/fa3b_h200/run2, ncu per launch: 1x512 21.5 -> 20.3 us,
   // 1x2048 81.8 -> 82.3; step_bench 1x512 x1.03 / x1.02 / x1.00, 1x2048 x1.01 / x1.00 / x1.00).
   bool flash_wgmma_pipeline = false;
+  // The wgmma kernel's queries loaded at the block's start, all of a thread's loads at once, so
+  // that they are in flight while the block computes its key ranges and issues its first K/V
+  // tile (INFERA_CUDA_FLASH_WGMMA_Q_PREFETCH=0: staged after the first tile's copies, 4 loads at
+  // a time). Bit for bit the same outputs. ncu per launch (bench/reference/pf8_h200/run1):
+  // 8x512 73.3 -> 63.0 us, 1x2048 81.7 -> 73.1, 1x512 21.5 -> 17.4.
+  bool flash_wgmma_q_prefetch = true;
   // The same kernel for the encoders' packed attention (INFERA_CUDA_PACKED_FLASH_HALVES=1). Off:
   // encoder_bench ModernBERT-large 10x512 13.87 -> 14.10 ms, 64x512 89.08 -> 88.24 ms (one run
   // each, run 2): not measured faster.

@@ -491,6 +491,7 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& 
                                                                        : kFlashWgmmaVectors;
         a.tiles = (vectors + a.vectors_per_tile - 1) / a.vectors_per_tile;
         a.pipelined = options_.flash_wgmma_pipeline ? 1 : 0;  // the 64-vector tiles' loop
+        a.tune = options_.flash_wgmma_q_prefetch ? kWgmmaQPrefetch : 0;
         ctx_->record(launch_attention_flash_wgmma, a, nt);
         return publish_shadow(out, a.out_bf16);
       }
