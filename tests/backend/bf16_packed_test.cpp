@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <random>
 #include <string>
 #include <tuple>
@@ -342,42 +343,52 @@ TEST(Bf16Packed, BackendDecodeIsTheSameWhateverTheStreams) {
   auto w = random_weights(m, k, 41);
   const Tensor host("w", DType::BF16, {m, k}, Device::CPU, w.data(), nullptr);
   struct Restore {
-    ~Restore() { cpu::set_quant_gemv_streams(0); }
+    bool dynamic = cpu::decode_dynamic_rows();
+    ~Restore() {
+      cpu::set_quant_gemv_streams(0);
+      cpu::set_decode_dynamic_rows(dynamic);
+    }
   } restore;
-  for (int threads : {1, 2}) {
-    auto backend =
-        make_cpu_backend(threads, PackedAttentionSchedule::Windowed, MatmulPrecision::BF16);
-    const Tensor pw = backend->prepare_weight(host);
-    ASSERT_NE(pw.data(), host.data()) << "not packed";
-    for (auto [r0, rows] : {std::pair<int64_t, int64_t>{0, m}, {13, 600}})
-      for (int64_t n : {1, 2, 3}) {
-        const Tensor view = rows == m ? pw : pw.rows(r0, rows);
-        const auto x = random_rows(n, k, uint32_t(n + 50));
-        const Tensor xt("x", DType::F32, {n, k}, Device::CPU, const_cast<float*>(x.data()),
-                        nullptr);
-        const Reference r = reference(x, n, w, m, k);
-        std::vector<float> first;
-        for (int streams : {1, 0, 2, 4, 8}) {
-          cpu::set_quant_gemv_streams(streams);
-          Tensor out = backend->alloc("out", DType::F32, {n, rows});
-          backend->matmul(xt, view, out);
-          const float* o = out.data_as<float>();
-          const std::string what = "threads " + std::to_string(threads) + " rows " +
-                                   std::to_string(r0) + "+" + std::to_string(rows) + " n " +
-                                   std::to_string(n) + " streams " + std::to_string(streams);
-          for (int64_t i = 0; i < n; ++i)
-            for (int64_t j = 0; j < rows; ++j) {
-              const size_t at = size_t(i * m + r0 + j);
-              ASSERT_LE(std::fabs(double(o[i * rows + j]) - r.want[at]), r.bound[at])
-                  << what << " out[" << i << "][" << j << "]";
-            }
-          if (streams == 1)
-            first.assign(o, o + n * rows);
-          else
-            ASSERT_EQ(std::memcmp(o, first.data(), first.size() * 4), 0) << what;
+  // Per (first row, n): the first result (1 thread, fixed slices, 1 stream), which every thread
+  // count, split and stream count must give bit for bit.
+  std::map<std::pair<int64_t, int64_t>, std::vector<float>> firsts;
+  for (int threads : {1, 2, 3})
+    for (bool dynamic : {false, true}) {  // INFERA_CPU_DYNAMIC_ROWS: slices taken in turn
+      cpu::set_decode_dynamic_rows(dynamic);
+      auto backend =
+          make_cpu_backend(threads, PackedAttentionSchedule::Windowed, MatmulPrecision::BF16);
+      const Tensor pw = backend->prepare_weight(host);
+      ASSERT_NE(pw.data(), host.data()) << "not packed";
+      for (auto [r0, rows] : {std::pair<int64_t, int64_t>{0, m}, {13, 600}})
+        for (int64_t n : {1, 2, 3}) {
+          const Tensor view = rows == m ? pw : pw.rows(r0, rows);
+          const auto x = random_rows(n, k, uint32_t(n + 50));
+          const Tensor xt("x", DType::F32, {n, k}, Device::CPU, const_cast<float*>(x.data()),
+                          nullptr);
+          const Reference r = reference(x, n, w, m, k);
+          std::vector<float>& first = firsts[{r0, n}];
+          for (int streams : {1, 0, 2, 4, 8}) {
+            cpu::set_quant_gemv_streams(streams);
+            Tensor out = backend->alloc("out", DType::F32, {n, rows});
+            backend->matmul(xt, view, out);
+            const float* o = out.data_as<float>();
+            const std::string what = "threads " + std::to_string(threads) + " dynamic " +
+                                     std::to_string(dynamic) + " rows " + std::to_string(r0) + "+" +
+                                     std::to_string(rows) + " n " + std::to_string(n) +
+                                     " streams " + std::to_string(streams);
+            for (int64_t i = 0; i < n; ++i)
+              for (int64_t j = 0; j < rows; ++j) {
+                const size_t at = size_t(i * m + r0 + j);
+                ASSERT_LE(std::fabs(double(o[i * rows + j]) - r.want[at]), r.bound[at])
+                    << what << " out[" << i << "][" << j << "]";
+              }
+            if (first.empty())
+              first.assign(o, o + n * rows);
+            else
+              ASSERT_EQ(std::memcmp(o, first.data(), first.size() * 4), 0) << what;
+          }
         }
-      }
-  }
+    }
 }
 
 // matmul_multi (q/k/v) and matmul_swiglu (gate/up) on packed weights run as one parallel section

@@ -110,37 +110,45 @@ TEST(QuantMatmul, LockstepGemvStreamsMatchReferenceAndOneStreamBitForBit) {
 }
 
 // The whole decode matmul through the CPU backend (prepare_weight: row groups where native; the
-// rows split over the threads first, then each thread's share into streams): bit for bit the
-// one-stream result at every stream count.
+// rows split over the threads first, in fixed slices or in slices taken in turn
+// (INFERA_CPU_DYNAMIC_ROWS), then each slice into streams): bit for bit the one-stream result at
+// every stream count, thread count and split.
 TEST(QuantMatmul, BackendDecodeMatmulIsTheSameWhateverTheStreams) {
   const int64_t k = 768, m = 4 * 45;
+  struct Restore {
+    bool saved = cpu::decode_dynamic_rows();
+    ~Restore() { cpu::set_decode_dynamic_rows(saved); }
+  } restore;
   for (const DType dtype : kQuantTypes) {
     auto wbytes = make_weight(dtype, m, k, false, 7);
     Tensor host("w", dtype, {m, k}, Device::CPU, wbytes.data(), nullptr);
     const auto xv = random_values(size_t(k), 13);
-    for (const int threads : {1, 2}) {
-      SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " threads=" << threads);
-      auto backend = make_cpu_backend(threads);
-      const Tensor w = backend->prepare_weight(host);
-      Tensor x = backend->alloc("x", DType::F32, {1, k});
-      std::memcpy(x.data_as<float>(), xv.data(), size_t(k) * sizeof(float));
-      std::vector<float> one;
-      for (const int s : {1, 0, 2, 4, 8}) {  // 0: auto
-        StreamsSetting scoped(s);
-        Tensor out = backend->alloc("out", DType::F32, {1, m});
-        backend->matmul(x, w, out);
-        const float* o = out.data_as<float>();
-        for (int64_t j = 0; j < m; ++j) ASSERT_FALSE(std::isnan(o[j])) << j;
-        if (s == 1) {
-          ASSERT_NO_FATAL_FAILURE(
-              expect_backend_matmul_within_reference(*backend, w, wbytes, xv, 1));
-          one.assign(o, o + m);
-        } else {
-          ASSERT_EQ(0, std::memcmp(o, one.data(), size_t(m) * sizeof(float)))
-              << s << " streams differ from one";
+    std::vector<float> one;
+    for (const int threads : {1, 2, 3})
+      for (const bool dynamic : {false, true}) {
+        SCOPED_TRACE(testing::Message()
+                     << dtype_name(dtype) << " threads=" << threads << " dynamic rows=" << dynamic);
+        cpu::set_decode_dynamic_rows(dynamic);
+        auto backend = make_cpu_backend(threads);
+        const Tensor w = backend->prepare_weight(host);
+        Tensor x = backend->alloc("x", DType::F32, {1, k});
+        std::memcpy(x.data_as<float>(), xv.data(), size_t(k) * sizeof(float));
+        for (const int s : {1, 0, 2, 4, 8}) {  // 0: auto
+          StreamsSetting scoped(s);
+          Tensor out = backend->alloc("out", DType::F32, {1, m});
+          backend->matmul(x, w, out);
+          const float* o = out.data_as<float>();
+          for (int64_t j = 0; j < m; ++j) ASSERT_FALSE(std::isnan(o[j])) << j;
+          if (one.empty()) {  // 1 thread, fixed slices, 1 stream
+            ASSERT_NO_FATAL_FAILURE(
+                expect_backend_matmul_within_reference(*backend, w, wbytes, xv, 1));
+            one.assign(o, o + m);
+          } else {
+            ASSERT_EQ(0, std::memcmp(o, one.data(), size_t(m) * sizeof(float)))
+                << s << " streams differ from one thread, one stream";
+          }
         }
       }
-    }
   }
 }
 

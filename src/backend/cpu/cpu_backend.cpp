@@ -269,25 +269,34 @@ class CpuBackend final : public Backend {
     const int setting = cpu::quant_gemv_streams();
     const int streams = setting == 0 ? cpu::kAutoBf16GemvStreams : setting;
     const int64_t threads = std::min<int64_t>(pool_.size(), max_groups);
-    pool_.parallel_for(threads, 1, [&](int64_t t_begin, int64_t t_end) {
-      for (int64_t t = t_begin; t < t_end; ++t)
-        for (size_t i = 0; i < ws.size(); ++i) {
-          const Job& j = jobs[i];
-          const int64_t g0 = j.r0 / cpu::kBf16GroupRows;
-          const int64_t groups = (j.r0 + j.m + cpu::kBf16GroupRows - 1) / cpu::kBf16GroupRows - g0;
-          const int64_t j_begin = std::max(j.r0, (g0 + groups * t / threads) * cpu::kBf16GroupRows);
-          const int64_t j_end =
-              std::min(j.r0 + j.m, (g0 + groups * (t + 1) / threads) * cpu::kBf16GroupRows);
-          if (j_begin >= j_end) continue;
-          cpu::matmul_rows_bf16_pairs(bf16_rows_.data(), n, k, j.w, j_begin, j_end, j.out, j.m,
-                                      j.r0, streams);
-          if (swiglu && i == 1)  // gate = silu(gate) * up on these rows, as the swiglu op
-            for (int64_t row = 0; row < n; ++row) {
-              float* g = jobs[0].out + row * j.m + (j_begin - j.r0);
-              cpu::silu_mul_f32(g, j.out + row * j.m + (j_begin - j.r0), g, j_end - j_begin);
-            }
-        }
-    });
+    // Slice s of `slices`: its share of every weight's row groups (gate's and up's together).
+    const int64_t slices = threads > 1 && cpu::decode_dynamic_rows()
+                               ? std::min<int64_t>(threads * cpu::kDecodeItemsPerThread, max_groups)
+                               : threads;
+    auto slice = [&](int64_t s) {
+      for (size_t i = 0; i < ws.size(); ++i) {
+        const Job& j = jobs[i];
+        const int64_t g0 = j.r0 / cpu::kBf16GroupRows;
+        const int64_t groups = (j.r0 + j.m + cpu::kBf16GroupRows - 1) / cpu::kBf16GroupRows - g0;
+        const int64_t j_begin = std::max(j.r0, (g0 + groups * s / slices) * cpu::kBf16GroupRows);
+        const int64_t j_end =
+            std::min(j.r0 + j.m, (g0 + groups * (s + 1) / slices) * cpu::kBf16GroupRows);
+        if (j_begin >= j_end) continue;
+        cpu::matmul_rows_bf16_pairs(bf16_rows_.data(), n, k, j.w, j_begin, j_end, j.out, j.m, j.r0,
+                                    streams);
+        if (swiglu && i == 1)  // gate = silu(gate) * up on these rows, as the swiglu op
+          for (int64_t row = 0; row < n; ++row) {
+            float* g = jobs[0].out + row * j.m + (j_begin - j.r0);
+            cpu::silu_mul_f32(g, j.out + row * j.m + (j_begin - j.r0), g, j_end - j_begin);
+          }
+      }
+    };
+    if (slices > threads)
+      pool_.parallel_items(slices, slice);
+    else
+      pool_.parallel_for(threads, 1, [&](int64_t t_begin, int64_t t_end) {
+        for (int64_t t = t_begin; t < t_end; ++t) slice(t);
+      });
     return true;
   }
 
@@ -353,11 +362,19 @@ class CpuBackend final : public Backend {
     // The decode's weight streams in lockstep: INFERA_CPU_GEMV_STREAMS, as the quantized GEMVs.
     const int setting = cpu::quant_gemv_streams();
     const int streams = setting == 0 ? cpu::kAutoBf16GemvStreams : setting;
-    pool_.parallel_for(groups, 1, [&](int64_t begin, int64_t end) {
+    auto rows = [&](int64_t begin, int64_t end) {  // row groups [begin, end)
       const int64_t j_begin = std::max(r0, (g0 + begin) * cpu::kBf16GroupRows);
       const int64_t j_end = std::min(r0 + m, (g0 + end) * cpu::kBf16GroupRows);
       cpu::matmul_rows_bf16_pairs(bf16_rows_.data(), n, k, w, j_begin, j_end, os, m, r0, streams);
-    });
+    };
+    // Decode sizes: slices taken in turn (cpu::decode_dynamic_rows), as bf16_packed_multi.
+    if (n < cpu::kQuantPrefillRows && pool_.size() > 1 && cpu::decode_dynamic_rows()) {
+      const int64_t slices = std::min<int64_t>(pool_.size() * cpu::kDecodeItemsPerThread, groups);
+      pool_.parallel_items(
+          slices, [&](int64_t s) { rows(groups * s / slices, groups * (s + 1) / slices); });
+    } else {
+      pool_.parallel_for(groups, 1, rows);
+    }
   }
 
   void rope(Tensor& x, const Tensor& positions, double theta) override {

@@ -124,6 +124,26 @@ void set_quant_gemv_streams(int streams) {
 }
 
 namespace {
+bool on_off_from_env(const char* name, bool fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  if (std::strcmp(v, "1") == 0) return true;
+  if (std::strcmp(v, "0") == 0) return false;
+  throw InvalidArgument(std::string(name) + " must be 0 or 1, not '" + v + "'");
+}
+
+std::atomic<bool>& dynamic_rows_setting() {
+  static std::atomic<bool> on{on_off_from_env("INFERA_CPU_DYNAMIC_ROWS", true)};
+  return on;
+}
+}  // namespace
+
+bool decode_dynamic_rows() { return dynamic_rows_setting().load(std::memory_order_relaxed); }
+void set_decode_dynamic_rows(bool on) {
+  dynamic_rows_setting().store(on, std::memory_order_relaxed);
+}
+
+namespace {
 bool q6_k_gfni_from_env() {
   const char* v = std::getenv("INFERA_CPU_Q6K_GFNI");
   if (!v || !*v || std::strcmp(v, "1") == 0) return true;
@@ -301,27 +321,35 @@ void matmul_quantized_multi(ThreadPool& pool, const float* x, int64_t n, int64_t
   int64_t max_m = 0;
   for (int64_t i = 0; i < count; ++i) max_m = std::max(max_m, jobs[i].m);
   const int64_t threads = std::clamp<int64_t>(max_m / 16, 1, pool.size());
-  pool.parallel_for(threads, 1, [&](int64_t t_begin, int64_t t_end) {
-    // This thread's rows of every weight (whole row groups).
-    for (int64_t t = t_begin; t < t_end; ++t)
-      for (int64_t i = 0; i < count; ++i) {
-        const QuantMatmulJob& j = jobs[i];
-        const int64_t r0 = split_point(j.m, t, threads, kGroupRows),
-                      r1 = split_point(j.m, t + 1, threads, kGroupRows);
-        if (r0 == r1) continue;
-        const uint8_t* ja = a + offset[activation_format(j.wtype)];
-        if (j.layout == WeightLayout::RowGroups)
-          matmul_rows_rowgroups(j.wtype, ja, n, k, j.w, r0, r1, j.out, j.m);
-        else
-          matmul_rows_quantized(ja, n, k, j.w, j.wtype, r0, r1, j.out, j.m);
-        if (swiglu && i == 1)  // gate = silu(gate) * up on these rows, as the swiglu op
-          for (int64_t row = 0; row < n; ++row) {
-            float* g = jobs[0].out + row * j.m;
-            const float* u = j.out + row * j.m;
-            silu_mul_f32(g + r0, u + r0, g + r0, r1 - r0);
-          }
-      }
-  });
+  // Slice s of `slices`: its share of every weight's rows (whole row groups; gate's and up's
+  // rows together for the SwiGLU).
+  const int64_t slices =
+      threads > 1 && decode_dynamic_rows() ? threads * kDecodeItemsPerThread : threads;
+  auto slice = [&](int64_t s) {
+    for (int64_t i = 0; i < count; ++i) {
+      const QuantMatmulJob& j = jobs[i];
+      const int64_t r0 = split_point(j.m, s, slices, kGroupRows),
+                    r1 = split_point(j.m, s + 1, slices, kGroupRows);
+      if (r0 == r1) continue;
+      const uint8_t* ja = a + offset[activation_format(j.wtype)];
+      if (j.layout == WeightLayout::RowGroups)
+        matmul_rows_rowgroups(j.wtype, ja, n, k, j.w, r0, r1, j.out, j.m);
+      else
+        matmul_rows_quantized(ja, n, k, j.w, j.wtype, r0, r1, j.out, j.m);
+      if (swiglu && i == 1)  // gate = silu(gate) * up on these rows, as the swiglu op
+        for (int64_t row = 0; row < n; ++row) {
+          float* g = jobs[0].out + row * j.m;
+          const float* u = j.out + row * j.m;
+          silu_mul_f32(g + r0, u + r0, g + r0, r1 - r0);
+        }
+    }
+  };
+  if (slices > threads)
+    pool.parallel_items(slices, slice);
+  else
+    pool.parallel_for(threads, 1, [&](int64_t t_begin, int64_t t_end) {
+      for (int64_t t = t_begin; t < t_end; ++t) slice(t);
+    });
 }
 
 void matmul_quantized_f32_panels(ThreadPool& pool, const float* x, int64_t n, int64_t k,

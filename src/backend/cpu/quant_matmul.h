@@ -78,6 +78,15 @@ int quant_gemv_streams();
 // Overrides the value read from INFERA_CPU_GEMV_STREAMS (tests, benchmarks): 0 (auto), 1, 2, 4, 8.
 void set_quant_gemv_streams(int streams);
 
+// Whether the decode GEMVs (matmul_quantized_multi, the packed bf16 decode) hand their rows to
+// the threads as kDecodeItemsPerThread slices a thread, taken in turn (ThreadPool::parallel_items),
+// rather than one fixed slice a thread: INFERA_CPU_DYNAMIC_ROWS = 1 (the default) or 0, read
+// once. Every row is computed by the same code either way, so results are bit-identical.
+bool decode_dynamic_rows();
+// Overrides the INFERA_CPU_DYNAMIC_ROWS setting (tests, benchmarks).
+void set_decode_dynamic_rows(bool on);
+constexpr int64_t kDecodeItemsPerThread = 4;
+
 // Whether the Q6_K kernels (512-bit VNNI path) unpack the 6-bit values' high bits with GFNI
 // (vgf2p8affineqb, matmul_q6_k.cpp; 2 fewer vector ops per 64 weights, the same results bit for
 // bit): INFERA_CPU_Q6K_GFNI = 1 (the default) or 0 (the shift-and-mask form), read once, and only

@@ -76,4 +76,14 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain,
   if (error_) std::rethrow_exception(error_);
 }
 
+void ThreadPool::parallel_items(int64_t items, const std::function<void(int64_t)>& fn) {
+  if (items <= 0) return;
+  std::atomic<int64_t> next{0};
+  parallel_for(std::min<int64_t>(size(), items), 1, [&](int64_t, int64_t) {
+    for (int64_t i = next.fetch_add(1, std::memory_order_relaxed); i < items;
+         i = next.fetch_add(1, std::memory_order_relaxed))
+      fn(i);
+  });
+}
+
 }  // namespace infera::cpu

@@ -1,7 +1,8 @@
 // One pool of worker threads per backend. parallel_for splits [0, n) into one contiguous chunk per
 // thread (the caller runs the first chunk itself), which suits the row-partitioned kernels here:
-// equal work per row, no stealing needed. Workers spin briefly before sleeping because decode
-// issues hundreds of short parallel sections per token.
+// equal work per row. parallel_items hands out items one at a time instead (the decode GEMVs:
+// equal work, but not always equally fast threads on a shared VM). Workers spin briefly before
+// sleeping because decode issues hundreds of short parallel sections per token.
 #pragma once
 
 #include <atomic>
@@ -27,6 +28,13 @@ class ThreadPool {
   // (except the last). Returns when all chunks are done. Exceptions from fn are rethrown here.
   void parallel_for(int64_t n, int64_t grain,
                     const std::function<void(int64_t begin, int64_t end)>& fn);
+
+  // Calls fn(item) once for every item of [0, items), each thread (the caller too) taking the
+  // next untaken item until none is left: a thread that runs slower (descheduled by the VM, a
+  // busier memory path) ends up with fewer items instead of keeping the others waiting at the
+  // end of the section. Which thread runs an item changes from call to call, so fn's result must
+  // not depend on it. Exceptions from fn are rethrown here (the first one).
+  void parallel_items(int64_t items, const std::function<void(int64_t item)>& fn);
 
  private:
   void worker_loop(int index);
