@@ -105,6 +105,16 @@ CudaOptions harness_cuda_options(const std::string& name) {
 }  // namespace
 #endif
 
+bool skip_under_sanitizer(const Backend& b, int64_t macs) {
+#if defined(__SANITIZE_ADDRESS__)
+  return b.device() == Device::CPU && macs > kSanitizerCpuMacs;
+#else
+  (void)b;
+  (void)macs;
+  return false;
+#endif
+}
+
 bool tensor_core_cuda_target(const std::string& name) {
   return name.starts_with("cuda") && name != "cuda_exact";
 }

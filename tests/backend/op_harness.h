@@ -29,6 +29,14 @@ std::vector<HarnessBackend> harness_backends();
 // backend does ("cuda", "cuda_skinny", ...): held to the bf16 bounds there.
 bool tensor_core_cuda_target(const std::string& name);
 
+// Whether a case of `macs` multiply-adds is left out on `b`: only in sanitizer builds (ASan), only
+// on the CPU, only past kSanitizerCpuMacs. Those cases are sized for CUDA's kernels (skinny,
+// stream and prefill GEMM tiles); on the CPU every SIMD target's tails and blockings are reached
+// by the smaller cases, and under ASan the large ones took most of the suite's time. The release
+// build runs every case on every target.
+inline constexpr int64_t kSanitizerCpuMacs = int64_t{16} << 20;
+bool skip_under_sanitizer(const Backend& b, int64_t macs);
+
 // The same backend with attention_packed forced to its dense schedule (every key tile, the window
 // masked per row): the CPU with 2 threads, CUDA (and cuda_exact) with CudaOptions::packed_dense;
 // nullptr for a backend without one.
