@@ -2,8 +2,9 @@
 // every backend and SIMD target: against a scalar reference in double written here, and against
 // the same backend's composition of the ops each is defined as, which must give the same bits
 // (the CPU runs the composite defaults; CUDA's batch-1 GEMVs with a norm prologue or residual
-// epilogue reproduce the norm kernels' summation order and the same dot products, and every
-// other shape falls back to the composition).
+// epilogue reproduce the norm kernels' summation order and the same dot products, on the
+// cuda_b1fuse target (CudaOptions::b1_fused_chain, off by default), and every other shape or
+// target runs the composition).
 // Shapes: Qwen3-0.6B (hidden 1024, q 2048, MLP 3072, kv 1024), the two fixture models' shapes,
 // a hidden size that is no multiple of 256 (partial rounds of the GEMV's norm), the largest
 // hidden size the CUDA norm prologue takes (4096) and one past it, widths that are no multiple

@@ -119,6 +119,7 @@ TEST_P(CudaResidualMlpTest, FusedChainEqualsCompositionBitForBit) {
     return decode_one(*model, kSteps);
   };
   CudaOptions on, eager, off;
+  on.b1_fused_chain = eager.b1_fused_chain = true;
   eager.graphs = false;
   off.b1_fused_chain = false;
   auto on_b = make_cuda_backend(0, on), eager_b = make_cuda_backend(0, eager),

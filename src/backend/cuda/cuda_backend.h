@@ -257,9 +257,9 @@ struct CudaOptions {
   // the o and down projections' GEMVs add into the residual in their epilogue, the q/k/v and
   // gate/up GEMVs compute the norm of x in their prologue (every warp, in the norm kernel's
   // summation order: the same bits as the composition). 6 launches a layer instead of 8
-  // (INFERA_CUDA_B1_FUSE=0: the composition). Not with INFERA_CUDA_PERSISTENT (that kernel
-  // takes the MLP half then). docs/notes/2026-12-03/issue-11-b1fuse.md has the H200 numbers.
-  bool b1_fused_chain = true;
+  // (INFERA_CUDA_B1_FUSE=1: on). Not with INFERA_CUDA_PERSISTENT (that kernel takes the MLP half
+  // then). OFF until measured on the H200 (docs/notes/2026-12-03/issue-11-b1fuse.md says why).
+  bool b1_fused_chain = false;
   bool residual_mlp_carveout = false;
   int64_t residual_mlp_chunk = 0;
   bool residual_mlp_lsu = false;
