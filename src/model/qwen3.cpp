@@ -214,12 +214,17 @@ class Qwen3 final : public CausalLM {
     Tensor q = s_.q.rows(0, n), k = s_.k.rows(0, n), v = s_.v.rows(0, n);
     Tensor attn = s_.attn.rows(0, n), gate = s_.gate.rows(0, n), up = s_.up.rows(0, n);
 
-    // The previous layer's residual add already normed x into xn (add_rmsnorm).
-    if (il == 0) backend_.rmsnorm(x, w.attn_norm, p_.eps, xn);
-    emit(xn, "attn_norm", il);
     const Tensor* qkv_w[] = {&w.q_proj, &w.k_proj, &w.v_proj};
     Tensor* qkv[] = {&q, &k, &v};
-    backend_.matmul_multi(xn, qkv_w, qkv);
+    // Without the hook the fused ops: the first layer's norm and q/k/v as one op, and every
+    // later layer's q/k/v inside the previous layer's output_mlp (the same ops as below).
+    if (!hook_ && il == 0) backend_.rmsnorm_matmul_multi(x, w.attn_norm, p_.eps, xn, qkv_w, qkv);
+    if (hook_) {
+      // The previous layer's residual add already normed x into xn (add_rmsnorm).
+      if (il == 0) backend_.rmsnorm(x, w.attn_norm, p_.eps, xn);
+      emit(xn, "attn_norm", il);
+      backend_.matmul_multi(xn, qkv_w, qkv);
+    }
     Tensor qh = q.reshaped({n, p_.q_heads, p_.head_dim});
     Tensor kh = k.reshaped({n, p_.kv_heads, p_.head_dim});
     backend_.qk_norm_rope_kv_write(qh, kh, v.reshaped({n, p_.kv_heads, p_.head_dim}), w.q_norm,
@@ -231,17 +236,21 @@ class Qwen3 final : public CausalLM {
                        {.scale = 1.0f / std::sqrt(static_cast<float>(p_.head_dim)), .causal = true},
                        attn_h);
     emit(attn, "attn", il);
-    backend_.matmul(attn, w.o_proj, proj);
     const Tensor no_norm;
-    const Tensor& next_norm =
-        il + 1 < p_.layers ? layers_[static_cast<size_t>(il) + 1].attn_norm : no_norm;
+    const LayerWeights* next = il + 1 < p_.layers ? &layers_[static_cast<size_t>(il) + 1] : nullptr;
+    const Tensor& next_norm = next ? next->attn_norm : no_norm;
     if (!hook_) {
-      // Residual add, MLP and the next layer's norm as one fused op (a backend may run it as one
-      // kernel); the same ops as below.
-      backend_.residual_mlp(x, proj, w.mlp_norm, w.gate_proj, w.up_proj, w.down_proj, next_norm,
-                            p_.eps, xn, gate, up, proj);
+      // The o projection, residual add, MLP, the next layer's norm and its q/k/v as one fused
+      // op (a backend may run it in fewer launches); the same ops as below.
+      const Tensor* next_w[] = {next ? &next->q_proj : nullptr, next ? &next->k_proj : nullptr,
+                                next ? &next->v_proj : nullptr};
+      const std::span<const Tensor* const> next_ws(next_w, next ? 3 : 0);
+      const std::span<Tensor* const> next_outs(qkv, next ? 3 : 0);
+      backend_.output_mlp(attn, w.o_proj, x, w.mlp_norm, w.gate_proj, w.up_proj, w.down_proj,
+                          next_norm, next_ws, next_outs, p_.eps, xn, gate, up, proj);
       return;
     }
+    backend_.matmul(attn, w.o_proj, proj);
     backend_.add_rmsnorm(x, proj, w.mlp_norm, p_.eps, xn);
     emit(x, "attn_residual", il);
 

@@ -79,6 +79,8 @@ enum class Op : uint8_t {
   MatmulSwigluDown,
   QkNormRopeKvWrite,
   ResidualMlp,
+  RmsNormMatmulMulti,
+  OutputMlp,
   ArgmaxRows,
   SampleRows,  // sample_rows; a backend that says no leaves sampling to the host's Sampler
 };
@@ -247,6 +249,25 @@ class Backend {
                             const Tensor& w_gate, const Tensor& w_up, const Tensor& w_down,
                             const Tensor& next_norm, float eps, Tensor& xn, Tensor& gate,
                             Tensor& up, Tensor& proj);
+  // A pre-norm layer's input norm and projections: rmsnorm(x, norm, eps, xn) then
+  // matmul_multi(xn, ws, outs) (the first layer's q/k/v). xn must not alias x or an output.
+  virtual void rmsnorm_matmul_multi(const Tensor& x, const Tensor& norm, float eps, Tensor& xn,
+                                    std::span<const Tensor* const> ws,
+                                    std::span<Tensor* const> outs);
+  // A pre-norm decoder layer after its attention, up to the next layer's projections:
+  //   matmul(attn, w_o, proj);
+  //   residual_mlp(x, proj, mlp_norm, w_gate, w_up, w_down, next_norm, eps, xn, gate, up, proj);
+  //   next_ws not empty: matmul_multi(xn, next_ws, next_outs)   (the next layer's q/k/v)
+  // next_ws must be empty when next_norm is (the last layer). attn [n, q] F32; the others as in
+  // residual_mlp (proj, gate, up scratch, contents unspecified afterwards); next_outs must alias
+  // none of x, xn, attn. A backend overrides it to move each residual add into the epilogue of
+  // the projection before it and each norm into the prologue of the projection after it (CUDA:
+  // one decode row, bf16 weights): per layer two launches fewer than the composition.
+  virtual void output_mlp(const Tensor& attn, const Tensor& w_o, Tensor& x, const Tensor& mlp_norm,
+                          const Tensor& w_gate, const Tensor& w_up, const Tensor& w_down,
+                          const Tensor& next_norm, std::span<const Tensor* const> next_ws,
+                          std::span<Tensor* const> next_outs, float eps, Tensor& xn, Tensor& gate,
+                          Tensor& up, Tensor& proj);
   // Greedy choice per row, delivered to the host: ids[i] = the index of the largest value of row
   // i of x [rows, width] F32 (ties: the lowest index, as torch.argmax; NaN never wins), or -1
   // when the row has no value above -inf. ids.size() == rows. A device backend computes it where

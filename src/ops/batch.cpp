@@ -65,6 +65,10 @@ std::string_view op_name(Op op) {
       return "qk_norm_rope_kv_write";
     case Op::ResidualMlp:
       return "residual_mlp";
+    case Op::RmsNormMatmulMulti:
+      return "rmsnorm_matmul_multi";
+    case Op::OutputMlp:
+      return "output_mlp";
     case Op::ArgmaxRows:
       return "argmax_rows";
     case Op::SampleRows:

@@ -61,6 +61,25 @@ void Backend::residual_mlp(Tensor& x, const Tensor& delta, const Tensor& mlp_nor
     add(x, proj, x);
 }
 
+void Backend::rmsnorm_matmul_multi(const Tensor& x, const Tensor& norm, float eps, Tensor& xn,
+                                   std::span<const Tensor* const> ws,
+                                   std::span<Tensor* const> outs) {
+  rmsnorm(x, norm, eps, xn);
+  matmul_multi(xn, ws, outs);
+}
+
+void Backend::output_mlp(const Tensor& attn, const Tensor& w_o, Tensor& x, const Tensor& mlp_norm,
+                         const Tensor& w_gate, const Tensor& w_up, const Tensor& w_down,
+                         const Tensor& next_norm, std::span<const Tensor* const> next_ws,
+                         std::span<Tensor* const> next_outs, float eps, Tensor& xn, Tensor& gate,
+                         Tensor& up, Tensor& proj) {
+  if (next_norm.empty() && !next_ws.empty())
+    throw InvalidArgument("[output_mlp] next-layer projections without a next norm");
+  matmul(attn, w_o, proj);
+  residual_mlp(x, proj, mlp_norm, w_gate, w_up, w_down, next_norm, eps, xn, gate, up, proj);
+  if (!next_ws.empty()) matmul_multi(xn, next_ws, next_outs);
+}
+
 void Backend::argmax_rows(const Tensor& x, std::span<int32_t> ids) {
   if (x.rank() != 2 || x.dtype() != DType::F32 || static_cast<int64_t>(ids.size()) != x.dim(0))
     throw InvalidArgument("[argmax_rows] x " + x.shape().str() +

@@ -107,6 +107,36 @@ TEST_P(CudaResidualMlpTest, DecodeFollowsCompositionAndCpu) {
   EXPECT_LE(vs_cpu, 5e-2);
 }
 
+// The batch-1 chain without add_rmsnorm kernels (CudaOptions::b1_fused_chain: output_mlp and
+// rmsnorm_matmul_multi as GEMVs with a norm prologue or a residual epilogue): the same logits bit
+// for bit as the composition (same summation orders), graph replay equal to eager, and the
+// fused GEMVs ran (4 a layer of every one-row step, the first layer's q/k/v one more).
+TEST_P(CudaResidualMlpTest, FusedChainEqualsCompositionBitForBit) {
+  const auto dir = test::fixture(GetParam());
+  constexpr int kSteps = 8;
+  auto run = [&](Backend& b) {
+    auto model = load_causal_lm(dir, b, {});
+    return decode_one(*model, kSteps);
+  };
+  CudaOptions on, eager, off;
+  on.b1_fused_chain = eager.b1_fused_chain = true;
+  eager.graphs = false;
+  off.b1_fused_chain = false;
+  auto on_b = make_cuda_backend(0, on), eager_b = make_cuda_backend(0, eager),
+       off_b = make_cuda_backend(0, off);
+  const auto got = run(*on_b), got_eager = run(*eager_b), composed = run(*off_b);
+  auto model = load_causal_lm(dir, *off_b, {});
+  const int64_t layers = model->info().layers;
+  EXPECT_EQ(cuda_stats(*on_b)->fused_gemvs, kSteps * (4 * layers));
+  EXPECT_EQ(cuda_stats(*off_b)->fused_gemvs, 0);
+  EXPECT_GE(cuda_stats(*on_b)->graph_launches, kSteps - 2);
+  ASSERT_EQ(got.size(), size_t{kSteps});
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i], got_eager[i]) << "graph replay vs eager, step " << i;
+    EXPECT_EQ(got[i], composed[i]) << "fused vs composition, step " << i;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaResidualMlpTest,
                          ::testing::Values("qwen3-micro", "qwen3-small-untied"),
                          [](const auto& info) {

@@ -96,6 +96,8 @@ CudaOptions harness_cuda_options(const std::string& name) {
     o.residual_mlp = true;      // residual_mlp as one kernel on 5 blocks: several rows each,
     o.residual_mlp_blocks = 5;  // uneven slices
   }
+  if (name == "cuda_b1fuse")
+    o.b1_fused_chain = true;  // the b1 chain's fused GEMVs (off by default)
   if (name == "cuda_exact") {
     o.gemv_preload = false;  // the GEMV without the preload
     o.residual_mlp = true;   // residual_mlp as one kernel (f32 arithmetic), one block per SM
@@ -153,7 +155,7 @@ std::vector<HarnessBackend> harness_backends() {
           "cuda_prefill_toggled", "cuda_b1", "cuda_flash_split", "cuda_flash_wide",
           "cuda_flash_wide_split", "cuda_flash_wide8", "cuda_flash_wide8_plain",
           "cuda_flash_halves", "cuda_flash_wgmma", "cuda_flash_wgmma128", "cuda_flash_wgmma_pipe",
-          "cuda_flash_wgmma_qlate", "cuda_flash_wgmma128_qlate"})
+          "cuda_flash_wgmma_qlate", "cuda_flash_wgmma128_qlate", "cuda_b1fuse"})
       list.push_back({name, [name] { return make_cuda_backend(0, harness_cuda_options(name)); }});
 #endif
   return list;

@@ -114,13 +114,14 @@ bool CudaBackend::supports(Op op, std::initializer_list<DType> dtypes) const {
     const bool is_float = t == DType::F32 || t == DType::F16 || t == DType::BF16;
     // Q8_0 / Q4_0 weights: plain matmul only (dequantized inside its kernel).
     if (op == Op::Matmul && (t == DType::Q8_0 || t == DType::Q4_0)) continue;
-    const bool ok = (op == Op::Embedding || op == Op::Matmul || op == Op::RmsNorm ||
-                     op == Op::KvWrite || op == Op::Attention || op == Op::LayerNorm ||
-                     op == Op::AddBias || op == Op::AddRmsNorm || op == Op::MatmulSwiglu ||
-                     op == Op::QkNormRopeKvWrite || op == Op::AddLayerNorm ||
-                     op == Op::MatmulGeglu || op == Op::ResidualMlp)
-                        ? is_float
-                        : t == DType::F32;
+    const bool ok =
+        (op == Op::Embedding || op == Op::Matmul || op == Op::RmsNorm || op == Op::KvWrite ||
+         op == Op::Attention || op == Op::LayerNorm || op == Op::AddBias || op == Op::AddRmsNorm ||
+         op == Op::MatmulSwiglu || op == Op::QkNormRopeKvWrite || op == Op::AddLayerNorm ||
+         op == Op::MatmulGeglu || op == Op::ResidualMlp || op == Op::RmsNormMatmulMulti ||
+         op == Op::OutputMlp)
+            ? is_float
+            : t == DType::F32;
     if (!ok) return false;
   }
   return true;
@@ -295,7 +296,8 @@ CudaStats CudaBackend::stats() const {
           shadow_uses_,
           s.host_flush_seconds,
           paired_gemms_,
-          residual_mlp_kernels_};
+          residual_mlp_kernels_,
+          fused_gemvs_};
 }
 
 }  // namespace cuda
@@ -354,6 +356,7 @@ CudaOptions cuda_options_from_env() {
   o.params_early = cuda::env_flag("INFERA_CUDA_PARAMS_EARLY", o.params_early);
   o.fuse_qk_attention = cuda::env_flag("INFERA_CUDA_FUSE_QK", o.fuse_qk_attention);
   o.residual_mlp = cuda::env_flag("INFERA_CUDA_PERSISTENT", o.residual_mlp);
+  o.b1_fused_chain = cuda::env_flag("INFERA_CUDA_B1_FUSE", o.b1_fused_chain);
   if (const char* v = std::getenv("INFERA_CUDA_PERSISTENT_BLOCKS"); v && *v)
     o.residual_mlp_blocks = std::max(0, std::atoi(v));
   o.residual_mlp_carveout =

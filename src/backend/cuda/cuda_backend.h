@@ -258,6 +258,14 @@ struct CudaOptions {
   // (INFERA_CUDA_PERSISTENT_THREADS).
   bool residual_mlp = false;
   int64_t residual_mlp_blocks = 0;
+  // The batch-1 decode chain without its add_rmsnorm kernels (Backend::output_mlp and
+  // rmsnorm_matmul_multi for one row, bf16 weights and norms, hidden size <= 4096 and % 8 == 0):
+  // the o and down projections' GEMVs add into the residual in their epilogue, the q/k/v and
+  // gate/up GEMVs compute the norm of x in their prologue (every warp, in the norm kernel's
+  // summation order: the same bits as the composition). 6 launches a layer instead of 8
+  // (INFERA_CUDA_B1_FUSE=1: on). Not with INFERA_CUDA_PERSISTENT (that kernel takes the MLP half
+  // then). OFF until measured on the H200 (docs/notes/2026-12-03/issue-11-b1fuse.md says why).
+  bool b1_fused_chain = false;
   bool residual_mlp_carveout = false;
   int64_t residual_mlp_chunk = 0;
   bool residual_mlp_lsu = false;
@@ -293,6 +301,7 @@ struct CudaStats {
   double host_flush_seconds = 0;     // host time inside those steps' flushes (key, graph launch)
   int64_t paired_gemms = 0;          // launches of two GEMMs as one (CudaOptions::paired_gemm)
   int64_t residual_mlp_kernels = 0;  // residual_mlp ops run as one kernel (residual_mlp.cu)
+  int64_t fused_gemvs = 0;  // GEMVs with a norm prologue or residual epilogue (b1_fused_chain)
 };
 std::optional<CudaStats> cuda_stats(const Backend& backend);
 // With CudaOptions::profile: device time per (op, kernel) since the last call, as a table

@@ -79,6 +79,15 @@ class CudaBackend final : public Backend {
                     const Tensor& w_up, const Tensor& w_down, const Tensor& next_norm, float eps,
                     Tensor& xn, Tensor& gate, Tensor& up, Tensor& proj) override;
   void argmax_rows(const Tensor& x, std::span<int32_t> ids) override;
+  // The batch-1 chain's fused ops (cuda_chain_ops.cpp; CudaOptions::b1_fused_chain).
+  void rmsnorm_matmul_multi(const Tensor& x, const Tensor& norm, float eps, Tensor& xn,
+                            std::span<const Tensor* const> ws,
+                            std::span<Tensor* const> outs) override;
+  void output_mlp(const Tensor& attn, const Tensor& w_o, Tensor& x, const Tensor& mlp_norm,
+                  const Tensor& w_gate, const Tensor& w_up, const Tensor& w_down,
+                  const Tensor& next_norm, std::span<const Tensor* const> next_ws,
+                  std::span<Tensor* const> next_outs, float eps, Tensor& xn, Tensor& gate,
+                  Tensor& up, Tensor& proj) override;
   // Sampling (cuda_sampling_ops.cpp).
   void sample_rows(const Tensor& x, std::span<const RowSampling> rows,
                    std::span<SampledId> out) override;
@@ -205,6 +214,12 @@ class CudaBackend final : public Backend {
   // residual_mlp: co-resident blocks per (shared memory bytes, norm type), asked once each.
   std::map<std::pair<int64_t, int64_t>, int64_t> residual_mlp_fit_;
   int64_t residual_mlp_kernels_ = 0;  // launches recorded (CudaStats)
+  // The b1 chain: whether the composition of these ops would run the plain GEMV for one row
+  // (so that the fused GEMVs compute the same), and the GemvArgs of out[s] = x . ws[s]^T.
+  bool b1_chain_on() const;
+  GemvArgs chain_gemv(const Tensor& x, std::span<const Tensor* const> ws,
+                      std::span<Tensor* const> outs, const char* op) const;
+  int64_t fused_gemvs_ = 0;  // CudaStats::fused_gemvs
 
   // CudaOptions::fuse_qk_attention: qk_norm_rope_kv_write records nothing and leaves its launch
   // here; attention() takes it into the staged decode kernel (AttentionArgs::fused_qk) when it is

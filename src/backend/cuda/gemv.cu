@@ -5,6 +5,7 @@
 // the whole cost, so this runs at close to memory bandwidth when the grid fills the GPU.
 #include <algorithm>
 #include <mutex>
+#include <stdexcept>
 #include <type_traits>
 #include <unordered_set>
 
@@ -38,16 +39,64 @@ __device__ __forceinline__ WarpRows warp_rows(const GemvArgs& a, int64_t warp, i
   return {2, (warp - w0 - w1) * R};
 }
 
+// GemvArgs' fusions as the kernel's F bits (gemv_fusion_applies).
+constexpr int kFuseNorm = 1, kFuseResidual = 2;
+
+// 1 / sqrt(mean(x^2) + eps) over x [k] (k % 8 == 0, k <= 4096) in the summation order of the
+// one-block norm kernels at one float4 per thread (rmsnorm_rows_kernel, add_rmsnorm_rows_kernel
+// with K = 1): thread t of ceil(k / 128) warps squares float4 t, each warp sums by xor butterfly
+// (offsets 16 .. 1), warp 0 sums the warps' partials the same way. One warp reproduces that here
+// alone: in round r (256 floats) lane l holds float4s 2l and 2l + 1, which are virtual lanes
+// 2 (l % 16) + j of virtual warp 2r + l / 16, so the virtual offsets 16, 8, 4, 2 are lane offsets
+// 8, 4, 2, 1 and offset 1 is the pair's own sum. Same bits as those kernels' norm.
+__device__ __forceinline__ float norm_scale(const float* __restrict__ x, int64_t k, int lane,
+                                            float eps) {
+  float t = 0.0f;
+  const int rounds = static_cast<int>((k + 255) / 256);
+  // Four rounds' loads in flight at once (a round at a time would wait for L2 each time).
+  for (int r0 = 0; r0 < rounds; r0 += 4) {
+    float4 v[4][2];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int64_t base = static_cast<int64_t>(lane) * 8 + static_cast<int64_t>(r0 + i) * 256;
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+        v[i][j] = base < k ? __ldg(reinterpret_cast<const float4*>(x + base) + j)
+                           : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float s[2];
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const float4 c = v[i][j];
+        s[j] = 0.0f;
+        s[j] += c.x * c.x + c.y * c.y + c.z * c.z + c.w * c.w;  // as the norm kernels' ss
+      }
+#pragma unroll
+      for (int off = 8; off > 0; off >>= 1)
+#pragma unroll
+        for (int j = 0; j < 2; ++j) s[j] += __shfl_xor_sync(0xffffffffu, s[j], off);
+      const float part = __shfl_sync(0xffffffffu, s[0] + s[1], (lane & 1) * 16);
+      if (lane >> 1 == r0 + i) t = part;  // lane i holds virtual warp i's partial, as part[i]
+    }
+  }
+  t = warp_sum(t);
+  return 1.0f / sqrtf(t / static_cast<float>(k) + eps);
+}
+
 // k % kVec16<W> == 0 and 16-byte aligned rows: 16-byte loads. G = 1: out[s] = x . w[s]^T for
 // the warp's segment; G = 2 (SwiGLU): the warp reads the same R rows of w[0] (gate) and w[1]
 // (up) and writes silu(gate) * up to out[0], so the MLP's first half is one pass and no
 // intermediate [n, f] round trip. U: 16-byte weight loads per lane per row in flight at once;
 // P (GemvArgs::tune has kTuneGemvPreload): the first round of U loads is issued before
 // pdl_wait(), so the weights stream while the previous kernel finishes (they are constant
-// during a step).
-template <typename W, int N, int R, int G, int U = 4, bool P = false>
+// during a step). F (kFuse* bits, one x row and bf16 only): kFuseNorm normalizes x first
+// (GemvArgs::norm; its weights preloaded with the round), kFuseResidual adds to out.
+template <typename W, int N, int R, int G, int U = 4, bool P = false, int F = 0>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_vec_kernel(const GemvArgs a) {
   constexpr int V = kVec16<W>;
+  static_assert(F == 0 || (N == 1 && std::is_same_v<W, __nv_bfloat16>));
   if (a.tune & kTuneGemvEarlyTrigger) pdl_trigger();
   const int64_t warp = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -60,10 +109,15 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_vec_kernel(const Gem
 #pragma unroll
   for (int g = 0; g < G; ++g) w[g] = static_cast<const W*>(G == 1 ? pick(a.w, wr.seg) : a.w[g]);
   uint4 wu[G][R][U];
+  uint4 nu[(F & kFuseNorm) ? U : 1];  // the norm's weights (kFuseNorm), as the row's
   auto load_round = [&](int64_t base0) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t base = base0 + static_cast<int64_t>(u) * 32 * V;
+      if constexpr ((F & kFuseNorm) != 0)
+        nu[u] = base < k ? __ldg(reinterpret_cast<const uint4*>(
+                               static_cast<const __nv_bfloat16*>(a.norm) + base))
+                         : make_uint4(0, 0, 0, 0);
 #pragma unroll
       for (int g = 0; g < G; ++g)
 #pragma unroll
@@ -86,6 +140,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_vec_kernel(const Gem
         if (row0 + r < m) prefetch_l2(w[g] + (row0 + r) * k + base);
   pdl_wait();
   pdl_trigger();
+  float inv = 1.0f;
+  if constexpr ((F & kFuseNorm) != 0) inv = norm_scale(x, k, lane, static_cast<float>(a.eps));
   float acc[G][R][N];
 #pragma unroll
   for (int g = 0; g < G; ++g)
@@ -117,6 +173,18 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_vec_kernel(const Gem
           xv[4 * q + 2] = f.z;
           xv[4 * q + 3] = f.w;
         }
+        if constexpr ((F & kFuseNorm) != 0) {
+          // As the norm kernels: w * (x * inv); the first warp also writes the normalized row.
+          float nv[V];
+          unpack16(nu[u], nv, W{});
+#pragma unroll
+          for (int e = 0; e < V; ++e) xv[e] = nv[e] * (xv[e] * inv);
+          if (warp == 0 && a.norm_out)
+#pragma unroll
+            for (int q = 0; q < V / 4; ++q)
+              reinterpret_cast<float4*>(a.norm_out + base)[q] =
+                  make_float4(xv[4 * q], xv[4 * q + 1], xv[4 * q + 2], xv[4 * q + 3]);
+        }
 #pragma unroll
         for (int g = 0; g < G; ++g)
 #pragma unroll
@@ -136,7 +204,10 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_vec_kernel(const Gem
         const float up = warp_sum(acc[G - 1][r][n]);
         v = v / (1.0f + expf(-v)) * up;  // as swiglu_kernel
       }
-      if (lane == 0 && row0 + r < m) out[n * m + row0 + r] = v;
+      if (lane == 0 && row0 + r < m) {
+        float& o = out[n * m + row0 + r];
+        o = (F & kFuseResidual) != 0 ? o + v : v;  // the residual add: as add(x, proj, x)
+      }
     }
 }
 
@@ -183,8 +254,37 @@ bool vec_aligned(const GemvArgs& a) {
   return bits % 16 == 0 && a.k % kVec16<W> == 0;
 }
 
+// The fused variants (gemv_fusion_applies holds): one x row, one weight row per warp.
+template <int F, bool P>
+void launch_fused(const GemvArgs& a, unsigned grid, cudaStream_t s) {
+  using W = __nv_bfloat16;
+  if (a.swiglu)
+    return launch_pdl(gemv_vec_kernel<W, 1, 1, 2, 4, P, F>, grid, kWarpsPerBlock * 32, 0, s, a);
+  if constexpr (P) {  // as the plain preload: the whole row up to k = 2048
+    if (a.k > 4 * 32 * kVec16<W>)
+      return launch_pdl(gemv_vec_kernel<W, 1, 1, 1, 8, P, F>, grid, kWarpsPerBlock * 32, 0, s, a);
+  }
+  launch_pdl(gemv_vec_kernel<W, 1, 1, 1, 4, P, F>, grid, kWarpsPerBlock * 32, 0, s, a);
+}
+
+template <int F>
+void launch_fused(const GemvArgs& a, unsigned grid, cudaStream_t s) {
+  if (a.tune & kTuneGemvPreload) return launch_fused<F, true>(a, grid, s);
+  launch_fused<F, false>(a, grid, s);
+}
+
 template <typename W, int N>
 void gemv_for(const GemvArgs& a, cudaStream_t s) {
+  if (a.norm || a.residual) {
+    if (!gemv_fusion_applies(a)) throw std::runtime_error("gemv: fusion outside its shapes");
+    if constexpr (std::is_same_v<W, __nv_bfloat16> && N == 1) {
+      int64_t warps = 0;
+      for (int64_t g = 0; g < (a.swiglu ? 1 : a.segments); ++g) warps += a.m[g];
+      const unsigned grid = blocks_for(warps, kWarpsPerBlock);
+      if (a.norm) return launch_fused<kFuseNorm>(a, grid, s);
+      return launch_fused<kFuseResidual>(a, grid, s);
+    }
+  }
   if (vec_aligned<W>(a)) {
     // Two weight rows per warp once x has several rows, so each x load serves two weight loads.
     constexpr int R = N <= 2 ? 1 : 2;
@@ -247,6 +347,14 @@ void gemv_typed(const GemvArgs& a, cudaStream_t s) {
 }
 
 }  // namespace
+
+bool gemv_fusion_applies(const GemvArgs& a) {
+  if (a.n != 1 || a.weight_type != ElemType::BF16 || !vec_aligned<__nv_bfloat16>(a)) return false;
+  if (a.segments < 1 || a.segments > kGemvMaxSegments || (a.swiglu && a.segments != 2))
+    return false;
+  if (a.residual) return a.residual == 1 && !a.norm && !a.swiglu;
+  return a.norm && a.k <= 4096 && aligned16(a.norm) && (!a.norm_out || aligned16(a.norm_out));
+}
 
 void launch_gemv_multi(const void* p, cudaStream_t s) {
   const auto& a = *static_cast<const GemvArgs*>(p);

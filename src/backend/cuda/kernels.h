@@ -326,7 +326,20 @@ struct GemvArgs {
   ElemType weight_type;
   int64_t n, k;
   int64_t tune;  // kTune* bits
+  // The batch-1 decode chain's fusions (gemv_fusion_applies; all null/0: none).
+  // norm set: x is normalized first, as rmsnorm(x, norm, eps) computes it (norm bf16 [k]; every
+  //   warp sums x's squares in the order of the one-block norm kernels, so the same bits), and
+  //   norm_out (when set) receives the normalized row (the first warp writes it).
+  // residual = 1: out[s] += x . w[s]^T (the residual add in the epilogue; out must not alias x).
+  const void* norm;
+  float* norm_out;
+  double eps;
+  int64_t residual;
 };
+// Whether launch_gemv_multi takes a's norm / residual fusions: one x row, bf16 weights (and
+// norm), k % 8 == 0, 16-byte aligned x and weights; with a norm k <= 4096 (the norm kernels'
+// one-float4-per-thread shape, whose summation order the GEMV reproduces).
+bool gemv_fusion_applies(const GemvArgs& a);
 void launch_gemv_multi(const void* args, cudaStream_t stream);
 
 // Decode-batch GEMM on bf16 tensor cores (skinny_gemm.cu) for the batches past the GEMV: bf16 x
