@@ -6,7 +6,7 @@
 # decode attention old vs new, and step_bench against main's binary, alternating, 3 rounds.
 cd "$(dirname "$0")"; HERE=$PWD
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-DEADLINE=${DEADLINE:-170}
+DEADLINE=${DEADLINE:-130}
 tar xJf bin.tar.xz; tar xJf shared.tar.xz  # bin/, shared/models/qwen3-0.6b (config only)
 export LD_LIBRARY_PATH=$HERE/lib:$HERE/bin:/usr/local/cuda/lib64:$LD_LIBRARY_PATH
 export INFERA_SHARED_DIR=$HERE/shared
@@ -30,15 +30,15 @@ M=$INFERA_SHARED_DIR/models/qwen3-0.6b
 H='*KvWriteAndPagedAttention/cuda*'
 # --- correctness, in parallel (GPU shared; nothing here is timed)
 for i in 0 1 2 3 4 5 6 7; do
-  GTEST_TOTAL_SHARDS=8 GTEST_SHARD_INDEX=$i timeout 70 $B/test_backend_ops --gtest_filter="$H" > $R/shard_$i.log 2>&1 &
+  GTEST_TOTAL_SHARDS=8 GTEST_SHARD_INDEX=$i timeout 50 $B/test_backend_ops --gtest_filter="$H" > $R/shard_$i.log 2>&1 &
 done
 for c in 1 2 4 5 6; do  # config 3 = the default, run by the shards
-  INFERA_CUDA_DECODE_MMA_CONFIG=$c timeout 70 $B/test_backend_ops --gtest_filter='*KvWriteAndPagedAttention/cuda' > $R/cfg_$c.log 2>&1 &
+  INFERA_CUDA_DECODE_MMA_CONFIG=$c timeout 50 $B/test_backend_ops --gtest_filter='*KvWriteAndPagedAttention/cuda' > $R/cfg_$c.log 2>&1 &
 done
-timeout 70 $B/test_backend_ops_bug --gtest_filter='*KvWriteAndPagedAttention/cuda' > $R/bug.log 2>&1 &
-timeout 70 $B/test_cuda_backend > $R/cb.log 2>&1 &
-timeout 70 compute-sanitizer --tool memcheck --kernel-name kns=attention_decode_mma --error-exitcode 3 $B/test_backend_ops --gtest_filter='*KvWriteAndPagedAttention/cuda' > $R/memcheck.log 2>&1 &
-timeout 70 compute-sanitizer --tool racecheck --kernel-name kns=attention_decode_mma --error-exitcode 3 $B/test_backend_ops --gtest_filter='*KvWriteAndPagedAttention/cuda' > $R/racecheck.log 2>&1 &
+timeout 50 $B/test_backend_ops_bug --gtest_filter='*KvWriteAndPagedAttention/cuda' > $R/bug.log 2>&1 &
+timeout 50 $B/test_cuda_backend > $R/cb.log 2>&1 &
+timeout 50 compute-sanitizer --tool memcheck --kernel-name kns=attention_decode_mma --error-exitcode 3 $B/test_backend_ops --gtest_filter='*KvWriteAndPagedAttention/cuda' > $R/memcheck.log 2>&1 &
+timeout 50 compute-sanitizer --tool racecheck --kernel-name kns=attention_decode_mma --error-exitcode 3 $B/test_backend_ops --gtest_filter='*KvWriteAndPagedAttention/cuda' > $R/racecheck.log 2>&1 &
 wait
 for i in 0 1 2 3 4 5 6 7; do verdict "harness shard $i" $R/shard_$i.log; done
 for c in 1 2 4 5 6; do verdict "harness cuda, INFERA_CUDA_DECODE_MMA_CONFIG=$c" $R/cfg_$c.log; done
@@ -48,7 +48,7 @@ for f in memcheck racecheck; do echo "== $f" >> $S; grep -E "ERROR SUMMARY|RACEC
 echo "correctness done t=${SECONDS}s" | tee -a $T
 # --- timings: the kernel shape sweep (b64, b256)
 SW="--model $M --dummy-weights --device cuda --kv-dtype bf16 --prefill 512 --batch 64,256 --context 512 --decode-steps 16 --repeats 3"
-for c in 3 1 2 4 5 6; do
+for c in 3 2 6 1; do
   step "sweep cfg=$c" 20 $L env INFERA_CUDA_DECODE_MMA_CONFIG=$c $B/step_bench $SW
 done
 BEST=$(python3 - $L <<'PY'
@@ -78,7 +78,7 @@ for bsz in 64 256; do
   step "ncu new b$bsz" 25 $N env INFERA_CUDA_DECODE_MMA_CONFIG=$BEST ncu --clock-control none --profile-from-start off -k regex:attention_decode -c 4 --metrics $MET --csv --print-units base $B/step_bench $NA --batch $bsz
 done
 # --- the same binary with the staged kernel (INFERA_CUDA_DECODE_MMA=0), if time is left
-for i in 1 2; do
+for i in 1; do
   step "ab staged #$i" 25 $L env INFERA_CUDA_DECODE_MMA=0 $B/step_bench $A
 done
 tar -C /tmp -cJf $OUT/raw.tar.xz raw
