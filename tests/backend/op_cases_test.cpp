@@ -347,6 +347,20 @@ std::vector<AttnCase> attention_cases() {
        8,
        {}},
       {"qwen3 heads, block size 24", {201, 176}, {201, 131}, 16, 8, 128, 24, {}},
+      // The tensor-core decode kernel's 32-key tiles: one lookup per tile where the block size is
+      // a multiple of 32 (64: tiles at both halves of a block; 96: no power of two) and per key
+      // row otherwise; lengths around the tiles and the blocks, one long sequence (split keys).
+      {"decode qwen3 heads, block size 64",
+       {1, 31, 32, 33, 64, 65, 127, 500, 1025},
+       std::vector<int32_t>(9, 1),
+       16,
+       8,
+       128,
+       64,
+       {}},
+      {"decode block size 96, window 70", {300, 97, 5}, {1, 1, 1}, 4, 2, 128, 96, {}},
+      {"decode 1 sequence of 1000 keys", {1000}, {1}, 2, 1, 128, 32, {}},
+      {"decode 2 rows, d 64, block size 48", {130, 47, 2}, {2, 2, 2}, 4, 2, 64, 48, {}},
   };
   c[6].params.window = 4;
   c[7].params = {.causal = false, .window = 8};
@@ -356,6 +370,7 @@ std::vector<AttnCase> attention_cases() {
   c[16].params.window = 20;
   c[21].params.window = 150;
   c[24].params.window = 50;
+  c[29].params.window = 70;
   for (AttnCase& a : c) a.params.scale = 1.0f / std::sqrt(float(a.d));
   return c;
 }

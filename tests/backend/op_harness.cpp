@@ -37,6 +37,7 @@ CudaOptions harness_cuda_options(const std::string& name) {
     o.decode_staged = false;
     o.paired_gemm = false;  // (the staged kernel's bf16 shadow does not apply here)
   }
+  if (name == "cuda_decode_mma") o.decode_mma = true;  // the tensor-core decode attention
   if (name == "cuda_interleaved") {  // the interleaved tile of the 64-vector flash kernel
     o.flash_interleaved = true;
     o.flash_key_halves = false;
@@ -151,9 +152,9 @@ std::vector<HarnessBackend> harness_backends() {
   // default one off) and runs every case.
   if (cuda_device_count() > 0)
     for (const char* name :
-         {"cuda_exact", "cuda_skinny", "cuda_stream", "cuda_unstaged", "cuda_interleaved",
-          "cuda_prefill_toggled", "cuda_b1", "cuda_flash_split", "cuda_flash_wide",
-          "cuda_flash_wide_split", "cuda_flash_wide8", "cuda_flash_wide8_plain",
+         {"cuda_exact", "cuda_skinny", "cuda_stream", "cuda_unstaged", "cuda_decode_mma",
+          "cuda_interleaved", "cuda_prefill_toggled", "cuda_b1", "cuda_flash_split",
+          "cuda_flash_wide", "cuda_flash_wide_split", "cuda_flash_wide8", "cuda_flash_wide8_plain",
           "cuda_flash_halves", "cuda_flash_wgmma", "cuda_flash_wgmma128", "cuda_flash_wgmma_pipe",
           "cuda_flash_wgmma_qlate", "cuda_flash_wgmma128_qlate", "cuda_b1fuse"})
       list.push_back({name, [name] { return make_cuda_backend(0, harness_cuda_options(name)); }});

@@ -390,6 +390,9 @@ CudaOptions cuda_options_from_env() {
     o.decode_stages = std::atoi(v);
   if (const char* v = std::getenv("INFERA_CUDA_DECODE_SPLITS"); v && *v)
     o.decode_splits = std::max(0, std::atoi(v));
+  o.decode_mma = cuda::env_flag("INFERA_CUDA_DECODE_MMA", o.decode_mma);
+  if (const char* v = std::getenv("INFERA_CUDA_DECODE_MMA_CONFIG"); v && *v)
+    o.decode_mma_config = std::max(0, std::atoi(v));
   return o;
 }
 

@@ -144,6 +144,15 @@ struct CudaOptions {
   bool decode_staged = true;
   int64_t decode_stages = 3;
   int64_t decode_splits = 0;
+  // Of those, the tensor-core kernel (attention_decode_mma.cu) where it applies (not exact_f32,
+  // no fused qk-norm): S = Q K^T and O += P V by mma.sync over 32-key tiles that each warp
+  // streams through its shared-memory stages, one block-table lookup per tile; q and P rounded
+  // to the cache type, f32 softmax and accumulation (INFERA_CUDA_DECODE_MMA=0: the staged
+  // kernel's f32 FMAs; OFF by default until an H200 run verifies it: INFERA_CUDA_DECODE_MMA=1). decode_mma_config picks its (warps, stages) shape for bf16 head_dim 128
+  // (INFERA_CUDA_DECODE_MMA_CONFIG: 1 = 1x4, 2 = 2x2, 3 = 2x3, 4 = 4x2, 5 = 1x3, 6 = 2x4;
+  // 0 = the default, 2x3). docs/notes/2026-12-03/issue-11-attn256.md has the H200 numbers.
+  bool decode_mma = false;
+  int64_t decode_mma_config = 0;
   // The staged decode attention also writes its output rounded to bf16 (the bf16 shadow, see
   // bf16_shadow) for the o projection's tensor-core GEMM, past gemv_max_rows rows: one
   // convert_bf16 launch (~2.6 us at b64) fewer per layer (INFERA_CUDA_DECODE_SHADOW=0: off).

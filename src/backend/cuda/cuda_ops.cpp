@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <string>
 
+#include "backend/cuda/attention_decode_mma.h"
 #include "backend/cuda/attention_flash_wgmma.h"
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/cuda_check.h"
@@ -572,14 +573,23 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& 
       a.qk = *pending_qk_;
       pending_qk_.reset();
     }
-    const int64_t slots = sms * attention_decode_staged_blocks_per_sm(head_dim, vectors, a.stages);
+    // The tensor-core kernel where it applies (CudaOptions::decode_mma).
+    const bool mma = !a.fused_qk && options_.decode_mma && !options_.exact_f32 &&
+                     attention_decode_mma_supports(a.type, head_dim) &&
+                     reinterpret_cast<uintptr_t>(q.data()) % 8 == 0;  // float2 q loads
+    if (mma) a.stages = options_.decode_mma_config;  // its shape (attention_decode_mma.h)
+    const int64_t slots =
+        sms * (mma ? attention_decode_mma_blocks_per_sm(head_dim, a.stages)
+                   : attention_decode_staged_blocks_per_sm(head_dim, vectors, a.stages));
     use_splits(options_.decode_splits > 0
                    ? options_.decode_splits
                    : plan_decode_staged_splits(seqs * hkv, capacity, slots,
                                                options_.decode_split_keys, 65535 / hkv));
-    nt.kernel = a.splits > 1 ? "attention_decode_staged_split" : "attention_decode_staged";
+    nt.kernel = mma ? (a.splits > 1 ? "attention_decode_mma_split" : "attention_decode_mma")
+                : a.splits > 1 ? "attention_decode_staged_split"
+                               : "attention_decode_staged";
     if (options_.decode_attention_shadow) a.out_bf16 = shadow_buffer(out);
-    ctx_->record(launch_attention_decode_staged, a, nt);
+    ctx_->record(mma ? launch_attention_decode_mma : launch_attention_decode_staged, a, nt);
     return publish_shadow(out, a.out_bf16);
   }
   if (options_.decode_attention && vectors <= kDecodeMaxVectors && aligned &&
