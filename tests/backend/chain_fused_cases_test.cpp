@@ -24,31 +24,6 @@ namespace {
 
 using Doubles = std::vector<double>;
 
-Doubles norm_ref(const Doubles& x, const std::vector<float>& w, int n, int d, double eps) {
-  Doubles out(x.size());
-  for (int r = 0; r < n; ++r) {
-    double ss = 0;
-    for (int i = 0; i < d; ++i) ss += x[size_t(r * d + i)] * x[size_t(r * d + i)];
-    const double inv = 1.0 / std::sqrt(ss / d + eps);
-    for (int i = 0; i < d; ++i) out[size_t(r * d + i)] = w[size_t(i)] * x[size_t(r * d + i)] * inv;
-  }
-  return out;
-}
-
-// out[r, j] = x[r, :] . w[j, :] for w [m, k].
-Doubles mv_ref(const Doubles& x, const std::vector<float>& w, int n, int k, int m) {
-  Doubles out(size_t(n * m));
-  for (int r = 0; r < n; ++r)
-    for (int j = 0; j < m; ++j) {
-      double s = 0;
-      for (int p = 0; p < k; ++p) s += x[size_t(r * k + p)] * w[size_t(j * k + p)];
-      out[size_t(r * m + j)] = s;
-    }
-  return out;
-}
-
-Doubles doubles(const std::vector<float>& v) { return Doubles(v.begin(), v.end()); }
-
 // Elements that differ in their bits (NaN-safe: a NaN never equals).
 int mismatches(const std::vector<float>& a, const std::vector<float>& b) {
   if (a.size() != b.size()) return -1;
@@ -114,19 +89,20 @@ TEST_P(ChainFusedOps, MatchesReferenceAndComposition) {
 
         // Reference: x += attn.Wo; xn = norm(x); h = silu(xn.Wg) * (xn.Wu); x += h.Wd; next
         // norm; the next projections of it. And rmsnorm_matmul_multi: norm(x) and its q/k/v.
-        const Doubles x0 = doubles(x.values);
-        const Doubles p = mv_ref(doubles(attn.values), wo.values, n, q, d);
+        const Doubles x0 = as_doubles(x.values);
+        const Doubles p = matvec_reference(as_doubles(attn.values), wo.values, n, q, d);
         Doubles s(x0.size());
         for (size_t i = 0; i < s.size(); ++i) s[i] = x0[i] + p[i];
-        const Doubles xn1 = norm_ref(s, mlp_norm.values, n, d, eps);
-        const Doubles g = mv_ref(xn1, wg.values, n, d, f), u = mv_ref(xn1, wu.values, n, d, f);
+        const Doubles xn1 = rmsnorm_reference(s, mlp_norm.values, n, d, eps);
+        const Doubles g = matvec_reference(xn1, wg.values, n, d, f),
+                      u = matvec_reference(xn1, wu.values, n, d, f);
         Doubles h(g.size());
         for (size_t i = 0; i < h.size(); ++i) h[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
-        const Doubles p2 = mv_ref(h, wd.values, n, f, d);
+        const Doubles p2 = matvec_reference(h, wd.values, n, f, d);
         Doubles x2(s.size());
         for (size_t i = 0; i < x2.size(); ++i) x2[i] = s[i] + p2[i];
-        const Doubles xn2 = c.next ? norm_ref(x2, next_norm.values, n, d, eps) : xn1;
-        const Doubles xn0 = norm_ref(x0, attn_norm.values, n, d, eps);
+        const Doubles xn2 = c.next ? rmsnorm_reference(x2, next_norm.values, n, d, eps) : xn1;
+        const Doubles xn0 = rmsnorm_reference(x0, attn_norm.values, n, d, eps);
 
         std::deque<HostData> copies;  // tensors the ops write get their own copy
         auto mutable_x = [&](const char* tname) {
@@ -169,7 +145,7 @@ TEST_P(ChainFusedOps, MatchesReferenceAndComposition) {
           for (int i = 0; i < nexts; ++i) {
             const auto got = read_back(b, outs[size_t(i)]);
             report.check(Op::OutputMlp, wt, name + " next " + std::to_string(i), got,
-                         mv_ref(xn2, wn[size_t(i)].values, n, d, c.m[i]));
+                         matvec_reference(xn2, wn[size_t(i)].values, n, d, c.m[i]));
             EXPECT_EQ(mismatches(got, read_back(b, couts[size_t(i)])), 0)
                 << label << " " << name << " next projection " << i;
           }
@@ -199,7 +175,7 @@ TEST_P(ChainFusedOps, MatchesReferenceAndComposition) {
           for (int i = 0; i < nexts; ++i) {
             const auto got = read_back(b, ys[size_t(i)]);
             report.check(Op::RmsNormMatmulMulti, wt, name + " out " + std::to_string(i), got,
-                         mv_ref(xn0, wn[size_t(i)].values, n, d, c.m[i]));
+                         matvec_reference(xn0, wn[size_t(i)].values, n, d, c.m[i]));
             EXPECT_EQ(mismatches(got, read_back(b, cys[size_t(i)])), 0)
                 << label << " " << name << " rmsnorm_matmul_multi out " << i;
           }

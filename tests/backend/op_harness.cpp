@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <hwy/targets.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -151,12 +152,26 @@ std::vector<HarnessBackend> harness_backends() {
   // others keep the kernels that are off by default tested: each turns one of them on (or the
   // default one off) and runs every case.
   if (cuda_device_count() > 0)
-    for (const char* name :
-         {"cuda_exact", "cuda_skinny", "cuda_stream", "cuda_unstaged", "cuda_decode_mma",
-          "cuda_interleaved", "cuda_prefill_toggled", "cuda_b1", "cuda_flash_split",
-          "cuda_flash_wide", "cuda_flash_wide_split", "cuda_flash_wide8", "cuda_flash_wide8_plain",
-          "cuda_flash_halves", "cuda_flash_wgmma", "cuda_flash_wgmma128", "cuda_flash_wgmma_pipe",
-          "cuda_flash_wgmma_qlate", "cuda_flash_wgmma128_qlate", "cuda_b1fuse"})
+    for (const char* name : {"cuda_exact",
+                             "cuda_skinny",
+                             "cuda_stream",
+                             "cuda_unstaged",
+                             "cuda_decode_mma",
+                             "cuda_interleaved",
+                             "cuda_prefill_toggled",
+                             "cuda_b1",
+                             "cuda_flash_split",
+                             "cuda_flash_wide",
+                             "cuda_flash_wide_split",
+                             "cuda_flash_wide8",
+                             "cuda_flash_wide8_plain",
+                             "cuda_flash_halves",
+                             "cuda_flash_wgmma",
+                             "cuda_flash_wgmma128",
+                             "cuda_flash_wgmma_pipe",
+                             "cuda_flash_wgmma_qlate",
+                             "cuda_flash_wgmma128_qlate",
+                             "cuda_b1fuse"})
       list.push_back({name, [name] { return make_cuda_backend(0, harness_cuda_options(name)); }});
 #endif
   return list;
@@ -178,6 +193,34 @@ std::string dims(std::initializer_list<int64_t> ds) {
   std::string s;
   for (int64_t d : ds) s += (s.empty() ? "" : "x") + std::to_string(d);
   return s;
+}
+
+std::vector<double> rmsnorm_reference(const std::vector<double>& x, const std::vector<float>& w,
+                                      int n, int d, double eps) {
+  std::vector<double> out(x.size());
+  for (int r = 0; r < n; ++r) {
+    double ss = 0;
+    for (int i = 0; i < d; ++i) ss += x[size_t(r * d + i)] * x[size_t(r * d + i)];
+    const double inv = 1.0 / std::sqrt(ss / d + eps);
+    for (int i = 0; i < d; ++i) out[size_t(r * d + i)] = w[size_t(i)] * x[size_t(r * d + i)] * inv;
+  }
+  return out;
+}
+
+std::vector<double> matvec_reference(const std::vector<double>& x, const std::vector<float>& w,
+                                     int n, int k, int m) {
+  std::vector<double> out(size_t(n * m));
+  for (int r = 0; r < n; ++r)
+    for (int j = 0; j < m; ++j) {
+      double s = 0;
+      for (int p = 0; p < k; ++p) s += x[size_t(r * k + p)] * w[size_t(j * k + p)];
+      out[size_t(r * m + j)] = s;
+    }
+  return out;
+}
+
+std::vector<double> as_doubles(const std::vector<float>& v) {
+  return std::vector<double>(v.begin(), v.end());
 }
 
 std::vector<double> matmul_reference(const std::vector<float>& x, const std::vector<float>& w,

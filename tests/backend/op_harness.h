@@ -89,6 +89,15 @@ std::string dims(std::initializer_list<int64_t> ds);
 std::vector<double> matmul_reference(const std::vector<float>& x, const std::vector<float>& w,
                                      int n, int k, int m);
 
+// Row-wise RMSNorm of x [n, d] in double: w * x / sqrt(mean of squares + eps) (the residual-MLP
+// and decode-chain cases' reference).
+std::vector<double> rmsnorm_reference(const std::vector<double>& x, const std::vector<float>& w,
+                                      int n, int d, double eps);
+// out [n, m] = x [n, k] . w [m, k]^T with x already in double (uncached: chained references).
+std::vector<double> matvec_reference(const std::vector<double>& x, const std::vector<float>& w,
+                                     int n, int k, int m);
+std::vector<double> as_doubles(const std::vector<float>& v);
+
 // Runs `body(backend, label)` for `hb` once, or once per SIMD target for the CPU backend.
 void for_each_target(const HarnessBackend& hb,
                      const std::function<void(Backend&, const std::string&)>& body);

@@ -21,31 +21,6 @@ namespace {
 
 using Doubles = std::vector<double>;
 
-Doubles rmsnorm_ref(const Doubles& x, const std::vector<float>& w, int n, int d, double eps) {
-  Doubles out(x.size());
-  for (int r = 0; r < n; ++r) {
-    double ss = 0;
-    for (int i = 0; i < d; ++i) ss += x[size_t(r * d + i)] * x[size_t(r * d + i)];
-    const double inv = 1.0 / std::sqrt(ss / d + eps);
-    for (int i = 0; i < d; ++i) out[size_t(r * d + i)] = w[size_t(i)] * x[size_t(r * d + i)] * inv;
-  }
-  return out;
-}
-
-// out[r, j] = x[r, :] . w[j, :] for w [m, k].
-Doubles matvec_ref(const Doubles& x, const std::vector<float>& w, int n, int k, int m) {
-  Doubles out(size_t(n * m));
-  for (int r = 0; r < n; ++r)
-    for (int j = 0; j < m; ++j) {
-      double s = 0;
-      for (int p = 0; p < k; ++p) s += x[size_t(r * k + p)] * w[size_t(j * k + p)];
-      out[size_t(r * m + j)] = s;
-    }
-  return out;
-}
-
-Doubles as_doubles(const std::vector<float>& v) { return Doubles(v.begin(), v.end()); }
-
 class ResidualMlpOps : public ::testing::TestWithParam<HarnessBackend> {};
 
 TEST_P(ResidualMlpOps, MatchesReferenceAndComposition) {
@@ -81,15 +56,15 @@ TEST_P(ResidualMlpOps, MatchesReferenceAndComposition) {
         // Reference: x += delta; xn = norm(x); h = silu(xn.Wg) * (xn.Wu); x += h.Wd; next norm.
         Doubles s(size_t(n * d));
         for (size_t i = 0; i < s.size(); ++i) s[i] = double(x.values[i]) + delta.values[i];
-        const Doubles xn1 = rmsnorm_ref(s, mlp_norm.values, n, d, eps);
-        const Doubles g = matvec_ref(xn1, wg.values, n, d, f),
-                      u = matvec_ref(xn1, wu.values, n, d, f);
+        const Doubles xn1 = rmsnorm_reference(s, mlp_norm.values, n, d, eps);
+        const Doubles g = matvec_reference(xn1, wg.values, n, d, f),
+                      u = matvec_reference(xn1, wu.values, n, d, f);
         Doubles h(g.size());
         for (size_t i = 0; i < h.size(); ++i) h[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
-        const Doubles p = matvec_ref(h, wd.values, n, f, d);
+        const Doubles p = matvec_reference(h, wd.values, n, f, d);
         Doubles x2(s.size());
         for (size_t i = 0; i < x2.size(); ++i) x2[i] = s[i] + p[i];
-        const Doubles xn2 = last ? xn1 : rmsnorm_ref(x2, next_norm.values, n, d, eps);
+        const Doubles xn2 = last ? xn1 : rmsnorm_reference(x2, next_norm.values, n, d, eps);
 
         // Tensors the ops write get their own copy of the data (the CPU backend's
         // prepare_weight borrows the host bytes in place).
