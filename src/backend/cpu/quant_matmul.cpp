@@ -146,15 +146,8 @@ void set_decode_dynamic_rows(bool on) {
 }
 
 namespace {
-bool q6_k_gfni_from_env() {
-  const char* v = std::getenv("INFERA_CPU_Q6K_GFNI");
-  if (!v || !*v || std::strcmp(v, "1") == 0) return true;
-  if (std::strcmp(v, "0") == 0) return false;
-  throw InvalidArgument("INFERA_CPU_Q6K_GFNI must be 0 or 1, not '" + std::string(v) + "'");
-}
-
 std::atomic<bool>& q6_k_gfni_setting() {
-  static std::atomic<bool> on{q6_k_gfni_from_env()};
+  static std::atomic<bool> on{on_off_from_env("INFERA_CPU_Q6K_GFNI", true)};
   return on;
 }
 }  // namespace
