@@ -189,8 +189,12 @@ class Qwen3 final : public CausalLM {
     Tensor x = s_.x.rows(0, n);
     backend_.embedding(embed_, batch.tokens, x);
     emit(x, "embed", -1);
-    for (int64_t il = 0; il < p_.layers; ++il)
-      layer(static_cast<int>(il), n, batch, cache.layers[static_cast<size_t>(il)]);
+    if (hook_) {
+      for (int64_t il = 0; il < p_.layers; ++il)
+        layer(static_cast<int>(il), n, batch, cache.layers[static_cast<size_t>(il)]);
+    } else {
+      stack(n, batch, cache);
+    }
     if (desc.output_rows.empty()) return {};
 
     // Only the requested rows go through the final norm and the (large) LM head.
@@ -208,6 +212,25 @@ class Qwen3 final : public CausalLM {
     return out;
   }
 
+  // Without the activation hook: the layers as one op (ops/backend.h: exactly the fused ops a
+  // hookless forward calls, which a backend may run as one kernel).
+  void stack(int64_t n, const Batch& batch, KvPool& cache) {
+    refs_.clear();
+    for (int64_t il = 0; il < p_.layers; ++il) {
+      const LayerWeights& w = layers_[static_cast<size_t>(il)];
+      refs_.push_back({&w.attn_norm, &w.q_proj, &w.k_proj, &w.v_proj, &w.q_norm, &w.k_norm,
+                       &w.o_proj, &w.mlp_norm, &w.gate_proj, &w.up_proj, &w.down_proj,
+                       &cache.layers[static_cast<size_t>(il)]});
+    }
+    Tensor x = s_.x.rows(0, n), xn = s_.xn.rows(0, n), proj = s_.proj.rows(0, n);
+    Tensor q = s_.q.rows(0, n), k = s_.k.rows(0, n), v = s_.v.rows(0, n);
+    Tensor attn = s_.attn.rows(0, n), gate = s_.gate.rows(0, n), up = s_.up.rows(0, n);
+    const DecoderStackParams params{p_.q_heads, p_.kv_heads, p_.head_dim, p_.eps, p_.rope_theta,
+                                    1.0f / std::sqrt(static_cast<float>(p_.head_dim))};
+    backend_.decoder_stack(x, refs_, batch, params, {&xn, &q, &k, &v, &attn, &proj, &gate, &up});
+  }
+
+  // With the activation hook: one op at a time, each activation handed to the hook.
   void layer(int il, int64_t n, const Batch& batch, KvLayer& cache) {
     const LayerWeights& w = layers_[static_cast<size_t>(il)];
     Tensor x = s_.x.rows(0, n), xn = s_.xn.rows(0, n), proj = s_.proj.rows(0, n);
@@ -216,15 +239,10 @@ class Qwen3 final : public CausalLM {
 
     const Tensor* qkv_w[] = {&w.q_proj, &w.k_proj, &w.v_proj};
     Tensor* qkv[] = {&q, &k, &v};
-    // Without the hook the fused ops: the first layer's norm and q/k/v as one op, and every
-    // later layer's q/k/v inside the previous layer's output_mlp (the same ops as below).
-    if (!hook_ && il == 0) backend_.rmsnorm_matmul_multi(x, w.attn_norm, p_.eps, xn, qkv_w, qkv);
-    if (hook_) {
-      // The previous layer's residual add already normed x into xn (add_rmsnorm).
-      if (il == 0) backend_.rmsnorm(x, w.attn_norm, p_.eps, xn);
-      emit(xn, "attn_norm", il);
-      backend_.matmul_multi(xn, qkv_w, qkv);
-    }
+    // The previous layer's residual add already normed x into xn (add_rmsnorm).
+    if (il == 0) backend_.rmsnorm(x, w.attn_norm, p_.eps, xn);
+    emit(xn, "attn_norm", il);
+    backend_.matmul_multi(xn, qkv_w, qkv);
     Tensor qh = q.reshaped({n, p_.q_heads, p_.head_dim});
     Tensor kh = k.reshaped({n, p_.kv_heads, p_.head_dim});
     backend_.qk_norm_rope_kv_write(qh, kh, v.reshaped({n, p_.kv_heads, p_.head_dim}), w.q_norm,
@@ -239,17 +257,6 @@ class Qwen3 final : public CausalLM {
     const Tensor no_norm;
     const LayerWeights* next = il + 1 < p_.layers ? &layers_[static_cast<size_t>(il) + 1] : nullptr;
     const Tensor& next_norm = next ? next->attn_norm : no_norm;
-    if (!hook_) {
-      // The o projection, residual add, MLP, the next layer's norm and its q/k/v as one fused
-      // op (a backend may run it in fewer launches); the same ops as below.
-      const Tensor* next_w[] = {next ? &next->q_proj : nullptr, next ? &next->k_proj : nullptr,
-                                next ? &next->v_proj : nullptr};
-      const std::span<const Tensor* const> next_ws(next_w, next ? 3 : 0);
-      const std::span<Tensor* const> next_outs(qkv, next ? 3 : 0);
-      backend_.output_mlp(attn, w.o_proj, x, w.mlp_norm, w.gate_proj, w.up_proj, w.down_proj,
-                          next_norm, next_ws, next_outs, p_.eps, xn, gate, up, proj);
-      return;
-    }
     backend_.matmul(attn, w.o_proj, proj);
     backend_.add_rmsnorm(x, proj, w.mlp_norm, p_.eps, xn);
     emit(x, "attn_residual", il);
@@ -320,6 +327,7 @@ class Qwen3 final : public CausalLM {
   Backend& backend_;
   Tensor embed_, final_norm_, lm_head_;
   std::vector<LayerWeights> layers_;
+  std::vector<DecoderLayerRefs> refs_;  // stack()'s view of layers_, rebuilt per call
   Scratch s_;
 };
 

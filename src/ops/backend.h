@@ -81,10 +81,31 @@ enum class Op : uint8_t {
   ResidualMlp,
   RmsNormMatmulMulti,
   OutputMlp,
+  DecoderStack,
   ArgmaxRows,
   SampleRows,  // sample_rows; a backend that says no leaves sampling to the host's Sampler
 };
 std::string_view op_name(Op op);
+
+// One pre-norm decoder layer with per-head q/k RMSNorm (Qwen3) as decoder_stack reads it: its
+// weights and its cache.
+struct DecoderLayerRefs {
+  const Tensor *attn_norm, *q_proj, *k_proj, *v_proj, *q_norm, *k_norm, *o_proj;
+  const Tensor *mlp_norm, *gate_proj, *up_proj, *down_proj;
+  KvLayer* cache;
+};
+// decoder_stack's shapes and constants.
+struct DecoderStackParams {
+  int64_t q_heads = 0, kv_heads = 0, head_dim = 0;
+  float eps = 1e-6f;
+  double rope_theta = 1e6;
+  float scale = 1.0f;  // attention's score scale
+};
+// decoder_stack's activations, [n, width] F32 each (widths: hidden for xn and proj, q_heads x
+// head_dim for q and attn, kv_heads x head_dim for k and v, intermediate for gate and up).
+struct DecoderStackScratch {
+  Tensor *xn, *q, *k, *v, *attn, *proj, *gate, *up;
+};
 
 class Backend {
  public:
@@ -268,6 +289,20 @@ class Backend {
                           const Tensor& next_norm, std::span<const Tensor* const> next_ws,
                           std::span<Tensor* const> next_outs, float eps, Tensor& xn, Tensor& gate,
                           Tensor& up, Tensor& proj);
+  // A stack of pre-norm decoder layers over the residual stream x [n, hidden] F32 (updated in
+  // place), causal attention over each layer's cache, as exactly this composition per layer i
+  // (w = layers[i], the model's forward without hooks):
+  //   i == 0: rmsnorm_matmul_multi(x, w.attn_norm, eps, xn, {q, k, v proj}, {q, k, v})
+  //   qk_norm_rope_kv_write(q, k, v, w.q_norm, w.k_norm, eps, theta, *w.cache, batch)
+  //   attention(q, *w.cache, batch, {scale, causal}, attn)
+  //   output_mlp(attn, w.o_proj, x, w.mlp_norm, w.gate/up/down, next layer's attn_norm (none
+  //              for the last), next layer's {q, k, v proj} -> {q, k, v}, eps, xn, gate, up,
+  //              proj)
+  // The scratch tensors' contents afterwards are unspecified. A backend overrides it to run the
+  // whole stack as one kernel where it pays (CUDA: one decode row, bf16 weights).
+  virtual void decoder_stack(Tensor& x, std::span<const DecoderLayerRefs> layers,
+                             const Batch& batch, const DecoderStackParams& params,
+                             const DecoderStackScratch& scratch);
   // Greedy choice per row, delivered to the host: ids[i] = the index of the largest value of row
   // i of x [rows, width] F32 (ties: the lowest index, as torch.argmax; NaN never wins), or -1
   // when the row has no value above -inf. ids.size() == rows. A device backend computes it where

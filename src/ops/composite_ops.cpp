@@ -80,6 +80,37 @@ void Backend::output_mlp(const Tensor& attn, const Tensor& w_o, Tensor& x, const
   if (!next_ws.empty()) matmul_multi(xn, next_ws, next_outs);
 }
 
+void Backend::decoder_stack(Tensor& x, std::span<const DecoderLayerRefs> layers,
+                            const Batch& batch, const DecoderStackParams& p,
+                            const DecoderStackScratch& s) {
+  const int64_t n = x.rank() == 2 ? x.dim(0) : 0;
+  if (n == 0 || !s.xn || !s.q || !s.k || !s.v || !s.attn || !s.proj || !s.gate || !s.up)
+    throw InvalidArgument("[decoder_stack] x " + x.shape().str() +
+                          " must be [n, hidden] with every scratch tensor given");
+  Tensor* qkv[] = {s.q, s.k, s.v};
+  for (size_t il = 0; il < layers.size(); ++il) {
+    const DecoderLayerRefs& w = layers[il];
+    if (!w.cache) throw InvalidArgument("[decoder_stack] layer " + std::to_string(il) + " has no cache");
+    const Tensor* qkv_w[] = {w.q_proj, w.k_proj, w.v_proj};
+    if (il == 0) rmsnorm_matmul_multi(x, *w.attn_norm, p.eps, *s.xn, qkv_w, qkv);
+    Tensor qh = s.q->reshaped({n, p.q_heads, p.head_dim});
+    Tensor kh = s.k->reshaped({n, p.kv_heads, p.head_dim});
+    qk_norm_rope_kv_write(qh, kh, s.v->reshaped({n, p.kv_heads, p.head_dim}), *w.q_norm,
+                          *w.k_norm, p.eps, p.rope_theta, *w.cache, batch);
+    Tensor attn_h = s.attn->reshaped({n, p.q_heads, p.head_dim});
+    attention(qh, *w.cache, batch, {.scale = p.scale, .causal = true}, attn_h);
+    const DecoderLayerRefs* next = il + 1 < layers.size() ? &layers[il + 1] : nullptr;
+    const Tensor no_norm;
+    const Tensor* next_w[] = {next ? next->q_proj : nullptr, next ? next->k_proj : nullptr,
+                              next ? next->v_proj : nullptr};
+    const std::span<const Tensor* const> next_ws(next_w, next ? 3 : 0);
+    const std::span<Tensor* const> next_outs(qkv, next ? 3 : 0);
+    output_mlp(*s.attn, *w.o_proj, x, *w.mlp_norm, *w.gate_proj, *w.up_proj, *w.down_proj,
+               next ? *next->attn_norm : no_norm, next_ws, next_outs, p.eps, *s.xn, *s.gate,
+               *s.up, *s.proj);
+  }
+}
+
 void Backend::argmax_rows(const Tensor& x, std::span<int32_t> ids) {
   if (x.rank() != 2 || x.dtype() != DType::F32 || static_cast<int64_t>(ids.size()) != x.dim(0))
     throw InvalidArgument("[argmax_rows] x " + x.shape().str() +

@@ -15,6 +15,7 @@
 #include "../model/fixture_cases.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "cuda_test_models.h"
 #include "engine/kv_cache.h"
 #include "engine/step.h"
 #include "model/causal_lm.h"
@@ -47,15 +48,8 @@ std::vector<std::vector<float>> decode_one(CausalLM& model, int steps) {
   return out;
 }
 
-size_t argmax(const std::vector<float>& v) {
-  return static_cast<size_t>(std::max_element(v.begin(), v.end()) - v.begin());
-}
-
-// The largest logit minus the second largest.
-float top_margin(std::vector<float> v) {
-  std::partial_sort(v.begin(), v.begin() + 2, v.end(), std::greater<float>());
-  return v[0] - v[1];
-}
+using cuda_test::argmax;
+using cuda_test::top_margin;
 
 class CudaResidualMlpTest : public ::testing::TestWithParam<const char*> {
  protected:
@@ -75,6 +69,8 @@ TEST_P(CudaResidualMlpTest, DecodeFollowsCompositionAndCpu) {
   on.residual_mlp = eager.residual_mlp = true;
   eager.graphs = false;
   off.residual_mlp = false;
+  // The per-layer ops under test, not the one-kernel stack that would take these steps.
+  on.decode_stack = eager.decode_stack = off.decode_stack = false;
   // The 5-row prompt on the GEMV (f32 x) as this bound was set for: the stream GEMM's bf16 x
   // moves qwen3-micro's logits vs the CPU from ~4e-2 to 5.6e-2 (H200, session 10). Its own
   // accuracy is held by cuda_stream_test.cpp and the op harness.
@@ -122,6 +118,7 @@ TEST_P(CudaResidualMlpTest, FusedChainEqualsCompositionBitForBit) {
   on.b1_fused_chain = eager.b1_fused_chain = true;
   eager.graphs = false;
   off.b1_fused_chain = false;
+  on.decode_stack = eager.decode_stack = off.decode_stack = false;  // as above
   auto on_b = make_cuda_backend(0, on), eager_b = make_cuda_backend(0, eager),
        off_b = make_cuda_backend(0, off);
   const auto got = run(*on_b), got_eager = run(*eager_b), composed = run(*off_b);

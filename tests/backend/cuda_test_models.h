@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -51,6 +53,16 @@ inline std::vector<float> prompt_logits(Backend& backend, const std::filesystem:
   std::vector<float> logits(static_cast<size_t>(n * vocab));
   run_step(*model, cache, std::span<const SeqChunk>(&chunk, 1), logits);
   return logits;
+}
+
+// The index of the largest logit, and the largest minus the second largest (greedy choices are
+// compared only where that margin is no near tie).
+inline size_t argmax(const std::vector<float>& v) {
+  return static_cast<size_t>(std::max_element(v.begin(), v.end()) - v.begin());
+}
+inline float top_margin(std::vector<float> v) {
+  std::partial_sort(v.begin(), v.begin() + 2, v.end(), std::greater<float>());
+  return v[0] - v[1];
 }
 
 // Sum of squared differences over the reference's sum of squares; NaN (which fails every bound)

@@ -97,6 +97,7 @@ CudaBackend::~CudaBackend() {
   ctx_->set_before_record(nullptr);
   try {
     ctx_->synchronize("finish pending work");
+    write_decode_stack_trace();
   } catch (const std::exception&) {
   }
 }
@@ -119,7 +120,7 @@ bool CudaBackend::supports(Op op, std::initializer_list<DType> dtypes) const {
          op == Op::Attention || op == Op::LayerNorm || op == Op::AddBias || op == Op::AddRmsNorm ||
          op == Op::MatmulSwiglu || op == Op::QkNormRopeKvWrite || op == Op::AddLayerNorm ||
          op == Op::MatmulGeglu || op == Op::ResidualMlp || op == Op::RmsNormMatmulMulti ||
-         op == Op::OutputMlp)
+         op == Op::OutputMlp || op == Op::DecoderStack)
             ? is_float
             : t == DType::F32;
     if (!ok) return false;
@@ -297,7 +298,8 @@ CudaStats CudaBackend::stats() const {
           s.host_flush_seconds,
           paired_gemms_,
           residual_mlp_kernels_,
-          fused_gemvs_};
+          fused_gemvs_,
+          decode_stack_kernels_};
 }
 
 }  // namespace cuda
@@ -357,6 +359,11 @@ CudaOptions cuda_options_from_env() {
   o.fuse_qk_attention = cuda::env_flag("INFERA_CUDA_FUSE_QK", o.fuse_qk_attention);
   o.residual_mlp = cuda::env_flag("INFERA_CUDA_PERSISTENT", o.residual_mlp);
   o.b1_fused_chain = cuda::env_flag("INFERA_CUDA_B1_FUSE", o.b1_fused_chain);
+  o.decode_stack = cuda::env_flag("INFERA_CUDA_DECODE_STACK", o.decode_stack);
+  if (const char* v = std::getenv("INFERA_CUDA_DECODE_STACK_SPLITS"); v && *v)
+    o.decode_stack_splits = std::max(0, std::atoi(v));
+  if (const char* v = std::getenv("INFERA_CUDA_DECODE_STACK_TRACE"); v) o.decode_stack_trace = v;
+  o.decode_stack_smem = cuda::env_flag("INFERA_CUDA_DECODE_STACK_SMEM", o.decode_stack_smem);
   if (const char* v = std::getenv("INFERA_CUDA_PERSISTENT_BLOCKS"); v && *v)
     o.residual_mlp_blocks = std::max(0, std::atoi(v));
   o.residual_mlp_carveout =

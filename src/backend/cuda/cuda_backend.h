@@ -275,6 +275,24 @@ struct CudaOptions {
   // (INFERA_CUDA_B1_FUSE=1: on). Not with INFERA_CUDA_PERSISTENT (that kernel takes the MLP half
   // then). OFF until measured on the H200 (docs/notes/2026-12-03/issue-11-b1fuse.md says why).
   bool b1_fused_chain = false;
+  // One decode row of one sequence through the whole decoder stack as ONE kernel
+  // (Backend::decoder_stack, decode_stack.cu): a block per SM, grid barriers between the phases
+  // of each layer, every warp loading its rows of the next phase's weights before the barrier in
+  // front of it. bf16 weights and cache, head_dim 16/32/64/128, hidden <= 1024, q width <= 2048,
+  // intermediate <= 3072, GQA group <= 4 (Qwen3-0.6B's shape); anything else the composition
+  // (INFERA_CUDA_DECODE_STACK=0: off). On the H200 b1 decode x1.22 at context 512
+  // (docs/notes/2026-12-03/session-12-lead.md).
+  bool decode_stack = true;
+  // Its attention splits per kv head, 0 = SMs / kv heads (INFERA_CUDA_DECODE_STACK_SPLITS);
+  // its o / gate / up / down weight rows through shared memory, copied (TMA) at each layer's
+  // start, where they fit (INFERA_CUDA_DECODE_STACK_SMEM=1; off: through registers, each phase's
+  // rows loaded a barrier ahead, which measured x1.04 faster: its first thread issues the 64
+  // copies a layer before it can wait at the barrier).
+  int64_t decode_stack_splits = 0;
+  bool decode_stack_smem = false;
+  // A file that gets the last launch's per-block barrier timestamps (DecodeStackArgs::trace) when
+  // the backend is destroyed (INFERA_CUDA_DECODE_STACK_TRACE; a diagnostic: empty = none).
+  std::string decode_stack_trace;
   bool residual_mlp_carveout = false;
   int64_t residual_mlp_chunk = 0;
   bool residual_mlp_lsu = false;
@@ -311,6 +329,7 @@ struct CudaStats {
   int64_t paired_gemms = 0;          // launches of two GEMMs as one (CudaOptions::paired_gemm)
   int64_t residual_mlp_kernels = 0;  // residual_mlp ops run as one kernel (residual_mlp.cu)
   int64_t fused_gemvs = 0;  // GEMVs with a norm prologue or residual epilogue (b1_fused_chain)
+  int64_t decode_stack_kernels = 0;  // decoder_stack ops run as one kernel (decode_stack.cu)
 };
 std::optional<CudaStats> cuda_stats(const Backend& backend);
 // With CudaOptions::profile: device time per (op, kernel) since the last call, as a table

@@ -39,6 +39,10 @@ struct UploadedBatch {
   mutable bool tables_fit = true;
 };
 
+// Throws InvalidArgument naming `op` unless every block id the batch's sequences use (for this
+// pool's block size) lies inside the pool and every sequence fits its block-table row.
+void expect_tables_fit(const UploadedBatch& u, const KvLayer& cache, const char* op);
+
 class CudaBackend final : public Backend {
  public:
   CudaBackend(int device, const CudaOptions& options);
@@ -88,6 +92,10 @@ class CudaBackend final : public Backend {
                   const Tensor& next_norm, std::span<const Tensor* const> next_ws,
                   std::span<Tensor* const> next_outs, float eps, Tensor& xn, Tensor& gate,
                   Tensor& up, Tensor& proj) override;
+  // The whole decoder stack of one decode row as one kernel (cuda_decode_stack_ops.cpp;
+  // CudaOptions::decode_stack).
+  void decoder_stack(Tensor& x, std::span<const DecoderLayerRefs> layers, const Batch& batch,
+                     const DecoderStackParams& params, const DecoderStackScratch& scratch) override;
   // Sampling (cuda_sampling_ops.cpp).
   void sample_rows(const Tensor& x, std::span<const RowSampling> rows,
                    std::span<SampledId> out) override;
@@ -220,6 +228,14 @@ class CudaBackend final : public Backend {
   GemvArgs chain_gemv(const Tensor& x, std::span<const Tensor* const> ws,
                       std::span<Tensor* const> outs, const char* op) const;
   int64_t fused_gemvs_ = 0;  // CudaStats::fused_gemvs
+  // decoder_stack: co-resident blocks per (head_dim + 1024 x group, shared memory bytes), asked
+  // once each; the layer tables uploaded so far (host copy -> device copy), reused while the model and cache
+  // stay; launches recorded (CudaStats::decode_stack_kernels).
+  std::map<std::pair<int64_t, int64_t>, int64_t> decode_stack_fit_;
+  std::vector<std::pair<std::vector<const void*>, Tensor>> decode_stack_tables_;
+  int64_t decode_stack_kernels_ = 0;
+  Tensor decode_stack_trace_;  // CudaOptions::decode_stack_trace's device buffer
+  void write_decode_stack_trace();
 
   // CudaOptions::fuse_qk_attention: qk_norm_rope_kv_write records nothing and leaves its launch
   // here; attention() takes it into the staged decode kernel (AttentionArgs::fused_qk) when it is

@@ -295,7 +295,6 @@ RopeArgs CudaBackend::rope_args(Tensor& x, const Tensor& positions, double theta
                   x.dim(2)};
 }
 
-namespace {
 // The batch's block ids (for this pool's block size) must lie inside the pool.
 void expect_tables_fit(const UploadedBatch& u, const KvLayer& cache, const char* op) {
   const int64_t blocks = cache.keys.dim(1), bs = cache.keys.dim(2);
@@ -326,7 +325,6 @@ void expect_tables_fit(const UploadedBatch& u, const KvLayer& cache, const char*
                      "block " + std::to_string(u.block_min < 0 ? u.block_min : u.block_max) +
                          " outside the cache's " + std::to_string(blocks) + " blocks");
 }
-}  // namespace
 
 void CudaBackend::kv_write(const Tensor& k, const Tensor& v, KvLayer& cache, const Batch& batch) {
   const char* op = "kv_write";

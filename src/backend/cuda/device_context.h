@@ -97,6 +97,8 @@ class DeviceContext {
     kSampleOut = 10,
     kSkinnyGluBf16 = 11,    // matmul_swiglu's result as bf16 (the down projection's input)
     kResidualMlpSync = 12,  // residual_mlp's grid barrier and done counters (left zero)
+    kDecodeStackScratch = 13,  // decoder_stack's q/k/v, attention, h and split partials
+    kDecodeStackSync = 14,     // decoder_stack's grid barrier, exit and split counters (left zero)
   };
   // A device buffer of at least `bytes` kept by the context under `slot` (GEMM activations,
   // attention partials); growing it moves it, which only changes later launches' keys.

@@ -25,6 +25,7 @@
 
 #include "backend/cuda/device_util.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/mbarrier.cuh"
 #include "backend/cuda/residual_mlp.h"
 
 namespace infera::cuda {
@@ -34,39 +35,6 @@ namespace {
 // dot products' latency; the grid stays one block per SM).
 constexpr int kMaxThreads = 512, kMaxWarps = kMaxThreads / 32;
 
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void mbar_init(uint64_t* bar) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(bar)) : "memory");
-}
-// One arrival that also expects `bytes` of asynchronous copies to complete on the barrier.
-__device__ __forceinline__ void mbar_expect(uint64_t* bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)),
-               "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t phase) {
-  uint32_t done = 0;
-  while (!done)
-    asm volatile(
-        "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, "
-        "p; }"
-        : "=r"(done)
-        : "r"(smem_addr(bar)), "r"(phase)
-        : "memory");
-}
-// Global -> shared bulk copy (bytes a multiple of 16, both addresses 16-byte aligned), completing
-// on `bar`. A block launched without clusters is a cluster of one: its shared::cta address is
-// its shared::cluster address.
-__device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes,
-                                          uint64_t* bar) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
-          "r"(smem_addr(dst)),
-      "l"(src), "r"(bytes), "r"(smem_addr(bar))
-      : "memory");
-}
 __device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
   unsigned v;
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
@@ -138,7 +106,7 @@ __global__ void __launch_bounds__(kMaxThreads)
     auto copy = [&](void* dst, const void* src, int64_t bytes) {
       for (int64_t i = threadIdx.x; i < bytes / 16; i += nthreads)
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(
-                         smem_addr(static_cast<unsigned char*>(dst) + 16 * i)),
+                         smem_u32(static_cast<unsigned char*>(dst) + 16 * i)),
                      "l"(static_cast<const unsigned char*>(src) + 16 * i)
                      : "memory");
     };
@@ -151,11 +119,11 @@ __global__ void __launch_bounds__(kMaxThreads)
     const auto gate_bytes = static_cast<uint32_t>(jn * d * 2);
     const auto down_bytes = static_cast<uint32_t>(rn * f * 2);
     if (lane == 0) {
-      mbar_init(&bars[0]);
-      mbar_init(&bars[1]);
+      mbar_init(&bars[0], 1);
+      mbar_init(&bars[1], 1);
       asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-      if (jn > 0) mbar_expect(&bars[0], 2 * gate_bytes);
-      if (rn > 0) mbar_expect(&bars[1], down_bytes);
+      if (jn > 0) mbar_expect_tx(&bars[0], 2 * gate_bytes);
+      if (rn > 0) mbar_expect_tx(&bars[1], down_bytes);
     }
     __syncwarp();
     // Constant weights: requested before the PDL wait (device_util.cuh's rule), in pieces of
@@ -164,7 +132,7 @@ __global__ void __launch_bounds__(kMaxThreads)
       const uint32_t piece = chunk > 0 && chunk < bytes ? static_cast<uint32_t>(chunk) : bytes;
       const uint32_t pieces = (bytes + piece - 1) / piece;
       for (uint32_t c = (lane + 32 - first % 32) % 32; c < pieces; c += 32)
-        bulk_load(static_cast<unsigned char*>(dst) + size_t{c} * piece,
+        bulk_copy_g2s(static_cast<unsigned char*>(dst) + size_t{c} * piece,
                   static_cast<const unsigned char*>(src) + size_t{c} * piece,
                   min(piece, bytes - c * piece), bar);
       return first + pieces;

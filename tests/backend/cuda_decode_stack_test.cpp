@@ -1,0 +1,150 @@
+// The CUDA backend's one-kernel decoder stack (decode_stack.cu, CudaOptions::decode_stack) inside
+// whole models: one sequence decoding one row per step, so every step's layers run as one launch.
+// Graph replay equals eager launches bit for bit (the kernel's counters are reset by the kernel
+// and replays reuse them), the logits follow the composition of the one-op kernels (the switch
+// off) and the CPU, and the greedy tokens equal the CPU's where its choice is no near tie. The
+// models: both Qwen3 fixtures (head_dim 16 and 32, GQA 2 and 4), a head_dim-128 dummy model and a
+// dummy model of Qwen3-0.6B's layer shape (every register slot of the kernel in use), the last
+// also with a context long enough that each attention split walks more keys than it preloads
+// (and with three splits a kv head); the weights through shared memory (the default) and
+// through registers.
+// Skips, saying so, where no CUDA device is visible.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "../model/fixture_cases.h"
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cuda/cuda_backend.h"
+#include "cuda_test_models.h"
+#include "engine/kv_cache.h"
+#include "engine/step.h"
+#include "model/causal_lm.h"
+#include "test_compare.h"
+
+namespace infera {
+namespace {
+
+// Qwen3-0.6B's layer (hidden 1024, 16 q heads and 8 kv heads of 128, intermediate 3072) in two
+// layers with a small vocabulary: the kernel's largest supported shape.
+const char* const kQwen3Layer06B = R"({
+  "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "head_dim": 128,
+  "hidden_size": 1024, "intermediate_size": 3072, "num_attention_heads": 16,
+  "num_key_value_heads": 8, "num_hidden_layers": 2, "max_position_embeddings": 40960,
+  "rms_norm_eps": 1e-06, "rope_theta": 1000000, "tie_word_embeddings": true,
+  "torch_dtype": "bfloat16", "vocab_size": 512})";
+
+struct Case {
+  const char* name;
+  const char* fixture;  // a fixture folder, or nullptr for `config` with dummy weights
+  const char* config;
+  int prompt;  // prompt tokens before the decode steps
+  int64_t splits = 0;       // CudaOptions::decode_stack_splits
+  bool smem_weights = true;  // CudaOptions::decode_stack_smem
+};
+
+// One sequence: a prompt, then `steps` one-row decode steps fed a fixed token schedule (the same
+// inputs on every backend); the logits of every decode step.
+std::vector<std::vector<float>> decode_one(CausalLM& model, int prompt_len, int steps) {
+  const auto vocab = static_cast<size_t>(model.info().vocab);
+  const int64_t slots = prompt_len + steps + 1;
+  KvCache cache(model.backend(), model.kv_shape(),
+                {.block_size = 16, .num_blocks = (slots + 15) / 16 + 2, .dtype = DType::BF16});
+  const SeqId id = cache.add_sequence();
+  EXPECT_TRUE(cache.reserve(id, slots));
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < prompt_len; ++i)
+    prompt.push_back(static_cast<int32_t>((int64_t{i} * 7919 + 785) % static_cast<int64_t>(vocab)));
+  std::vector<float> logits(vocab);
+  const SeqChunk first{id, prompt, OutputRows::Last};
+  run_step(model, cache, std::span<const SeqChunk>(&first, 1), logits);
+  std::vector<std::vector<float>> out;
+  int32_t next = 11;
+  for (int s = 0; s < steps; ++s) {
+    const SeqChunk chunk{id, std::span<const int32_t>(&next, 1)};
+    run_step(model, cache, std::span<const SeqChunk>(&chunk, 1), logits);
+    out.push_back(logits);
+    next = static_cast<int32_t>((int64_t{next} * 31 + s + 7) % static_cast<int64_t>(vocab));
+  }
+  return out;
+}
+
+using cuda_test::argmax;
+using cuda_test::top_margin;
+
+class CudaDecodeStackTest : public ::testing::TestWithParam<Case> {
+ protected:
+  void SetUp() override {
+    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible: cuda tests not run";
+  }
+};
+
+TEST_P(CudaDecodeStackTest, DecodeFollowsCompositionAndCpu) {
+  const Case& c = GetParam();
+  const auto dir = c.fixture ? test::fixture(c.fixture)
+                             : cuda_test::config_dir(std::string("decode_stack_") + c.name,
+                                                     c.config);
+  const LoadOptions load{.dummy_weights = c.fixture == nullptr};
+  constexpr int kSteps = 8;
+  auto run = [&](Backend& b) {
+    auto model = load_causal_lm(dir, b, load);
+    return decode_one(*model, c.prompt, kSteps);
+  };
+  CudaOptions on, eager, off;
+  on.decode_stack = eager.decode_stack = true;
+  on.decode_stack_splits = eager.decode_stack_splits = c.splits;
+  on.decode_stack_smem = eager.decode_stack_smem = c.smem_weights;
+  eager.graphs = false;
+  off.decode_stack = false;
+  // The prompt on the GEMV / cuBLAS paths as the residual-MLP test runs it (the stream GEMM
+  // rounds x to bf16, which moves the CPU comparison; its own accuracy is tested elsewhere).
+  on.stream_gemm = eager.stream_gemm = off.stream_gemm = false;
+  auto on_b = make_cuda_backend(0, on), eager_b = make_cuda_backend(0, eager),
+       off_b = make_cuda_backend(0, off);
+  auto cpu_b = make_cpu_backend(2);
+  const auto got = run(*on_b), got_eager = run(*eager_b), composed = run(*off_b), cpu = run(*cpu_b);
+  // One kernel per one-row step (the prompt runs the composition), graphs replayed it.
+  const CudaStats s = *cuda_stats(*on_b);
+  EXPECT_EQ(s.decode_stack_kernels, kSteps);
+  EXPECT_GE(s.graph_launches, kSteps - 2);
+  EXPECT_EQ(cuda_stats(*off_b)->decode_stack_kernels, 0);
+  ASSERT_EQ(got.size(), size_t{kSteps});
+  double vs_composed = 0, vs_cpu = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i], got_eager[i]) << "graph replay vs eager, step " << i;
+    vs_composed = std::max(vs_composed, test::max_abs_diff(got[i], composed[i]));
+    vs_cpu = std::max(vs_cpu, test::max_abs_diff(got[i], cpu[i]));
+    if (top_margin(cpu[i]) > 2e-2f) EXPECT_EQ(argmax(got[i]), argmax(cpu[i])) << "step " << i;
+  }
+  std::printf("  %s: %lld decode_stack kernels; max |logit diff| vs composition %.2e, vs cpu %.2e\n",
+              c.name, static_cast<long long>(s.decode_stack_kernels), vs_composed, vs_cpu);
+  // Same f32 arithmetic on the same bf16 weights and cache, other summation orders: the decode's
+  // f32 bound of the residual-MLP test (2e-3); against the CPU that test's 5e-2 (the prompt went
+  // through bf16 tensor cores on CUDA).
+  EXPECT_LE(vs_composed, 2e-3);
+  EXPECT_LE(vs_cpu, 5e-2);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Models, CudaDecodeStackTest,
+    ::testing::Values(Case{"qwen3_micro", "qwen3-micro", nullptr, 5},
+                      Case{"qwen3_small_untied", "qwen3-small-untied", nullptr, 5},
+                      Case{"head_dim_128", nullptr, cuda_test::kQwen3, 40},
+                      Case{"qwen3_0_6b_layers", nullptr, kQwen3Layer06B, 40},
+                      Case{"qwen3_0_6b_layers_long", nullptr, kQwen3Layer06B, 1100},
+                      // 3 splits a kv head: ~370 keys a split, six batches of keys a warp.
+                      Case{"qwen3_0_6b_layers_long_splits3", nullptr, kQwen3Layer06B, 1100, 3},
+                      // The weights through registers instead of shared memory.
+                      Case{"qwen3_small_untied_registers", "qwen3-small-untied", nullptr, 5, 0,
+                           false},
+                      Case{"qwen3_0_6b_layers_registers", nullptr, kQwen3Layer06B, 40, 0, false},
+                      Case{"qwen3_0_6b_layers_long_registers", nullptr, kQwen3Layer06B, 1100, 0,
+                           false}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+}  // namespace
+}  // namespace infera
