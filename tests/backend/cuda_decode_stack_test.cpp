@@ -47,30 +47,12 @@ struct Case {
   bool smem_weights = true;  // CudaOptions::decode_stack_smem
 };
 
-// One sequence: a prompt, then `steps` one-row decode steps fed a fixed token schedule (the same
-// inputs on every backend); the logits of every decode step.
+// A prompt of `prompt_len` tokens, then `steps` one-row decode steps, in a cache just large enough.
 std::vector<std::vector<float>> decode_one(CausalLM& model, int prompt_len, int steps) {
-  const auto vocab = static_cast<size_t>(model.info().vocab);
-  const int64_t slots = prompt_len + steps + 1;
-  KvCache cache(model.backend(), model.kv_shape(),
-                {.block_size = 16, .num_blocks = (slots + 15) / 16 + 2, .dtype = DType::BF16});
-  const SeqId id = cache.add_sequence();
-  EXPECT_TRUE(cache.reserve(id, slots));
   std::vector<int32_t> prompt;
   for (int i = 0; i < prompt_len; ++i)
-    prompt.push_back(static_cast<int32_t>((int64_t{i} * 7919 + 785) % static_cast<int64_t>(vocab)));
-  std::vector<float> logits(vocab);
-  const SeqChunk first{id, prompt, OutputRows::Last};
-  run_step(model, cache, std::span<const SeqChunk>(&first, 1), logits);
-  std::vector<std::vector<float>> out;
-  int32_t next = 11;
-  for (int s = 0; s < steps; ++s) {
-    const SeqChunk chunk{id, std::span<const int32_t>(&next, 1)};
-    run_step(model, cache, std::span<const SeqChunk>(&chunk, 1), logits);
-    out.push_back(logits);
-    next = static_cast<int32_t>((int64_t{next} * 31 + s + 7) % static_cast<int64_t>(vocab));
-  }
-  return out;
+    prompt.push_back(static_cast<int32_t>((int64_t{i} * 7919 + 785) % model.info().vocab));
+  return cuda_test::decode_one(model, prompt, steps, (prompt_len + steps + 1 + 15) / 16 + 2);
 }
 
 using cuda_test::argmax;

@@ -24,28 +24,9 @@
 namespace infera {
 namespace {
 
-// One sequence: a 5-token prompt, then `steps` one-row decode steps fed a fixed token schedule
-// (the same inputs on every backend); the logits of every decode step.
+// The prompt "The capital of France is", then `steps` one-row decode steps.
 std::vector<std::vector<float>> decode_one(CausalLM& model, int steps) {
-  const auto vocab = static_cast<size_t>(model.info().vocab);
-  KvCache cache(model.backend(), model.kv_shape(),
-                {.block_size = 16, .num_blocks = 8, .dtype = DType::BF16});
-  const SeqId id = cache.add_sequence();
-  EXPECT_TRUE(cache.reserve(id, 5 + steps + 1));
-  std::vector<int32_t> prompt = {785, 6722, 315, 9625, 374};
-  for (int32_t& t : prompt) t %= static_cast<int32_t>(vocab);
-  std::vector<float> logits(vocab);
-  const SeqChunk first{id, prompt, OutputRows::Last};
-  run_step(model, cache, std::span<const SeqChunk>(&first, 1), logits);
-  std::vector<std::vector<float>> out;
-  int32_t next = 11;
-  for (int s = 0; s < steps; ++s) {
-    const SeqChunk chunk{id, std::span<const int32_t>(&next, 1)};
-    run_step(model, cache, std::span<const SeqChunk>(&chunk, 1), logits);
-    out.push_back(logits);
-    next = static_cast<int32_t>((int64_t{next} * 31 + s + 7) % static_cast<int64_t>(vocab));
-  }
-  return out;
+  return cuda_test::decode_one(model, {785, 6722, 315, 9625, 374}, steps, 8);
 }
 
 using cuda_test::argmax;

@@ -55,6 +55,31 @@ inline std::vector<float> prompt_logits(Backend& backend, const std::filesystem:
   return logits;
 }
 
+// One sequence: `prompt` (ids taken modulo the vocabulary), then `steps` one-row decode steps fed
+// a fixed token schedule (the same inputs on every backend), in a bf16 cache of `num_blocks`
+// blocks of 16; the logits of every decode step.
+inline std::vector<std::vector<float>> decode_one(CausalLM& model, std::vector<int32_t> prompt,
+                                                  int steps, int64_t num_blocks) {
+  const auto vocab = static_cast<size_t>(model.info().vocab);
+  KvCache cache(model.backend(), model.kv_shape(),
+                {.block_size = 16, .num_blocks = num_blocks, .dtype = DType::BF16});
+  const SeqId id = cache.add_sequence();
+  EXPECT_TRUE(cache.reserve(id, static_cast<int64_t>(prompt.size()) + steps + 1));
+  for (int32_t& t : prompt) t %= static_cast<int32_t>(vocab);
+  std::vector<float> logits(vocab);
+  const SeqChunk first{id, prompt, OutputRows::Last};
+  run_step(model, cache, std::span<const SeqChunk>(&first, 1), logits);
+  std::vector<std::vector<float>> out;
+  int32_t next = 11;
+  for (int s = 0; s < steps; ++s) {
+    const SeqChunk chunk{id, std::span<const int32_t>(&next, 1)};
+    run_step(model, cache, std::span<const SeqChunk>(&chunk, 1), logits);
+    out.push_back(logits);
+    next = static_cast<int32_t>((int64_t{next} * 31 + s + 7) % static_cast<int64_t>(vocab));
+  }
+  return out;
+}
+
 // The index of the largest logit, and the largest minus the second largest (greedy choices are
 // compared only where that margin is no near tie).
 inline size_t argmax(const std::vector<float>& v) {

@@ -48,18 +48,6 @@ constexpr int kMaxGroup = 4;   // q heads per kv head (the kernel's G: 2 or 4)
 constexpr int kKeyPre = 2;     // keys a warp loads with the layer's q/k/v weights
 constexpr int kKeyBatch = 4;   // keys a warp loads at once past those
 
-__device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
-  unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
-// All blocks of the grid meet here (they are co-resident: the host caps the grid at the
-// occupancy count), in two halves: arrive() (thread 0 publishes the block's writes and counts
-// itself) and wait() (thread 0 waits for every block's arrival). In between the warps issue the
-// next phase's weight loads: they read nothing another block writes, and issued before the
-// arrival they would hold it up, since the fence waits for every prior access of its thread.
-// __syncthreads before the arrival and after the wait order the block's accesses around it.
 __device__ __forceinline__ uint64_t global_ns() {
   uint64_t t;
   asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
@@ -92,16 +80,6 @@ struct GridBarrier {
     __syncthreads();
   }
 };
-
-// Sum over the block (every thread gets it); part holds a float per warp.
-__device__ __forceinline__ float block_sum(float v, float* part) {
-  v = warp_sum(v);
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  __syncthreads();  // part may still be read by a previous call
-  if (lane == 0) part[warp] = v;
-  __syncthreads();
-  return warp_sum(lane < kWarps ? part[lane] : 0.0f);
-}
 
 // A weight chunk, read once (no L1 allocation). Volatile: the compiler keeps the loads of the
 // next phase's weights after the current phase's arithmetic, so the two sets of registers are
@@ -148,28 +126,6 @@ __device__ __forceinline__ float dot_row(const uint4 (&u)[C], const float* v, in
       acc = fmaf(w[6], b.z, acc);
       acc = fmaf(w[7], b.w, acc);
     }
-  }
-  return warp_sum(acc);
-}
-
-// The dot product of a bf16 row in shared memory (kc chunks of 8) with v (shared, f32), summed
-// over the warp (every lane gets it).
-__device__ __forceinline__ float dot_smem_row(const bf16* row, const float* v, int kc) {
-  float acc = 0.0f;
-#pragma unroll 4
-  for (int c = threadIdx.x % 32; c < kc; c += 32) {
-    float w[8];
-    unpack16(reinterpret_cast<const uint4*>(row)[c], w, bf16{});
-    const float4 x0 = reinterpret_cast<const float4*>(v)[2 * c];
-    const float4 x1 = reinterpret_cast<const float4*>(v)[2 * c + 1];
-    acc = fmaf(w[0], x0.x, acc);
-    acc = fmaf(w[1], x0.y, acc);
-    acc = fmaf(w[2], x0.z, acc);
-    acc = fmaf(w[3], x0.w, acc);
-    acc = fmaf(w[4], x1.x, acc);
-    acc = fmaf(w[5], x1.y, acc);
-    acc = fmaf(w[6], x1.z, acc);
-    acc = fmaf(w[7], x1.w, acc);
   }
   return warp_sum(acc);
 }
@@ -619,7 +575,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const DecodeS
       mbar_wait(&weight_bars[0], parity);
       for (int k = warp; k < n_o; k += kWarps) {
         const int r = b + nb * k;
-        const float o = dot_smem_row(s_o + static_cast<int64_t>(k) * qw, svec, qw / 8);
+        const float o = warp_dot_smem(s_o + static_cast<int64_t>(k) * qw, svec, qw / 8);
         if (lane == 0) a.x[r] = (k == warp ? x_old : __ldcg(a.x + r)) + o;
       }
     } else if (gw < d) {
@@ -643,8 +599,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const DecodeS
     if constexpr (S) {
       mbar_wait(&weight_bars[1], parity);
       for (int k = warp; k < n_gu; k += kWarps) {
-        const float gv = dot_smem_row(s_g + static_cast<int64_t>(k) * d, svec, d / 8);
-        const float uv = dot_smem_row(s_u + static_cast<int64_t>(k) * d, svec, d / 8);
+        const float gv = warp_dot_smem(s_g + static_cast<int64_t>(k) * d, svec, d / 8);
+        const float uv = warp_dot_smem(s_u + static_cast<int64_t>(k) * d, svec, d / 8);
         if (lane == 0) a.h[b + nb * k] = gv / (1.0f + expf(-gv)) * uv;  // as swiglu_kernel
       }
     } else {
@@ -671,7 +627,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const DecodeS
       mbar_wait(&weight_bars[2], parity);
       for (int k = warp; k < n_o; k += kWarps) {
         const int r = b + nb * k;
-        const float o = dot_smem_row(s_d + static_cast<int64_t>(k) * f, svec, f / 8);
+        const float o = warp_dot_smem(s_d + static_cast<int64_t>(k) * f, svec, f / 8);
         if (lane == 0) a.x[r] = (k == warp ? x_old : __ldcg(a.x + r)) + o;
       }
     } else if (gw < d) {

@@ -84,6 +84,49 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
+// Sum over the block (every thread gets it); `part` holds a float per warp of the block.
+__device__ __forceinline__ float block_sum(float v, float* part) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  v = warp_sum(v);
+  __syncthreads();  // part may still be read from the previous call
+  if (lane == 0) part[warp] = v;
+  __syncthreads();
+  float t = lane < static_cast<int>(blockDim.x / 32) ? part[lane] : 0.0f;
+  return warp_sum(t);
+}
+
+// The dot product of a bf16 row with an f32 vector, both in shared memory, by one warp over
+// `chunks` 16-byte chunks of 8 elements (lane takes chunks lane, lane + 32, ...); the sum reaches
+// every lane.
+__device__ __forceinline__ float warp_dot_smem(const __nv_bfloat16* row, const float* v,
+                                               int64_t chunks) {
+  float acc = 0.0f;
+#pragma unroll 4
+  for (int64_t c = threadIdx.x % 32; c < chunks; c += 32) {
+    float w[8];
+    unpack16(reinterpret_cast<const uint4*>(row)[c], w, __nv_bfloat16{});
+    const float4 a = reinterpret_cast<const float4*>(v)[2 * c];
+    const float4 b = reinterpret_cast<const float4*>(v)[2 * c + 1];
+    acc = fmaf(w[0], a.x, acc);
+    acc = fmaf(w[1], a.y, acc);
+    acc = fmaf(w[2], a.z, acc);
+    acc = fmaf(w[3], a.w, acc);
+    acc = fmaf(w[4], b.x, acc);
+    acc = fmaf(w[5], b.y, acc);
+    acc = fmaf(w[6], b.z, acc);
+    acc = fmaf(w[7], b.w, acc);
+  }
+  return warp_sum(acc);
+}
+
+// A GPU-scope acquire load (the spin of a grid-wide barrier: the other blocks' writes before
+// their arrival are visible once it sees the count).
+__device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
 // Programmatic dependent launch (PDL). A kernel started by launch_pdl may begin while the kernel
 // before it in the stream is still running: it must call pdl_wait() before it reads anything an
 // earlier kernel of the step wrote, or writes anything an earlier kernel may still read. What it

@@ -9,16 +9,6 @@
 namespace infera::cuda {
 namespace {
 
-__device__ __forceinline__ float block_sum(float v, float* part) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  v = warp_sum(v);
-  __syncthreads();  // part may still be read from the previous call
-  if (lane == 0) part[warp] = v;
-  __syncthreads();
-  float t = lane < static_cast<int>(blockDim.x / 32) ? part[lane] : 0.0f;
-  return warp_sum(t);
-}
-
 // One block per row; two passes over the row (mean, then the mean of squared deviations), as
 // torch.nn.LayerNorm. out may alias x: each element is read before its own write.
 template <typename W>

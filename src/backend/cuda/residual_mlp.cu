@@ -35,46 +35,6 @@ namespace {
 // dot products' latency; the grid stays one block per SM).
 constexpr int kMaxThreads = 512, kMaxWarps = kMaxThreads / 32;
 
-__device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
-  unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
-// Sum over the block (every thread gets it); `part` holds a float per warp.
-__device__ __forceinline__ float block_sum(float v, float* part) {
-  v = warp_sum(v);
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  __syncthreads();  // part may still be read by a previous call
-  if (lane == 0) part[warp] = v;
-  __syncthreads();
-  float t = lane < static_cast<int>(blockDim.x / 32) ? part[lane] : 0.0f;
-  return warp_sum(t);
-}
-
-// Dot product of a bf16 row in shared memory with an f32 vector in shared memory (k % 8 == 0),
-// by one warp: lane takes 16-byte chunks lane, lane + 32, ...; the sum reaches every lane.
-__device__ __forceinline__ float warp_dot(const __nv_bfloat16* row, const float* v, int64_t k) {
-  const int lane = threadIdx.x % 32;
-  float acc = 0.0f;
-  for (int64_t c = lane; c < k / 8; c += 32) {
-    const uint4 u = reinterpret_cast<const uint4*>(row)[c];
-    float w[8];
-    unpack16(u, w, __nv_bfloat16{});
-    const float4 a = reinterpret_cast<const float4*>(v)[2 * c];
-    const float4 b = reinterpret_cast<const float4*>(v)[2 * c + 1];
-    acc = fmaf(w[0], a.x, acc);
-    acc = fmaf(w[1], a.y, acc);
-    acc = fmaf(w[2], a.z, acc);
-    acc = fmaf(w[3], a.w, acc);
-    acc = fmaf(w[4], b.x, acc);
-    acc = fmaf(w[5], b.y, acc);
-    acc = fmaf(w[6], b.z, acc);
-    acc = fmaf(w[7], b.w, acc);
-  }
-  return warp_sum(acc);
-}
-
 template <typename W>
 __global__ void __launch_bounds__(kMaxThreads)
     residual_mlp_kernel(float* x, const float* delta, const W* __restrict__ mlp_norm,
@@ -168,8 +128,8 @@ __global__ void __launch_bounds__(kMaxThreads)
   if (jn > 0) {
     if (!lsu) mbar_wait(&bars[0], 0);
     for (int64_t jj = warp; jj < jn; jj += nwarps) {
-      const float g = warp_dot(sg + jj * d, sxn, d);
-      const float u = warp_dot(su + jj * d, sxn, d);
+      const float g = warp_dot_smem(sg + jj * d, sxn, d / 8);
+      const float u = warp_dot_smem(su + jj * d, sxn, d / 8);
       if (lane == 0) h[j0 + jj] = g / (1.0f + expf(-g)) * u;  // as swiglu_kernel
     }
   }
@@ -192,7 +152,7 @@ __global__ void __launch_bounds__(kMaxThreads)
     __syncthreads();  // sh complete, and (LSU) every thread's down pieces landed
     if (!lsu) mbar_wait(&bars[1], 0);
     for (int64_t rr = warp; rr < rn; rr += nwarps) {
-      const float p = warp_dot(sd + rr * f, sh, f);
+      const float p = warp_dot_smem(sd + rr * f, sh, f / 8);
       if (lane == 0) x[r0 + rr] = ss[r0 + rr] + p;
     }
   }
