@@ -40,6 +40,7 @@ CudaOptions with_shadows(bool on) {
   CudaOptions o;
   o.bf16_shadow = on;
   o.mlp_bf16_only = false;  // its SwiGLU -> down hand-off needs no shadow (counted below)
+  o.gemm_stack = false;     // the composition's shadows (the GEMM stack hands bf16 on itself)
   return o;
 }
 
@@ -198,6 +199,7 @@ TEST_F(CudaShadowTest, Qwen3PrefillGluBf16FollowsTheF32Path) {
 TEST_F(CudaShadowTest, Qwen3PrefillMlpBf16OnlyEqualsTheShadowPathBitForBit) {
   CudaOptions both, shadow_only;
   shadow_only.mlp_bf16_only = false;
+  both.gemm_stack = shadow_only.gemm_stack = false;  // the composition's hand-offs
   auto with_f32 = make_cuda_backend(0, shadow_only);
   auto bf16_only = make_cuda_backend(0, both);
   const std::vector<float> want = qwen3_prefill(*with_f32, kQwen3Heads16);

@@ -171,15 +171,20 @@ __device__ __forceinline__ void stage_queries_swizzled(const AttentionArgs& a, i
   for (int i = threadIdx.x; i < kVec * kQuads; i += NT) {
     const int v = i / kQuads, e = (i % kQuads) * 4;
     float4 val = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    uint2 packed4 = make_uint2(0u, 0u);
     if (v < nv) {
       int row, head;
       vector_row_head(a, row_begin, g, v0 + v, row, head);
-      val =
-          *reinterpret_cast<const float4*>(a.q + (static_cast<int64_t>(row) * a.hq + head) * D + e);
+      const int64_t at = (static_cast<int64_t>(row) * a.hq + head) * D + e;
+      if (a.q16)
+        packed4 = *reinterpret_cast<const uint2*>(static_cast<const __nv_bfloat16*>(a.q16) + at);
+      else
+        val = *reinterpret_cast<const float4*>(a.q + at);
     }
-    uint2 packed4;
-    packed4.x = pack2<T>(val.x * scale, val.y * scale);
-    packed4.y = pack2<T>(val.z * scale, val.w * scale);
+    if (!a.q16) {
+      packed4.x = pack2<T>(val.x * scale, val.y * scale);
+      packed4.y = pack2<T>(val.z * scale, val.w * scale);
+    }
     const int wg = v / kWgVectors, r = v % kWgVectors;
     *reinterpret_cast<uint2*>(qs + wg * kQBytes<D> + swizzled(r, e / 8, kWgVectors) + (e % 8) * 2) =
         packed4;
@@ -208,22 +213,32 @@ __device__ __forceinline__ void load_queries(const AttentionArgs& a, int row_beg
     if (v < nv) {
       int row, head;
       vector_row_head(a, row_begin, g, v0 + v, row, head);
-      qv[k] = __ldg(
-          reinterpret_cast<const float4*>(a.q + (static_cast<int64_t>(row) * a.hq + head) * D + e));
+      const int64_t at = (static_cast<int64_t>(row) * a.hq + head) * D + e;
+      if (a.q16) {  // 4 scaled bf16, carried as the bits of x and y (store_queries_swizzled)
+        const uint2 u =
+            __ldg(reinterpret_cast<const uint2*>(static_cast<const __nv_bfloat16*>(a.q16) + at));
+        qv[k] = make_float4(__uint_as_float(u.x), __uint_as_float(u.y), 0.0f, 0.0f);
+      } else {
+        qv[k] = __ldg(reinterpret_cast<const float4*>(a.q + at));
+      }
     }
   }
 }
 template <typename T, int D, int NT, int k0, int kN>
 __device__ __forceinline__ void store_queries_swizzled(const float4 (&qv)[kN], float scale,
-                                                       unsigned char* qs) {
+                                                       bool raw, unsigned char* qs) {
   constexpr int kQuads = D / 4;
 #pragma unroll
   for (int k = 0; k < kN; ++k) {
     const int i = threadIdx.x + (k0 + k) * NT, v = i / kQuads, e = (i % kQuads) * 4;
     const float4 val = qv[k];
     uint2 packed4;
-    packed4.x = pack2<T>(val.x * scale, val.y * scale);
-    packed4.y = pack2<T>(val.z * scale, val.w * scale);
+    if (raw) {  // AttentionArgs::q16: already scaled and rounded
+      packed4 = make_uint2(__float_as_uint(val.x), __float_as_uint(val.y));
+    } else {
+      packed4.x = pack2<T>(val.x * scale, val.y * scale);
+      packed4.y = pack2<T>(val.z * scale, val.w * scale);
+    }
     const int wg = v / kWgVectors, r = v % kWgVectors;
     *reinterpret_cast<uint2*>(qs + wg * kQBytes<D> + swizzled(r, e / 8, kWgVectors) + (e % 8) * 2) =
         packed4;
@@ -273,7 +288,7 @@ __global__ void __launch_bounds__(256, 2) attention_flash_wgmma_kernel(const Att
 
   block_key_ranges<kVec, kThreads>(a, row_begin, g, v0, nv, len, false, range);
   if constexpr (kQPrefetch) {  // (landed with the ranges' positions, issued after them)
-    store_queries_swizzled<T, D, kThreads, 0, kQH>(qv, scale, qs);
+    store_queries_swizzled<T, D, kThreads, 0, kQH>(qv, scale, a.q16 != nullptr, qs);
     if constexpr (kQH < kQL)
       load_queries<D, kVec, kThreads, kQH, kQL - kQH>(a, row_begin, g, v0, nv, qv);
   }
@@ -295,7 +310,7 @@ __global__ void __launch_bounds__(256, 2) attention_flash_wgmma_kernel(const Att
   if constexpr (!kQPrefetch)
     stage_queries_swizzled<T, D, kVec, kThreads>(a, row_begin, g, v0, nv, scale, qs);  // below
   else if constexpr (kQH < kQL)
-    store_queries_swizzled<T, D, kThreads, kQH, kQL - kQH>(qv, scale, qs);
+    store_queries_swizzled<T, D, kThreads, kQH, kQL - kQH>(qv, scale, a.q16 != nullptr, qs);
 
   // This lane's rows (of the block's vectors) and their key ranges; over the warp, the keys every
   // row sees [full_lo, full_hi); over the warpgroup's rows, the keys some row sees [wg_lo, wg_hi).
@@ -521,7 +536,7 @@ __global__ void __launch_bounds__(256, 2) attention_flash_wgmma_kernel(const Att
     int row, head;
     vector_row_head(a, row_begin, g, v0 + v, row, head);
     const int64_t at = (static_cast<int64_t>(row) * a.hq + head) * D;
-    float* dst = a.out + at;
+    float* dst = a.out ? a.out + at : nullptr;
     __nv_bfloat16* dst_bf16 = a.out_bf16 ? static_cast<__nv_bfloat16*>(a.out_bf16) + at : nullptr;
     const float l = half == 0 ? l0 : l1;
     const float inv = l > 0.0f ? 1.0f / l : 0.0f;  // a row that saw no key: zeros, not NaN
@@ -534,7 +549,7 @@ __global__ void __launch_bounds__(256, 2) attention_flash_wgmma_kernel(const Att
         y.x += xo[(dt * 4 + j) * 128] * fb;
         y.y += xo[(dt * 4 + j + 1) * 128] * fb;
       }
-      *reinterpret_cast<float2*>(dst + c) = y;
+      if (dst) *reinterpret_cast<float2*>(dst + c) = y;
       if (dst_bf16)
         *reinterpret_cast<__nv_bfloat162*>(dst_bf16 + c) = __floats2bfloat162_rn(y.x, y.y);
     }

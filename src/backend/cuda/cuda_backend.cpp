@@ -299,7 +299,8 @@ CudaStats CudaBackend::stats() const {
           paired_gemms_,
           residual_mlp_kernels_,
           fused_gemvs_,
-          decode_stack_kernels_};
+          decode_stack_kernels_,
+          gemm_stacks_};
 }
 
 }  // namespace cuda
@@ -364,6 +365,10 @@ CudaOptions cuda_options_from_env() {
     o.decode_stack_splits = std::max(0, std::atoi(v));
   if (const char* v = std::getenv("INFERA_CUDA_DECODE_STACK_TRACE"); v) o.decode_stack_trace = v;
   o.decode_stack_smem = cuda::env_flag("INFERA_CUDA_DECODE_STACK_SMEM", o.decode_stack_smem);
+  o.gemm_stack = cuda::env_flag("INFERA_CUDA_GEMM_STACK", o.gemm_stack);
+  o.gemm_stack_qkv16 = cuda::env_flag("INFERA_CUDA_GEMM_STACK_QKV16", o.gemm_stack_qkv16);
+  o.gemm_stack_attention16 =
+      cuda::env_flag("INFERA_CUDA_GEMM_STACK_ATTN16", o.gemm_stack_attention16);
   if (const char* v = std::getenv("INFERA_CUDA_PERSISTENT_BLOCKS"); v && *v)
     o.residual_mlp_blocks = std::max(0, std::atoi(v));
   o.residual_mlp_carveout =

@@ -290,6 +290,20 @@ struct CudaOptions {
   // copies a layer before it can wait at the barrier).
   int64_t decode_stack_splits = 0;
   bool decode_stack_smem = false;
+  // The decoder stack where cuBLAS runs the GEMMs (prefill, batched decode past the stream
+  // GEMM's rows; bf16 weights): the o and down projections add into the residual in the GEMM
+  // (beta 1) and the norms after them write only the bf16 input of the next GEMMs, so the f32
+  // projection, the f32 normed x and the add_rmsnorm pass over them are never made
+  // (INFERA_CUDA_GEMM_STACK=0: the composition of the fused ops). gemm_stack_qkv16: its q/k/v
+  // GEMMs write bf16, which the qk-norm/RoPE kernel reads (k goes to the cache only): q, k and
+  // v rounded to bf16 before the norm, as a bf16 model computes them
+  // (INFERA_CUDA_GEMM_STACK_QKV16=0: f32 as the composition).
+  // gemm_stack_attention16 (with qkv16, where the wgmma prefill attention runs): the qk-norm
+  // kernel writes q as the scaled bf16 that attention would round it to (the same bits) and the
+  // attention writes only its bf16 output (INFERA_CUDA_GEMM_STACK_ATTN16=0: f32 q and output).
+  bool gemm_stack = true;
+  bool gemm_stack_qkv16 = true;
+  bool gemm_stack_attention16 = true;
   // A file that gets the last launch's per-block barrier timestamps (DecodeStackArgs::trace) when
   // the backend is destroyed (INFERA_CUDA_DECODE_STACK_TRACE; a diagnostic: empty = none).
   std::string decode_stack_trace;
@@ -330,6 +344,7 @@ struct CudaStats {
   int64_t residual_mlp_kernels = 0;  // residual_mlp ops run as one kernel (residual_mlp.cu)
   int64_t fused_gemvs = 0;  // GEMVs with a norm prologue or residual epilogue (b1_fused_chain)
   int64_t decode_stack_kernels = 0;  // decoder_stack ops run as one kernel (decode_stack.cu)
+  int64_t gemm_stacks = 0;           // decoder_stack ops on the GEMM path (gemm_stack)
 };
 std::optional<CudaStats> cuda_stats(const Backend& backend);
 // With CudaOptions::profile: device time per (op, kernel) since the last call, as a table

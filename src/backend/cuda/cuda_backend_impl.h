@@ -169,9 +169,38 @@ class CudaBackend final : public Backend {
   // Records the gate and up GEMMs with bf16 outputs (in `up`'s memory) and the SwiGLU over them,
   // writing the result as f32 to out_f32 and/or as bf16 to out_bf16 (either may be nullptr).
   // geglu: GeGLU instead, w_gate then being the input half (gelu(x . w_gate^T) * (x . w_up^T)).
+  // x_bf16: x's bf16 copy when the caller has one (else bf16_input's).
   void record_glu_bf16(const Tensor& x, const Tensor& w_gate, const Tensor& w_up,
                        const Tensor& gate, Tensor& up, float* out_f32, void* out_bf16,
-                       const char* op, bool geglu = false);
+                       const char* op, bool geglu = false, const void* x_bf16 = nullptr);
+  // out [n, m] (= or +=, accumulate) x_bf16 [n, k] . w^T with bf16 w, f32 accumulation, out F32
+  // or BF16 (cuBLAS).
+  void record_gemm_bf16_in(const void* x_bf16, const Tensor& w, void* out, ElemType out_type,
+                           bool accumulate, int64_t n, int64_t k, const OpNote& nt);
+  // qk_norm_rope_kv_write's checks and launch arguments.
+  QkNormRopeKvArgs qk_norm_rope_kv_args(Tensor& q, Tensor& k, const Tensor& v,
+                                        const Tensor& q_norm, const Tensor& k_norm, float eps,
+                                        double theta, KvLayer& cache, const Batch& batch);
+  // decoder_stack for the rows where cuBLAS runs the GEMMs (cuda_gemm_stack_ops.cpp;
+  // CudaOptions::gemm_stack); false (nothing recorded) where it does not apply.
+  bool record_gemm_stack(Tensor& x, std::span<const DecoderLayerRefs> layers, const Batch& batch,
+                         const DecoderStackParams& p, const DecoderStackScratch& s);
+  // Whether attention() takes the wgmma prefill kernel for q, out and cache with `vectors`
+  // query vectors per (sequence, kv head) at most.
+  bool flash_wgmma_applies(const Tensor& q, const Tensor& out, const KvLayer& cache,
+                           int64_t vectors) const;
+  // Set by record_gemm_stack around its attention() call: where the wgmma kernel runs for q, it
+  // reads the queries from q16 (when set) and writes out only as bf16 (bf16_out_only), and
+  // `taken` says it did.
+  struct StackAttention {
+    const float* q = nullptr;
+    const void* q16 = nullptr;
+    bool bf16_out_only = false;
+    bool taken = false;
+  };
+  StackAttention stack_attention_;
+  // RMSNorm of x [n, d] (f32) times w written only as bf16 to out16 (add_rmsnorm's kernel).
+  void record_norm_bf16(const Tensor& x, const Tensor& w, float eps, void* out16, const char* op);
   Tensor device_tensor(const std::string& name, DType dtype, Shape shape);
   // The kTune* bits (kernels.h) of the decode-chain switches in options_.
   int64_t decode_tune() const {
@@ -234,6 +263,7 @@ class CudaBackend final : public Backend {
   std::map<std::pair<int64_t, int64_t>, int64_t> decode_stack_fit_;
   std::vector<std::pair<std::vector<const void*>, Tensor>> decode_stack_tables_;
   int64_t decode_stack_kernels_ = 0;
+  int64_t gemm_stacks_ = 0;  // record_gemm_stack's stacks (CudaStats::gemm_stacks)
   Tensor decode_stack_trace_;  // CudaOptions::decode_stack_trace's device buffer
   void write_decode_stack_trace();
 

@@ -1,7 +1,7 @@
 // Backend::decoder_stack on the CUDA backend: one decode row of one sequence through every layer
 // as one kernel (decode_stack.cu; CudaOptions::decode_stack). Anything the kernel does not hold
 // (more rows, other dtypes, shapes past its register budget, a grid that cannot be co-resident)
-// runs the composition, so the op is always correct.
+// runs the GEMM path (cuda_gemm_stack_ops.cpp) or the composition, so the op is always correct.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -31,7 +31,10 @@ void CudaBackend::decoder_stack(Tensor& x, std::span<const DecoderLayerRefs> lay
                                 const Batch& batch, const DecoderStackParams& p,
                                 const DecoderStackScratch& s) {
   const char* op = "decoder_stack";
-  auto composed = [&] { Backend::decoder_stack(x, layers, batch, p, s); };
+  // Past one row: the GEMM path where it applies (cuda_gemm_stack_ops.cpp), else the fused ops.
+  auto composed = [&] {
+    if (!record_gemm_stack(x, layers, batch, p, s)) Backend::decoder_stack(x, layers, batch, p, s);
+  };
   if (!options_.decode_stack || !options_.fused || options_.exact_f32 || layers.empty() ||
       x.empty() || x.device() != Device::CUDA || x.dtype() != DType::F32 || x.rank() != 2 ||
       x.dim(0) != 1 || batch.desc == nullptr || batch.num_tokens() != 1 || batch.num_seqs() != 1)

@@ -167,11 +167,11 @@ bool CudaBackend::glu_bf16_applies(const Tensor& w_gate, const Tensor& w_up, int
 
 void CudaBackend::record_glu_bf16(const Tensor& x, const Tensor& w_gate, const Tensor& w_up,
                                   const Tensor& gate, Tensor& up, float* out_f32, void* out_bf16,
-                                  const char* op, bool geglu) {
+                                  const char* op, bool geglu, const void* x_bf16) {
   // gate . x and up . x as bf16 in `up`'s f32 memory ([n, m] f32 holds [2, n, m] bf16).
   const int64_t k = row_width(x), n = row_count(x), m = w_gate.dim(0);
   auto* g16 = static_cast<uint16_t*>(up.data());
-  const void* xb = bf16_input(x, n, k);
+  const void* xb = bf16_input(x, n, k, x_bf16);
   // Paired (CudaOptions::paired_gemm): the two outputs in the weights' address order, so that
   // one forward stride reaches both.
   const bool up_first = options_.paired_gemm && w_up.data() < w_gate.data();
@@ -215,6 +215,22 @@ void CudaBackend::qk_norm_rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, c
   const char* op = "qk_norm_rope_kv_write";
   if (!options_.fused || q_norm.dtype() != k_norm.dtype())
     return Backend::qk_norm_rope_kv_write(q, k, v, q_norm, k_norm, eps, theta, cache, batch);
+  const QkNormRopeKvArgs a = qk_norm_rope_kv_args(q, k, v, q_norm, k_norm, eps, theta, cache, batch);
+  if (options_.fuse_qk_attention && a.norm_type == ElemType::BF16 &&
+      (a.head_dim == 64 || a.head_dim == 128) && a.cache_type != ElemType::F32) {
+    record_pending_qk();  // an earlier one that found no attention
+    pending_qk_ = a;
+    pending_qk_note_ = note(op, "qk_norm_rope_kv", {&q, &k, &cache.keys});
+    return;
+  }
+  ctx_->record(launch_qk_norm_rope_kv, a, note(op, "qk_norm_rope_kv", {&q, &k, &cache.keys}));
+}
+
+QkNormRopeKvArgs CudaBackend::qk_norm_rope_kv_args(Tensor& q, Tensor& k, const Tensor& v,
+                                                   const Tensor& q_norm, const Tensor& k_norm,
+                                                   float eps, double theta, KvLayer& cache,
+                                                   const Batch& batch) {
+  const char* op = "qk_norm_rope_kv_write";
   expect_f32(q, op);
   expect_f32(k, op);
   expect_f32(v, op);
@@ -266,14 +282,7 @@ void CudaBackend::qk_norm_rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, c
   a.eps = eps;
   a.by_token = options_.qk_norm_by_token ? 1 : 0;
   a.tune = decode_tune();
-  if (options_.fuse_qk_attention && a.norm_type == ElemType::BF16 && (d == 64 || d == 128) &&
-      a.cache_type != ElemType::F32) {
-    record_pending_qk();  // an earlier one that found no attention
-    pending_qk_ = a;
-    pending_qk_note_ = note(op, "qk_norm_rope_kv", {&q, &k, &cache.keys});
-    return;
-  }
-  ctx_->record(launch_qk_norm_rope_kv, a, note(op, "qk_norm_rope_kv", {&q, &k, &cache.keys}));
+  return a;
 }
 
 void CudaBackend::record_pending_qk() {

@@ -26,12 +26,15 @@ struct CublasGemmArgs {
   ElemType out_type = ElemType::F32;  // BF16: matmul_swiglu's prefill GEMMs (bf16 weights only)
   // batch 2: a second GEMM at w + stride_w, out + stride_out (elements), same x (paired_gemm).
   int64_t batch = 1, stride_w = 0, stride_out = 0;
+  // 1: out += x . w^T (beta 1: the residual add in the GEMM's epilogue, f32 out; the decoder stack's
+  // prefill path): the same f32 sum as the product written and then added.
+  int64_t accumulate = 0;
 };
 static_assert(sizeof(cublasHandle_t) == 8);
 
 void launch_cublas_gemm(const void* p, cudaStream_t) {
   const auto& a = *static_cast<const CublasGemmArgs*>(p);
-  const float alpha = 1.0f, beta = 0.0f;
+  const float alpha = 1.0f, beta = a.accumulate ? 1.0f : 0.0f;
   const cudaDataType_t t = a.type == ElemType::BF16 ? CUDA_R_16BF : CUDA_R_32F;
   const auto m = static_cast<int>(a.m), n = static_cast<int>(a.n), k = static_cast<int>(a.k);
   const cudaDataType_t ot = a.out_type == ElemType::BF16 ? CUDA_R_16BF : CUDA_R_32F;
@@ -269,6 +272,14 @@ void CudaBackend::record_gemm_bf16_out(const void* x_bf16, const Tensor& w, void
                nt);
 }
 
+void CudaBackend::record_gemm_bf16_in(const void* x_bf16, const Tensor& w, void* out,
+                                      ElemType out_type, bool accumulate, int64_t n, int64_t k,
+                                      const OpNote& nt) {
+  CublasGemmArgs a{ctx_->cublas(), w.data(), x_bf16, out, ElemType::BF16, n, k, w.dim(0), out_type};
+  a.accumulate = accumulate ? 1 : 0;
+  ctx_->record(launch_cublas_gemm, a, nt);
+}
+
 void CudaBackend::rope(Tensor& x, const Tensor& positions, double theta) {
   const char* op = "rope";
   const RopeArgs a = rope_args(x, positions, theta, op);
@@ -398,6 +409,24 @@ FlashSplit plan_flash_split(const BatchDesc& d, int64_t group, int64_t hkv, int6
 
 }  // namespace
 
+bool CudaBackend::flash_wgmma_applies(const Tensor& q, const Tensor& out, const KvLayer& cache,
+                                      int64_t vectors) const {
+  const ElemType type = elem_type(cache.keys.dtype());
+  const int64_t head_dim = q.dim(2);
+  const bool aligned = reinterpret_cast<uintptr_t>(out.data()) % 8 == 0 &&
+                       reinterpret_cast<uintptr_t>(cache.keys.data()) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(cache.values.data()) % 16 == 0;
+  const cudaDeviceProp& prop = ctx_->properties();
+  return options_.mma_attention && !options_.exact_f32 && aligned &&
+         attention_mma_supports(type, head_dim) && vectors >= 16 && options_.flash_attention &&
+         attention_flash_supports(type, head_dim) &&
+         (vectors + kMmaVectorsPerTile - 1) / kMmaVectorsPerTile <= 65535 &&
+         reinterpret_cast<uintptr_t>(q.data()) % 16 == 0 && options_.flash_wgmma &&
+         options_.flash_fast_softmax &&
+         attention_flash_wgmma_supports(type, head_dim, cache.keys.dim(2), cache.keys.dim(1),
+                                        prop.major, prop.minor);
+}
+
 void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& batch,
                             const AttentionParams& params, Tensor& out) {
   const char* op = "attention";
@@ -474,9 +503,7 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& 
               : 0;
       // The Hopper warpgroup-MMA kernel (attention_flash_wgmma.cu): no key split across blocks.
       const cudaDeviceProp& prop = ctx_->properties();
-      const bool wgmma = options_.flash_wgmma && options_.flash_fast_softmax &&
-                         attention_flash_wgmma_supports(a.type, head_dim, a.block_size,
-                                                        a.num_blocks, prop.major, prop.minor);
+      const bool wgmma = flash_wgmma_applies(q, out, cache, vectors);
       if (wgmma) {
         nt.kernel = "attention_flash_wgmma";
         // 128-vector tiles (a warpgroup each 64: K/V read once for twice the queries) where
@@ -491,6 +518,11 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& 
         a.tiles = (vectors + a.vectors_per_tile - 1) / a.vectors_per_tile;
         a.pipelined = options_.flash_wgmma_pipeline ? 1 : 0;  // the 64-vector tiles' loop
         a.tune = options_.flash_wgmma_q_prefetch ? kWgmmaQPrefetch : 0;
+        if (stack_attention_.q == a.q) {  // the GEMM decoder stack's hand-offs
+          a.q16 = stack_attention_.q16;
+          if (stack_attention_.bf16_out_only && a.out_bf16) a.out = nullptr;
+          stack_attention_.taken = true;
+        }
         ctx_->record(launch_attention_flash_wgmma, a, nt);
         return publish_shadow(out, a.out_bf16);
       }

@@ -2,6 +2,7 @@
 // and the greedy argmax over logit rows. Each replaces a chain of the one-op kernels in
 // elementwise.cu with one launch and one pass, computing the same formulas in the same precision.
 #include <algorithm>
+#include <stdexcept>
 
 #include "backend/cuda/device_util.cuh"
 #include "backend/cuda/kernels.h"
@@ -35,7 +36,7 @@ __global__ void add_rmsnorm_rows_kernel(float* x, const float* delta, const W* _
   pdl_wait();
   pdl_trigger();
   float4* xr = reinterpret_cast<float4*>(x + row * dim);
-  const float4* dr = reinterpret_cast<const float4*>(delta + row * dim);
+  const float4* dr = delta ? reinterpret_cast<const float4*>(delta + row * dim) : nullptr;
   float4 v[K];
   float ss = 0.0f;
 #pragma unroll
@@ -43,9 +44,14 @@ __global__ void add_rmsnorm_rows_kernel(float* x, const float* delta, const W* _
     const int c = threadIdx.x + k * blockDim.x;
     v[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     if (c < chunks) {
-      const float4 a = xr[c], b = dr[c];
-      v[k] = make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
-      xr[c] = v[k];
+      const float4 a = xr[c];
+      if (delta) {
+        const float4 b = dr[c];
+        v[k] = make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+        xr[c] = v[k];
+      } else {
+        v[k] = a;
+      }
     }
     ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
   }
@@ -59,7 +65,7 @@ __global__ void add_rmsnorm_rows_kernel(float* x, const float* delta, const W* _
   }
   __syncthreads();
   const float inv = 1.0f / sqrtf(part[0] / static_cast<float>(dim) + eps);
-  float4* yr = reinterpret_cast<float4*>(out + row * dim);
+  float4* yr = out ? reinterpret_cast<float4*>(out + row * dim) : nullptr;
   if (!(tune & kTuneParamsEarly)) load_weights();
 #pragma unroll
   for (int k = 0; k < K; ++k) {
@@ -67,7 +73,7 @@ __global__ void add_rmsnorm_rows_kernel(float* x, const float* delta, const W* _
     if (c >= chunks) continue;
     const float4 y = make_float4(wk[k].x * (v[k].x * inv), wk[k].y * (v[k].y * inv),
                                  wk[k].z * (v[k].z * inv), wk[k].w * (v[k].w * inv));
-    yr[c] = y;
+    if (out) yr[c] = y;
     if (ob) store_bf16x4(ob + row * dim + 4 * static_cast<int64_t>(c), y);
   }
 }
@@ -80,7 +86,8 @@ void add_rmsnorm_typed(const AddRmsNormArgs& a, cudaStream_t s) {
                          ((reinterpret_cast<uintptr_t>(a.x) | reinterpret_cast<uintptr_t>(a.delta) |
                            reinterpret_cast<uintptr_t>(a.out)) %
                           16) == 0;
-  if (!rows_path) {  // the two one-op kernels
+  if (!rows_path) {  // the two one-op kernels (the host gives them delta and out)
+    if (!a.delta || !a.out) throw std::logic_error("add_rmsnorm: no delta or out off the row path");
     const BinaryArgs add{a.x, a.delta, a.x, a.rows * a.dim};
     launch_add(&add, s);
     const RmsNormArgs norm{a.x, a.weight, a.out, a.rows, a.dim, a.weight_type, a.eps};
@@ -241,13 +248,21 @@ __global__ void qk_norm_rope_kv_token_kernel(const QkNormRopeKvArgs a) {
   pdl_wait();
   pdl_trigger();
   const int hkv = static_cast<int>(a.hkv);
+  // Element e of the warp's heads (from hh * d + e), from the f32 activations or their bf16
+  // copies (QkNormRopeKvArgs::q16).
+  const int64_t head0 = static_cast<int64_t>(token) * (kind == 0 ? a.hq : hkv) + h0;
+  const float* src32 = kind == 0 ? a.q : kind == 1 ? a.k : a.v;
+  const auto* src16 =
+      static_cast<const __nv_bfloat16*>(kind == 0 ? a.q16 : kind == 1 ? a.k16 : a.v16);
+  auto load = [&](int e) {
+    return src16 ? __bfloat162float(src16[head0 * d + e]) : src32[head0 * d + e];
+  };
   if (kind == 2) {  // v heads: straight to the cache
-    const float* src = a.v + (static_cast<int64_t>(token) * hkv + h0) * d;
     float v[kHeads][kPer];
 #pragma unroll
     for (int hh = 0; hh < kHeads; ++hh)
 #pragma unroll
-      for (int i = 0; i < kPer; ++i) v[hh][i] = src[hh * d + lane + 32 * i];
+      for (int i = 0; i < kPer; ++i) v[hh][i] = load(hh * d + lane + 32 * i);
 #pragma unroll
     for (int hh = 0; hh < kHeads; ++hh) {
       T* dst = static_cast<T*>(a.value_pool) +
@@ -257,15 +272,18 @@ __global__ void qk_norm_rope_kv_token_kernel(const QkNormRopeKvArgs a) {
     }
     return;
   }
-  float* x = kind == 0 ? a.q + (static_cast<int64_t>(token) * a.hq + h0) * d
-                       : a.k + (static_cast<int64_t>(token) * hkv + h0) * d;
+  // Where the rotated head goes besides the key pool (none for k with a.k == nullptr; q as
+  // scaled bf16 with q16_out).
+  auto* const q16 = kind == 0 ? static_cast<__nv_bfloat16*>(a.q16_out) : nullptr;
+  const float q16_scale = static_cast<float>(a.q16_scale);
+  float* x = q16 ? nullptr : kind == 0 ? a.q + head0 * d : a.k ? a.k + head0 * d : nullptr;
   float v[kHeads][kPer], ss[kHeads];
 #pragma unroll
   for (int hh = 0; hh < kHeads; ++hh) {
     ss[hh] = 0.0f;
 #pragma unroll
     for (int i = 0; i < kPer; ++i) {
-      v[hh][i] = x[hh * d + lane + 32 * i];
+      v[hh][i] = load(hh * d + lane + 32 * i);
       ss[hh] += v[hh][i] * v[hh][i];
     }
   }
@@ -286,8 +304,14 @@ __global__ void qk_norm_rope_kv_token_kernel(const QkNormRopeKvArgs a) {
       const int j = lane + 32 * i;
       const float lo = wlo[i] * (v[hh][i] * inv), hi = whi[i] * (v[hh][i + kHp] * inv);
       const float r0 = lo * c[i] - hi * sn[i], r1 = hi * c[i] + lo * sn[i];
-      x[hh * d + j] = r0;
-      x[hh * d + j + half] = r1;
+      if (x) {
+        x[hh * d + j] = r0;
+        x[hh * d + j + half] = r1;
+      }
+      if (q16) {
+        q16[(head0 + hh) * d + j] = __float2bfloat16_rn(r0 * q16_scale);
+        q16[(head0 + hh) * d + j + half] = __float2bfloat16_rn(r1 * q16_scale);
+      }
       if (cache) {
         cache[j] = from_f32<T>(r0);
         cache[j + half] = from_f32<T>(r1);
@@ -298,9 +322,8 @@ __global__ void qk_norm_rope_kv_token_kernel(const QkNormRopeKvArgs a) {
 
 template <typename W, typename T>
 bool launch_qk_norm_rope_kv_token(const QkNormRopeKvArgs& a, cudaStream_t s) {
+  if (!qk_norm_token_kernel_applies(a)) return false;
   const int64_t warps = (a.hq + 2 * a.hkv) / 4;
-  if (!a.by_token || a.hq % 4 != 0 || a.hkv % 4 != 0 || warps * 32 > 1024 || a.n > 2147483647)
-    return false;
   const auto grid = static_cast<unsigned>(a.n);
   const auto threads = static_cast<unsigned>(warps * 32);
   switch (a.head_dim) {
@@ -331,6 +354,8 @@ void qk_norm_rope_kv_for(const QkNormRopeKvArgs& a, cudaStream_t s) {
       if (launch_qk_norm_rope_kv_token<W, __nv_bfloat16>(a, s)) return;
       break;
   }
+  if (a.q16 || a.k16 || a.v16 || !a.k || a.q16_out)
+    throw std::logic_error("qk_norm_rope_kv: bf16 inputs need the one-block-per-token kernel");
   constexpr int kWarps = 8;
   const unsigned grid = blocks_for(a.n * (a.hq + 2 * a.hkv), kWarps);
   switch (a.cache_type) {
@@ -393,6 +418,12 @@ void launch_add_rmsnorm(const void* p, cudaStream_t s) {
     case ElemType::BF16:
       return add_rmsnorm_typed<__nv_bfloat16>(a, s);
   }
+}
+
+bool qk_norm_token_kernel_applies(const QkNormRopeKvArgs& a) {
+  const int64_t warps = (a.hq + 2 * a.hkv) / 4;
+  return a.by_token && a.hq % 4 == 0 && a.hkv % 4 == 0 && warps * 32 <= 1024 &&
+         a.n <= 2147483647 && (a.head_dim == 64 || a.head_dim == 128 || a.head_dim == 256);
 }
 
 void launch_qk_norm_rope_kv(const void* p, cudaStream_t s) {

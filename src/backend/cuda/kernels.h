@@ -146,6 +146,8 @@ struct KvWriteArgs {
 void launch_kv_write(const void* args, cudaStream_t stream);
 
 // Fused kernels (fused.cu). Residual add + RMSNorm: x += delta (in place); out = rmsnorm(x).
+// delta == nullptr: x is only normed (not written); out == nullptr: only out_bf16 is written
+// (both need the one-block-per-row path: dim % 4 == 0, dim <= 16384, 16-byte aligned rows).
 struct AddRmsNormArgs {
   float* x;
   const float* delta;
@@ -182,8 +184,22 @@ struct QkNormRopeKvArgs {
   // weights loaded before the PDL wait (CudaOptions::qk_norm_by_token); where the shape allows.
   int64_t by_token = 0;
   int64_t tune;  // kTune* bits
+  // The decoder stack's prefill path (cuda_gemm_stack_ops.cpp): q, k and v read as bf16 [n, hq,
+  // d] / [n, hkv, d] (the GEMMs' bf16 outputs) instead of from q, k, v; normed q still written
+  // to q (f32). k == nullptr: the rotated k is written to the key pool only. Only with the
+  // one-block-per-token kernel (qk_norm_token_kernel_applies).
+  const void* q16 = nullptr;
+  const void* k16 = nullptr;
+  const void* v16 = nullptr;
+  // When set: the rotated q times q16_scale rounded to bf16, written here instead of to q (the
+  // wgmma prefill attention's bf16 queries, AttentionArgs::q16; may be q16 itself: each lane
+  // rewrites only the elements it read).
+  void* q16_out = nullptr;
+  double q16_scale = 0;
 };
 void launch_qk_norm_rope_kv(const void* args, cudaStream_t stream);
+// Whether launch_qk_norm_rope_kv takes its one-block-per-token kernel for these arguments.
+bool qk_norm_token_kernel_applies(const QkNormRopeKvArgs& a);
 
 // Per row r of x [rows, width]: keys[r] = 0 when no value is above -inf, else the argmax (ties:
 // the lowest index) as a 64-bit key whose low word is 0xffffffff - index (see fused.cu).
@@ -413,6 +429,10 @@ struct AttentionArgs {
   // Wide flash kernel (vectors_per_tile = kFlashWideVectors): warps a block, 4 (32 rows each) or
   // 8 (16 rows each).
   int64_t wide_warps;
+  // wgmma prefill kernel, when set: the queries as bf16 [T, hq, head_dim], already times the
+  // kernel's base-2 score scale (QkNormRopeKvArgs::q16_out), read instead of q; bf16 caches only.
+  // And out may be nullptr there when out_bf16 is set (the GEMM decoder stack reads only that).
+  const void* q16 = nullptr;
 };
 // CUDA cores, f32 throughout: any cache type and head_dim <= kSimtMaxHeadDim; decode's path.
 constexpr int64_t kSimtMaxHeadDim = 512;
