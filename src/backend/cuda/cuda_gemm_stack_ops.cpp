@@ -93,7 +93,7 @@ bool CudaBackend::record_gemm_stack(Tensor& x, std::span<const DecoderLayerRefs>
     // the composition (the kernel then also writes the rotated k back, unread).
     QkNormRopeKvArgs qa =
         qk_norm_rope_kv_args(qh, kh, vh, *w.q_norm, *w.k_norm, p.eps, p.rope_theta, *w.cache, batch);
-    const bool qkv_bf16 = options_.gemm_stack_qkv16 && qk_norm_token_kernel_applies(qa);
+    const bool qkv_bf16 = options_.gemm_stack_qkv16 && qk_norm_bf16_kernel_applies(qa);
     const ElemType qkv_type = qkv_bf16 ? ElemType::BF16 : ElemType::F32;
     void* outs[] = {qkv_bf16 ? static_cast<void*>(q16) : s.q->data(),
                     qkv_bf16 ? static_cast<void*>(k16) : s.k->data(),
@@ -111,7 +111,7 @@ bool CudaBackend::record_gemm_stack(Tensor& x, std::span<const DecoderLayerRefs>
     // written by the qk-norm kernel over its bf16 input, and writes only its bf16 output.
     const bool attention16 = options_.gemm_stack_attention16 &&
                              flash_wgmma_applies(qh, attn_h, *w.cache, max_vectors);
-    const bool q_bf16 = qkv_bf16 && attention16 && w.cache->keys.dtype() == DType::BF16;
+    const bool q_bf16 = qkv_bf16 && attention16;  // (qkv_bf16: a bf16 cache)
     if (qkv_bf16) {
       qa.q16 = q16;
       qa.k16 = k16;

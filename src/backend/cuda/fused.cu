@@ -248,21 +248,13 @@ __global__ void qk_norm_rope_kv_token_kernel(const QkNormRopeKvArgs a) {
   pdl_wait();
   pdl_trigger();
   const int hkv = static_cast<int>(a.hkv);
-  // Element e of the warp's heads (from hh * d + e), from the f32 activations or their bf16
-  // copies (QkNormRopeKvArgs::q16).
-  const int64_t head0 = static_cast<int64_t>(token) * (kind == 0 ? a.hq : hkv) + h0;
-  const float* src32 = kind == 0 ? a.q : kind == 1 ? a.k : a.v;
-  const auto* src16 =
-      static_cast<const __nv_bfloat16*>(kind == 0 ? a.q16 : kind == 1 ? a.k16 : a.v16);
-  auto load = [&](int e) {
-    return src16 ? __bfloat162float(src16[head0 * d + e]) : src32[head0 * d + e];
-  };
   if (kind == 2) {  // v heads: straight to the cache
+    const float* src = a.v + (static_cast<int64_t>(token) * hkv + h0) * d;
     float v[kHeads][kPer];
 #pragma unroll
     for (int hh = 0; hh < kHeads; ++hh)
 #pragma unroll
-      for (int i = 0; i < kPer; ++i) v[hh][i] = load(hh * d + lane + 32 * i);
+      for (int i = 0; i < kPer; ++i) v[hh][i] = src[hh * d + lane + 32 * i];
 #pragma unroll
     for (int hh = 0; hh < kHeads; ++hh) {
       T* dst = static_cast<T*>(a.value_pool) +
@@ -272,18 +264,15 @@ __global__ void qk_norm_rope_kv_token_kernel(const QkNormRopeKvArgs a) {
     }
     return;
   }
-  // Where the rotated head goes besides the key pool (none for k with a.k == nullptr; q as
-  // scaled bf16 with q16_out).
-  auto* const q16 = kind == 0 ? static_cast<__nv_bfloat16*>(a.q16_out) : nullptr;
-  const float q16_scale = static_cast<float>(a.q16_scale);
-  float* x = q16 ? nullptr : kind == 0 ? a.q + head0 * d : a.k ? a.k + head0 * d : nullptr;
+  float* x = kind == 0 ? a.q + (static_cast<int64_t>(token) * a.hq + h0) * d
+                       : a.k + (static_cast<int64_t>(token) * hkv + h0) * d;
   float v[kHeads][kPer], ss[kHeads];
 #pragma unroll
   for (int hh = 0; hh < kHeads; ++hh) {
     ss[hh] = 0.0f;
 #pragma unroll
     for (int i = 0; i < kPer; ++i) {
-      v[hh][i] = load(hh * d + lane + 32 * i);
+      v[hh][i] = x[hh * d + lane + 32 * i];
       ss[hh] += v[hh][i] * v[hh][i];
     }
   }
@@ -304,17 +293,127 @@ __global__ void qk_norm_rope_kv_token_kernel(const QkNormRopeKvArgs a) {
       const int j = lane + 32 * i;
       const float lo = wlo[i] * (v[hh][i] * inv), hi = whi[i] * (v[hh][i + kHp] * inv);
       const float r0 = lo * c[i] - hi * sn[i], r1 = hi * c[i] + lo * sn[i];
-      if (x) {
-        x[hh * d + j] = r0;
-        x[hh * d + j + half] = r1;
-      }
-      if (q16) {
-        q16[(head0 + hh) * d + j] = __float2bfloat16_rn(r0 * q16_scale);
-        q16[(head0 + hh) * d + j + half] = __float2bfloat16_rn(r1 * q16_scale);
-      }
+      x[hh * d + j] = r0;
+      x[hh * d + j + half] = r1;
       if (cache) {
         cache[j] = from_f32<T>(r0);
         cache[j + half] = from_f32<T>(r1);
+      }
+    }
+  }
+}
+
+// The one-block-per-token kernel for bf16 inputs (QkNormRopeKvArgs::q16, the GEMM decoder stack)
+// and a bf16 cache: lane l holds elements 2l + 64p + {0, 1} of each head (bf16x2 loads and
+// stores, 32-bit offsets), whose RoPE partners (+ d / 2) are the same lane's p + kPer / 4, so
+// head_dim 128 or 256. The per-element arithmetic is the f32 kernel's; the per-head sum of
+// squares is summed in this lane order. The ncu profile of the f32-layout kernel on bf16 input
+// (session 13) was issue-bound: 16 two-byte loads and 64-bit offsets per lane and head.
+template <typename W, int kPer>
+__global__ void qk_norm_rope_kv_bf16_kernel(const QkNormRopeKvArgs a) {
+  constexpr int kHeads = 4, d = kPer * 32, half = d / 2, kPairs = kPer / 2, kHalf = kPairs / 2;
+  using bf2 = __nv_bfloat162;
+  const int token = static_cast<int>(blockIdx.x), warp = static_cast<int>(threadIdx.x / 32);
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const int hq = static_cast<int>(a.hq), hkv = static_cast<int>(a.hkv);
+  const int qw = hq / kHeads, kw = hkv / kHeads;
+  const int kind = warp < qw ? 0 : warp < qw + kw ? 1 : 2;  // q, k, v
+  const int h0 = (warp - (kind == 0 ? 0 : kind == 1 ? qw : qw + kw)) * kHeads;
+  const int bs = static_cast<int>(a.block_size);
+  const int slot = a.slots[token], pos = a.positions[token];
+  const int block = slot / bs, offset = slot % bs;
+  float2 c[kHalf], sn[kHalf], wlo[kHalf], whi[kHalf];
+  if (kind < 2) {
+    const W* w = static_cast<const W*>(kind == 0 ? a.q_norm : a.k_norm);
+#pragma unroll
+    for (int i = 0; i < kHalf; ++i) {
+      const int j = 2 * lane + 64 * i;
+      c[i] = *reinterpret_cast<const float2*>(a.cos + pos * half + j);
+      sn[i] = *reinterpret_cast<const float2*>(a.sin + pos * half + j);
+      wlo[i] = make_float2(to_f32(w[j]), to_f32(w[j + 1]));
+      whi[i] = make_float2(to_f32(w[j + half]), to_f32(w[j + half + 1]));
+    }
+  }
+  pdl_wait();
+  pdl_trigger();
+  const int head0 = token * (kind == 0 ? hq : hkv) + h0;  // < 2^31: the host checks n x heads
+  const auto* src =
+      static_cast<const __nv_bfloat16*>(kind == 0 ? a.q16 : kind == 1 ? a.k16 : a.v16) +
+      static_cast<int64_t>(head0) * d;
+  bf2 raw[kHeads][kPairs];
+#pragma unroll
+  for (int hh = 0; hh < kHeads; ++hh)
+#pragma unroll
+    for (int p = 0; p < kPairs; ++p)
+      raw[hh][p] = *reinterpret_cast<const bf2*>(src + hh * d + 2 * lane + 64 * p);
+  // A head's row in the pool (pools of a kv head are within int32: attention's TileCopy check).
+  auto pool_row = [&](void* pool, int head) {
+    return static_cast<__nv_bfloat16*>(pool) +
+           (static_cast<int64_t>(head) * a.num_blocks + block) * bs * d +
+           static_cast<int64_t>(offset) * d;
+  };
+  if (kind == 2) {  // v heads: straight to the cache
+#pragma unroll
+    for (int hh = 0; hh < kHeads; ++hh) {
+      __nv_bfloat16* dst = pool_row(a.value_pool, h0 + hh);
+#pragma unroll
+      for (int p = 0; p < kPairs; ++p)
+        *reinterpret_cast<bf2*>(dst + 2 * lane + 64 * p) = raw[hh][p];
+    }
+    return;
+  }
+  float2 v[kHeads][kPairs];
+  float ss[kHeads];
+#pragma unroll
+  for (int hh = 0; hh < kHeads; ++hh) {
+    ss[hh] = 0.0f;
+#pragma unroll
+    for (int p = 0; p < kPairs; ++p) {
+      v[hh][p] = __bfloat1622float2(raw[hh][p]);
+      ss[hh] += v[hh][p].x * v[hh][p].x;
+      ss[hh] += v[hh][p].y * v[hh][p].y;
+    }
+  }
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1)
+#pragma unroll
+    for (int hh = 0; hh < kHeads; ++hh) ss[hh] += __shfl_xor_sync(0xffffffffu, ss[hh], off);
+  const float eps = static_cast<float>(a.eps), q16_scale = static_cast<float>(a.q16_scale);
+  auto* const q16 = static_cast<__nv_bfloat16*>(a.q16_out);
+#pragma unroll
+  for (int hh = 0; hh < kHeads; ++hh) {
+    const float inv = 1.0f / sqrtf(ss[hh] / static_cast<float>(d) + eps);
+    __nv_bfloat16* cache = kind == 1 ? pool_row(a.key_pool, h0 + hh) : nullptr;
+    float* x = kind == 0 ? (q16 ? nullptr : a.q) : a.k;  // f32 outputs, when wanted
+    const int64_t at = static_cast<int64_t>(head0 + hh) * d;
+#pragma unroll
+    for (int i = 0; i < kHalf; ++i) {
+      const int j = 2 * lane + 64 * i;
+      const float2 lo_in = v[hh][i], hi_in = v[hh][i + kHalf];
+      float2 r0, r1;
+      {
+        const float lo = wlo[i].x * (lo_in.x * inv), hi = whi[i].x * (hi_in.x * inv);
+        r0.x = lo * c[i].x - hi * sn[i].x;
+        r1.x = hi * c[i].x + lo * sn[i].x;
+      }
+      {
+        const float lo = wlo[i].y * (lo_in.y * inv), hi = whi[i].y * (hi_in.y * inv);
+        r0.y = lo * c[i].y - hi * sn[i].y;
+        r1.y = hi * c[i].y + lo * sn[i].y;
+      }
+      if (x) {
+        *reinterpret_cast<float2*>(x + at + j) = r0;
+        *reinterpret_cast<float2*>(x + at + j + half) = r1;
+      }
+      if (kind == 0 && q16) {
+        *reinterpret_cast<bf2*>(q16 + at + j) =
+            __floats2bfloat162_rn(r0.x * q16_scale, r0.y * q16_scale);
+        *reinterpret_cast<bf2*>(q16 + at + j + half) =
+            __floats2bfloat162_rn(r1.x * q16_scale, r1.y * q16_scale);
+      }
+      if (cache) {
+        *reinterpret_cast<bf2*>(cache + j) = __floats2bfloat162_rn(r0.x, r0.y);
+        *reinterpret_cast<bf2*>(cache + j + half) = __floats2bfloat162_rn(r1.x, r1.y);
       }
     }
   }
@@ -343,6 +442,14 @@ bool launch_qk_norm_rope_kv_token(const QkNormRopeKvArgs& a, cudaStream_t s) {
 
 template <typename W>
 void qk_norm_rope_kv_for(const QkNormRopeKvArgs& a, cudaStream_t s) {
+  if (a.q16 || a.k16 || a.v16) {
+    if (!qk_norm_bf16_kernel_applies(a))
+      throw std::logic_error("qk_norm_rope_kv: bf16 inputs outside the bf16 kernel's shapes");
+    const auto grid = static_cast<unsigned>(a.n);
+    const auto threads = static_cast<unsigned>((a.hq + 2 * a.hkv) / 4 * 32);
+    if (a.head_dim == 128) return launch_pdl(qk_norm_rope_kv_bf16_kernel<W, 4>, grid, threads, 0, s, a);
+    return launch_pdl(qk_norm_rope_kv_bf16_kernel<W, 8>, grid, threads, 0, s, a);
+  }
   switch (a.cache_type) {
     case ElemType::F32:
       if (launch_qk_norm_rope_kv_token<W, float>(a, s)) return;
@@ -354,8 +461,8 @@ void qk_norm_rope_kv_for(const QkNormRopeKvArgs& a, cudaStream_t s) {
       if (launch_qk_norm_rope_kv_token<W, __nv_bfloat16>(a, s)) return;
       break;
   }
-  if (a.q16 || a.k16 || a.v16 || !a.k || a.q16_out)
-    throw std::logic_error("qk_norm_rope_kv: bf16 inputs need the one-block-per-token kernel");
+  if (!a.k || a.q16_out)
+    throw std::logic_error("qk_norm_rope_kv: no k or a bf16 q output outside the bf16 kernel");
   constexpr int kWarps = 8;
   const unsigned grid = blocks_for(a.n * (a.hq + 2 * a.hkv), kWarps);
   switch (a.cache_type) {
@@ -418,6 +525,11 @@ void launch_add_rmsnorm(const void* p, cudaStream_t s) {
     case ElemType::BF16:
       return add_rmsnorm_typed<__nv_bfloat16>(a, s);
   }
+}
+
+bool qk_norm_bf16_kernel_applies(const QkNormRopeKvArgs& a) {
+  return qk_norm_token_kernel_applies(a) && (a.head_dim == 128 || a.head_dim == 256) &&
+         a.cache_type == ElemType::BF16;
 }
 
 bool qk_norm_token_kernel_applies(const QkNormRopeKvArgs& a) {

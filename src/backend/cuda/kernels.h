@@ -186,8 +186,8 @@ struct QkNormRopeKvArgs {
   int64_t tune;  // kTune* bits
   // The decoder stack's prefill path (cuda_gemm_stack_ops.cpp): q, k and v read as bf16 [n, hq,
   // d] / [n, hkv, d] (the GEMMs' bf16 outputs) instead of from q, k, v; normed q still written
-  // to q (f32). k == nullptr: the rotated k is written to the key pool only. Only with the
-  // one-block-per-token kernel (qk_norm_token_kernel_applies).
+  // to q (f32). k == nullptr: the rotated k is written to the key pool only. bf16 inputs take
+  // their own one-block-per-token kernel (qk_norm_bf16_kernel_applies).
   const void* q16 = nullptr;
   const void* k16 = nullptr;
   const void* v16 = nullptr;
@@ -198,8 +198,10 @@ struct QkNormRopeKvArgs {
   double q16_scale = 0;
 };
 void launch_qk_norm_rope_kv(const void* args, cudaStream_t stream);
-// Whether launch_qk_norm_rope_kv takes its one-block-per-token kernel for these arguments.
+// Whether launch_qk_norm_rope_kv takes its one-block-per-token kernel for these arguments, and
+// whether it can take bf16 inputs (q16, k16, v16: head_dim 128 or 256, bf16 cache).
 bool qk_norm_token_kernel_applies(const QkNormRopeKvArgs& a);
+bool qk_norm_bf16_kernel_applies(const QkNormRopeKvArgs& a);
 
 // Per row r of x [rows, width]: keys[r] = 0 when no value is above -inf, else the argmax (ties:
 // the lowest index) as a 64-bit key whose low word is 0xffffffff - index (see fused.cu).
