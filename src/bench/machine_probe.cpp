@@ -11,6 +11,7 @@
 
 #include "bench/environment.h"
 #include "bench/timer.h"
+#include "core/huge_pages.h"
 #include "infera/error.h"
 
 namespace infera::bench {
@@ -58,7 +59,8 @@ ReadBuffer::ReadBuffer(int threads, int64_t buffer_bytes) : threads_(threads) {
     throw InvalidArgument("bandwidth probe: buffer of " + std::to_string(buffer_bytes) +
                           " bytes is too small for " + std::to_string(threads) + " threads");
   slice_ = buffer_bytes / threads / kSliceAlign * kSliceAlign;
-  base_ = static_cast<float*>(std::aligned_alloc(kSliceAlign, static_cast<size_t>(bytes())));
+  // The weights' kind of pages (alloc_streamed), so that the roofline is the one they stream at.
+  base_ = static_cast<float*>(alloc_streamed(static_cast<size_t>(bytes())));
   if (!base_) throw Error("bandwidth probe: cannot allocate " + std::to_string(bytes()) + " bytes");
   sums_.assign(static_cast<size_t>(threads), 0.0);
   // Each slice first-touched on its reader's thread (pages land near it).

@@ -10,6 +10,7 @@
 
 #include "backend/cpu/matmul_bf16_packed.h"
 #include "backend/cpu/weight_rowgroups.h"
+#include "core/huge_pages.h"
 #include "infera/error.h"
 
 namespace infera::cpu {
@@ -73,7 +74,7 @@ Tensor RepackedWeights::prepare(const Tensor& w) {
       (bf16 && w.dim(0) < 2) || (!bf16 && !rowgroups_fit(w.dtype(), w.dim(0), w.dim(1))))
     return w;
   const size_t bytes = bf16 ? bf16_pairs_bytes(w.dim(0), w.dim(1)) : w.nbytes();
-  void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  void* p = alloc_streamed(bytes);
   if (!p) throw Error("out of memory repacking " + w.name() + " " + w.shape().str());
   if (bf16)
     pack_bf16_pairs(w.data_as<const uint16_t>(), w.dim(0), w.dim(1), static_cast<uint16_t*>(p));
