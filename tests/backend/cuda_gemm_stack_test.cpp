@@ -26,14 +26,7 @@
 namespace infera {
 namespace {
 
-// Qwen3-0.6B's layer (16 q heads and 8 kv heads of 128: the qk-norm's one-block-per-token kernel,
-// so bf16 q/k/v) in two layers with a small vocabulary.
-const char* const kQwen3Layer06B = R"({
-  "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "head_dim": 128,
-  "hidden_size": 1024, "intermediate_size": 3072, "num_attention_heads": 16,
-  "num_key_value_heads": 8, "num_hidden_layers": 2, "max_position_embeddings": 40960,
-  "rms_norm_eps": 1e-06, "rope_theta": 1000000, "tie_word_embeddings": true,
-  "torch_dtype": "bfloat16", "vocab_size": 512})";
+using cuda_test::kQwen3Layer06B;  // head_dim 128, 8 kv heads: the qk-norm's bf16 kernel, bf16 q/k/v
 
 struct Case {
   const char* name;

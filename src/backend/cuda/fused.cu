@@ -217,6 +217,25 @@ __global__ void qk_norm_rope_kv_kernel(const QkNormRopeKvArgs a) {
   }
 }
 
+// A one-block-per-token qk-norm kernel's warp: 4 heads of q (the first hq / 4 warps), k or v.
+struct TokenWarp {
+  int token, lane, kind, h0;  // kind: 0 q, 1 k, 2 v; h0: the first of its 4 heads
+  int slot, pos;              // the token's cache slot and position
+};
+__device__ __forceinline__ TokenWarp token_warp(const QkNormRopeKvArgs& a) {
+  constexpr int kHeads = 4;
+  TokenWarp t;
+  t.token = static_cast<int>(blockIdx.x);
+  t.lane = static_cast<int>(threadIdx.x % 32);
+  const int warp = static_cast<int>(threadIdx.x / 32);
+  const int qw = static_cast<int>(a.hq) / kHeads, kw = static_cast<int>(a.hkv) / kHeads;
+  t.kind = warp < qw ? 0 : warp < qw + kw ? 1 : 2;
+  t.h0 = (warp - (t.kind == 0 ? 0 : t.kind == 1 ? qw : qw + kw)) * kHeads;
+  t.slot = a.slots[t.token];
+  t.pos = a.positions[t.token];
+  return t;
+}
+
 // The same op with one block per token: warp w takes kHeads heads of q (the first hq / kHeads
 // warps), k or v. A warp's heads are loaded together (kHeads independent loads and reductions in
 // flight instead of one), and the token's position, slot, cos/sin row and the norm weights are
@@ -225,13 +244,8 @@ __global__ void qk_norm_rope_kv_kernel(const QkNormRopeKvArgs a) {
 template <typename W, typename T, int kPer>
 __global__ void qk_norm_rope_kv_token_kernel(const QkNormRopeKvArgs a) {
   constexpr int kHeads = 4, kHp = kPer / 2, d = kPer * 32, half = d / 2;
-  const int token = static_cast<int>(blockIdx.x), warp = static_cast<int>(threadIdx.x / 32);
-  const int lane = static_cast<int>(threadIdx.x % 32);
-  const int qw = static_cast<int>(a.hq) / kHeads, kw = static_cast<int>(a.hkv) / kHeads;
-  const int kind = warp < qw ? 0 : warp < qw + kw ? 1 : 2;  // q, k, v
-  const int h0 = (warp - (kind == 0 ? 0 : kind == 1 ? qw : qw + kw)) * kHeads;
+  const auto [token, lane, kind, h0, slot, pos] = token_warp(a);
   const int bs = static_cast<int>(a.block_size);
-  const int slot = a.slots[token], pos = a.positions[token];
   const int64_t block = slot / bs, offset = slot % bs;
   float c[kHp], sn[kHp], wlo[kHp], whi[kHp];
   if (kind < 2) {
@@ -313,14 +327,9 @@ template <typename W, int kPer>
 __global__ void qk_norm_rope_kv_bf16_kernel(const QkNormRopeKvArgs a) {
   constexpr int kHeads = 4, d = kPer * 32, half = d / 2, kPairs = kPer / 2, kHalf = kPairs / 2;
   using bf2 = __nv_bfloat162;
-  const int token = static_cast<int>(blockIdx.x), warp = static_cast<int>(threadIdx.x / 32);
-  const int lane = static_cast<int>(threadIdx.x % 32);
+  const auto [token, lane, kind, h0, slot, pos] = token_warp(a);
   const int hq = static_cast<int>(a.hq), hkv = static_cast<int>(a.hkv);
-  const int qw = hq / kHeads, kw = hkv / kHeads;
-  const int kind = warp < qw ? 0 : warp < qw + kw ? 1 : 2;  // q, k, v
-  const int h0 = (warp - (kind == 0 ? 0 : kind == 1 ? qw : qw + kw)) * kHeads;
   const int bs = static_cast<int>(a.block_size);
-  const int slot = a.slots[token], pos = a.positions[token];
   const int block = slot / bs, offset = slot % bs;
   float2 c[kHalf], sn[kHalf], wlo[kHalf], whi[kHalf];
   if (kind < 2) {
