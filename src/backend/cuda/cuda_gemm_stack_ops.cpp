@@ -89,8 +89,8 @@ bool CudaBackend::record_gemm_stack(Tensor& x, std::span<const DecoderLayerRefs>
   record_norm_bf16(x, *first.attn_norm, p.eps, xn16, op);
   for (size_t il = 0; il < layers.size(); ++il) {
     const DecoderLayerRefs& w = layers[il];
-    // q/k/v: bf16 for the qk-norm kernel where its one-block-per-token kernel runs, else f32 as
-    // the composition (the kernel then also writes the rotated k back, unread).
+    // q/k/v: bf16 where the qk-norm's bf16-input kernel runs (head_dim 128/256, bf16 cache),
+    // else f32 as the composition (the kernel then also writes the rotated k back, unread).
     QkNormRopeKvArgs qa =
         qk_norm_rope_kv_args(qh, kh, vh, *w.q_norm, *w.k_norm, p.eps, p.rope_theta, *w.cache, batch);
     const bool qkv_bf16 = options_.gemm_stack_qkv16 && qk_norm_bf16_kernel_applies(qa);
