@@ -326,57 +326,32 @@ class ModernBert final : public Encoder {
     backend_.embedding(embed_, batch.tokens, x);
     backend_.layernorm(x, embed_norm_, embed_norm_b_, p_.eps, x);
     emit(x, "embed", -1);
-    for (int64_t il = 0; il < p_.layers; ++il) layer(static_cast<int>(il), n, batch);
+    stack(n, batch);
     backend_.layernorm(x, final_norm_, final_norm_b_, p_.eps, x);
     emit(x, "final_norm", -1);
     return batch;
   }
 
-  void layer(int il, int64_t n, const Batch& batch) {
-    const LayerWeights& w = layers_[static_cast<size_t>(il)];
+  // The layers as one op (ops/backend.h: exactly the per-layer composition, which a backend may
+  // run without its f32 round trips); with the activation hook, that composition op by op, each
+  // layer's activations handed to the hook.
+  void stack(int64_t n, const Batch& batch) {
+    if (refs_.empty())
+      for (const LayerWeights& w : layers_)
+        refs_.push_back({&w.attn_norm, &w.attn_norm_b, &w.wq, &w.wk, &w.wv, &w.bq, &w.bk, &w.bv,
+                         &w.wo, &w.bo, &w.mlp_norm, &w.mlp_norm_b, &w.wi_in, &w.wi_gate, &w.bi_in,
+                         &w.bi_gate, &w.wo2, &w.bo2, w.theta,
+                         w.global ? -1 : static_cast<int32_t>(p_.window)});
     Tensor x = s_.x.rows(0, n), xn = s_.xn.rows(0, n), proj = s_.proj.rows(0, n);
     Tensor q = s_.q.rows(0, n), k = s_.k.rows(0, n), v = s_.v.rows(0, n);
     Tensor attn = s_.attn.rows(0, n), inner = s_.inner.rows(0, n), gate = s_.gate.rows(0, n);
-
-    // Layer 0 has no attn_norm: its attention reads the embedding output itself. A later layer's
-    // attn_norm was applied by the previous layer's residual add (add_layernorm) into xn.
-    const Tensor& attn_in = w.attn_norm.empty() ? x : xn;
-    if (!w.attn_norm.empty() && !normed_by_previous_layer(il))
-      backend_.layernorm(x, w.attn_norm, w.attn_norm_b, p_.eps, xn);
-    linear_shared_input(attn_in, {&w.wq, &w.wk, &w.wv}, {&w.bq, &w.bk, &w.bv}, {&q, &k, &v});
-    Tensor qh = q.reshaped({n, p_.heads, p_.head_dim});
-    Tensor kh = k.reshaped({n, p_.heads, p_.head_dim});
-    Tensor attn_h = attn.reshaped({n, p_.heads, p_.head_dim});
-    backend_.rope_attention_packed(qh, kh, v.reshaped({n, p_.heads, p_.head_dim}), batch, w.theta,
-                                   {.scale = 1.0f / std::sqrt(static_cast<float>(p_.head_dim)),
-                                    .causal = false,
-                                    .window = w.global ? -1 : static_cast<int32_t>(p_.window)},
-                                   attn_h);
-    emit(attn, "attn", il);
-    linear(attn, w.wo, w.bo, proj);
-    backend_.add_layernorm(x, proj, w.mlp_norm, w.mlp_norm_b, p_.eps, xn);
-    emit(x, "attn_residual", il);
-
-    if (plain_weights({&w.wi_in, &w.wi_gate}, {&w.bi_in, &w.bi_gate})) {
-      backend_.matmul_geglu(xn, w.wi_in, w.wi_gate, inner, gate);
-    } else {
-      linear_shared_input(xn, {&w.wi_in, &w.wi_gate}, {&w.bi_in, &w.bi_gate}, {&inner, &gate});
-      backend_.geglu(inner, gate, inner);
-    }
-    linear(inner, w.wo2, w.bo2, proj);
-    if (normed_by_previous_layer(il + 1)) {
-      const LayerWeights& next = layers_[static_cast<size_t>(il) + 1];
-      backend_.add_layernorm(x, proj, next.attn_norm, next.attn_norm_b, p_.eps, xn);
-    } else {
-      backend_.add(x, proj, x);
-    }
-    emit(x, "layer_out", il);
-  }
-
-  // Whether layer il's attn_norm is applied at the end of layer il - 1 (its residual add, fused
-  // with that norm into xn) rather than at its own start.
-  bool normed_by_previous_layer(int il) const {
-    return il > 0 && il < p_.layers && !layers_[static_cast<size_t>(il)].attn_norm.empty();
+    const EncoderStackParams params{p_.heads, p_.head_dim, p_.eps,
+                                    1.0f / std::sqrt(static_cast<float>(p_.head_dim))};
+    const EncoderStackScratch scratch{&xn, &q, &k, &v, &attn, &proj, &inner, &gate};
+    if (hook_)
+      encoder_stack_composed(backend_, x, refs_, batch, params, scratch, hook_);
+    else
+      backend_.encoder_stack(x, refs_, batch, params, scratch);
   }
 
   // ModernBertPredictionHead, in place on h [rows, hidden]: dense, GELU, LayerNorm.
@@ -391,31 +366,6 @@ class ModernBert final : public Encoder {
   void linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out) {
     backend_.matmul(x, weight, out);
     if (!bias.empty()) backend_.add_bias(out, bias, out);
-  }
-
-  // Float weights without biases: what matmul_multi and matmul_geglu take.
-  static bool plain_weights(std::initializer_list<const Tensor*> weights,
-                            std::initializer_list<const Tensor*> biases) {
-    bool plain = true;
-    for (const Tensor* wt : weights) plain &= !dtype_is_quantized(wt->dtype());
-    for (const Tensor* b : biases) plain &= b->empty();
-    return plain;
-  }
-
-  // Several projections of one input (q/k/v; Wi's input and gate halves). Float weights without
-  // biases go through matmul_multi, which lets a backend prepare x once for all of them (CUDA
-  // rounds it to bf16 once instead of per GEMM); quantized weights or biases: one linear each.
-  void linear_shared_input(const Tensor& x, std::initializer_list<const Tensor*> weights,
-                           std::initializer_list<const Tensor*> biases,
-                           std::initializer_list<Tensor*> outs) {
-    if (plain_weights(weights, biases)) {
-      backend_.matmul_multi(x, std::span<const Tensor* const>(weights.begin(), weights.size()),
-                            std::span<Tensor* const>(outs.begin(), outs.size()));
-      return;
-    }
-    auto b = biases.begin();
-    auto o = outs.begin();
-    for (const Tensor* wt : weights) linear(x, *wt, **b++, **o++);
   }
 
   Tensor w(const std::string& name, Shape shape) {
@@ -490,6 +440,7 @@ class ModernBert final : public Encoder {
   Tensor head_dense_, head_dense_b_, head_norm_, head_norm_b_, decoder_, decoder_b_;
   Tensor classifier_, classifier_b_;
   std::vector<LayerWeights> layers_;
+  std::vector<EncoderLayerRefs> refs_;  // into layers_, made on the first forward
   Scratch s_;
   Tensor s_head_in_, s_head_tmp_, s_head_out_;  // head buffers, grown on demand
 };

@@ -12,10 +12,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "infera/tensor.h"
 #include "ops/batch.h"
@@ -73,6 +75,7 @@ enum class Op : uint8_t {
   AddLayerNorm,
   MatmulGeglu,
   RopeAttentionPacked,
+  EncoderStack,
   // Fused ops (composite defaults below; a backend overrides them to save launches and passes).
   AddRmsNorm,
   MatmulSwiglu,
@@ -106,6 +109,39 @@ struct DecoderStackParams {
 struct DecoderStackScratch {
   Tensor *xn, *q, *k, *v, *attn, *proj, *gate, *up;
 };
+
+// One pre-norm encoder layer (ModernBERT) as encoder_stack reads it: LayerNorm, q/k/v projections
+// of one input, RoPE and packed attention (global or windowed), the o projection, LayerNorm, the
+// GeGLU MLP (Wi's input and gate halves, then Wo). Absent tensors are empty, never null: layer 0's
+// attn_norm (ModernBERT has none there) and every bias of a model without them.
+struct EncoderLayerRefs {
+  const Tensor *attn_norm, *attn_norm_bias, *q_proj, *k_proj, *v_proj, *q_bias, *k_bias, *v_bias;
+  const Tensor *o_proj, *o_bias, *mlp_norm, *mlp_norm_bias, *wi_in, *wi_gate, *wi_in_bias,
+      *wi_gate_bias, *wo, *wo_bias;
+  double rope_theta = 1e4;
+  int32_t window = -1;  // AttentionParams::window: -1 global
+};
+// encoder_stack's shapes and constants (heads of q, k and v alike).
+struct EncoderStackParams {
+  int64_t heads = 0, head_dim = 0;
+  float eps = 1e-5f;
+  float scale = 1.0f;  // attention's score scale
+};
+// encoder_stack's activations, [n, width] F32 each (hidden for xn, q, k, v, attn and proj; Wi's
+// half for inner and gate).
+struct EncoderStackScratch {
+  Tensor *xn, *q, *k, *v, *attn, *proj, *inner, *gate;
+};
+// An observer of a forward's activations (a model's activation hook): the tensor, its name and
+// its layer.
+using ActivationEmit = std::function<void(const Tensor&, std::string_view, int)>;
+
+class Backend;
+// encoder_stack's composition (below), each layer's "attn", "attn_residual" and "layer_out"
+// handed to `emit` when it is set: the model's forward with its activation hook.
+void encoder_stack_composed(Backend& backend, Tensor& x, std::span<const EncoderLayerRefs> layers,
+                            const Batch& batch, const EncoderStackParams& params,
+                            const EncoderStackScratch& scratch, const ActivationEmit& emit);
 
 class Backend {
  public:
@@ -224,6 +260,23 @@ class Backend {
   // composition leaves them.
   virtual void rope_attention_packed(Tensor& q, Tensor& k, const Tensor& v, const Batch& batch,
                                      double theta, const AttentionParams& params, Tensor& out);
+  // A stack of encoder layers over the residual stream x [n, hidden] F32 (updated in place; the
+  // batch's sequences packed, as attention_packed reads them), as exactly this composition per
+  // layer i (w = layers[i]; linear = matmul, then add_bias where there is a bias):
+  //   i == 0 with an attn_norm: layernorm(x, w.attn_norm, w.attn_norm_bias, eps, xn)
+  //   q/k/v = the projections of xn (of x where w.attn_norm is empty): matmul_multi without
+  //           biases and block-quantized weights, else one linear each
+  //   rope_attention_packed(q, k, v, batch, w.rope_theta, {scale, bidirectional, w.window}, attn)
+  //   proj = linear(attn, w.o_proj); add_layernorm(x, proj, w.mlp_norm, w.mlp_norm_bias, eps, xn)
+  //   inner = gelu(xn . wi_in^T) * (xn . wi_gate^T): matmul_geglu without biases and quantized
+  //           weights, else the two linears and geglu
+  //   proj = linear(inner, w.wo); then add_layernorm(x, proj, the next layer's attn_norm, ...,
+  //          xn) where the next layer has one, else add(x, proj, x)
+  // The scratch tensors' contents afterwards are unspecified. A backend overrides it to skip the
+  // f32 round trips between the layers' GEMMs (CUDA: bf16 weights, the flash attention's shapes).
+  virtual void encoder_stack(Tensor& x, std::span<const EncoderLayerRefs> layers,
+                             const Batch& batch, const EncoderStackParams& params,
+                             const EncoderStackScratch& scratch);
 
   // --- fused ops ----------------------------------------------------------------------------
   // Each has a default composed of the ops above (so every backend runs them correctly as is) and

@@ -69,6 +69,8 @@ std::string_view op_name(Op op) {
       return "rmsnorm_matmul_multi";
     case Op::OutputMlp:
       return "output_mlp";
+    case Op::EncoderStack:
+      return "encoder_stack";
     case Op::DecoderStack:
       return "decoder_stack";
     case Op::ArgmaxRows:

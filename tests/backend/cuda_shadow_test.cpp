@@ -41,6 +41,7 @@ CudaOptions with_shadows(bool on) {
   o.bf16_shadow = on;
   o.mlp_bf16_only = false;  // its SwiGLU -> down hand-off needs no shadow (counted below)
   o.gemm_stack = false;     // the composition's shadows (the GEMM stack hands bf16 on itself)
+  o.encoder_stack = false;  // (and so does the encoder stack)
   return o;
 }
 
@@ -144,6 +145,7 @@ TEST_F(CudaShadowTest, ModernBertFusedOpsFollowTheirCompositions) {
   auto plain = make_cuda_backend(0, composed);
   CudaOptions fused;
   fused.profile = true;
+  fused.encoder_stack = false;  // the fused ops, not the stack past them
   auto ours = make_cuda_backend(0, fused);
   const std::vector<float> want = modernbert_hidden(*plain);
   const std::vector<float> got = modernbert_hidden(*ours);

@@ -113,9 +113,23 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
   // Four elements per 16-byte load, several loads in flight per thread (the prologue's loads
   // were the kernel's main scoreboard stall for blocks with few key tiles; q is 16-byte aligned,
   // as the host checks).
-  constexpr int kQuads = D / 4;
+  constexpr int kQuads = D / 4, kOctets = D / 8;
+  if (a.q16) {  // already scaled and rounded (AttentionArgs::q16): copied as they are
+    const auto* q16 = static_cast<const uint16_t*>(a.q16);
 #pragma unroll 4
-  for (int i = tid; i < kVectors * kQuads; i += kThreads) {
+    for (int i = tid; i < kVectors * kOctets; i += kThreads) {
+      const int v = i / kOctets, e = (i % kOctets) * 8;
+      uint4 val = make_uint4(0u, 0u, 0u, 0u);
+      if (v < nv) {
+        int row, head;
+        vector_row_head(a, row_begin, g, v0 + v, row, head);
+        val = *reinterpret_cast<const uint4*>(q16 + (static_cast<int64_t>(row) * a.hq + head) * D + e);
+      }
+      *reinterpret_cast<uint4*>(&qs[v * kRow<D> + e]) = val;
+    }
+  }
+#pragma unroll 4
+  for (int i = tid; i < (a.q16 ? 0 : kVectors * kQuads); i += kThreads) {
     const int v = i / kQuads, e = (i % kQuads) * 4;
     float4 val = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     if (v < nv) {
@@ -268,14 +282,14 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
     int row, head;
     vector_row_head(a, row_begin, g, v0 + v, row, head);
     const int64_t at = (static_cast<int64_t>(row) * a.hq + head) * D;
-    float* dst = a.out + at;
+    float* dst = a.out ? a.out + at : nullptr;  // null: the bf16 output alone
     __nv_bfloat16* dst_bf16 = a.out_bf16 ? static_cast<__nv_bfloat16*>(a.out_bf16) + at : nullptr;
     const float inv = half == 0 ? inv0 : inv1;
 #pragma unroll
     for (int dt = 0; dt < D / 8; ++dt) {
       const int c = dt * 8 + tig * 2;
       const float2 y = make_float2(o[dt][2 * half] * inv, o[dt][2 * half + 1] * inv);
-      *reinterpret_cast<float2*>(dst + c) = y;
+      if (dst) *reinterpret_cast<float2*>(dst + c) = y;
       if (dst_bf16)
         *reinterpret_cast<__nv_bfloat162*>(dst_bf16 + c) = __floats2bfloat162_rn(y.x, y.y);
     }
@@ -329,6 +343,10 @@ bool attention_flash_supports(ElemType type, int64_t head_dim) {
 
 void launch_attention_flash(const void* p, cudaStream_t s) {
   const auto& a = *static_cast<const AttentionArgs*>(p);
+  // (The interleaved tile and the split merge read q and write out in f32 only.)
+  if ((a.q16 || !a.out) && (a.type != ElemType::BF16 || (a.fast_softmax && a.interleaved) ||
+                            a.splits > 1 || (!a.out && !a.out_bf16)))
+    throw std::runtime_error("flash attention: bf16 q or output without their kernel");
   dispatch_type_and_head_dim(
       a, [&](auto t, auto d) { launch_d<typename decltype(t)::type, decltype(d)::value>(a, s); });
 }

@@ -120,7 +120,7 @@ bool CudaBackend::supports(Op op, std::initializer_list<DType> dtypes) const {
          op == Op::Attention || op == Op::LayerNorm || op == Op::AddBias || op == Op::AddRmsNorm ||
          op == Op::MatmulSwiglu || op == Op::QkNormRopeKvWrite || op == Op::AddLayerNorm ||
          op == Op::MatmulGeglu || op == Op::ResidualMlp || op == Op::RmsNormMatmulMulti ||
-         op == Op::OutputMlp || op == Op::DecoderStack)
+         op == Op::OutputMlp || op == Op::DecoderStack || op == Op::EncoderStack)
             ? is_float
             : t == DType::F32;
     if (!ok) return false;
@@ -300,7 +300,8 @@ CudaStats CudaBackend::stats() const {
           residual_mlp_kernels_,
           fused_gemvs_,
           decode_stack_kernels_,
-          gemm_stacks_};
+          gemm_stacks_,
+          encoder_stacks_};
 }
 
 }  // namespace cuda
@@ -365,6 +366,7 @@ CudaOptions cuda_options_from_env() {
     o.decode_stack_splits = std::max(0, std::atoi(v));
   if (const char* v = std::getenv("INFERA_CUDA_DECODE_STACK_TRACE"); v) o.decode_stack_trace = v;
   o.decode_stack_smem = cuda::env_flag("INFERA_CUDA_DECODE_STACK_SMEM", o.decode_stack_smem);
+  o.encoder_stack = cuda::env_flag("INFERA_CUDA_ENCODER_STACK", o.encoder_stack);
   o.gemm_stack = cuda::env_flag("INFERA_CUDA_GEMM_STACK", o.gemm_stack);
   o.gemm_stack_qkv16 = cuda::env_flag("INFERA_CUDA_GEMM_STACK_QKV16", o.gemm_stack_qkv16);
   o.gemm_stack_attention16 =

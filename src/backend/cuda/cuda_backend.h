@@ -303,6 +303,15 @@ struct CudaOptions {
   // attention writes only its bf16 output (INFERA_CUDA_GEMM_STACK_ATTN16=0: f32 q and output).
   bool gemm_stack = true;
   bool gemm_stack_qkv16 = true;
+  // The encoder stack (Backend::encoder_stack, ModernBERT) past the GEMV and stream GEMM rows,
+  // bf16 weights without biases, where the packed flash attention runs: bf16 between every
+  // GEMM and its producer. The q/k/v GEMMs (one strided launch) write bf16, which one staging
+  // kernel rotates in place (q times the attention's scale: the bf16 the flash kernel would
+  // stage), the attention reads them and writes only bf16, the o and Wo projections add into the
+  // residual in the GEMM (beta 1), the LayerNorms write only the next GEMM's bf16 input and the
+  // GeGLU only bf16 (INFERA_CUDA_ENCODER_STACK=0: the composition of the encoder's fused ops).
+  // q, k and v are rounded to bf16 before RoPE, as a bf16 model computes them.
+  bool encoder_stack = true;
   bool gemm_stack_attention16 = true;
   // A file that gets the last launch's per-block barrier timestamps (DecodeStackArgs::trace) when
   // the backend is destroyed (INFERA_CUDA_DECODE_STACK_TRACE; a diagnostic: empty = none).
@@ -345,6 +354,7 @@ struct CudaStats {
   int64_t fused_gemvs = 0;  // GEMVs with a norm prologue or residual epilogue (b1_fused_chain)
   int64_t decode_stack_kernels = 0;  // decoder_stack ops run as one kernel (decode_stack.cu)
   int64_t gemm_stacks = 0;           // decoder_stack ops on the GEMM path (gemm_stack)
+  int64_t encoder_stacks = 0;        // encoder_stack ops without f32 round trips (encoder_stack)
 };
 std::optional<CudaStats> cuda_stats(const Backend& backend);
 // With CudaOptions::profile: device time per (op, kernel) since the last call, as a table

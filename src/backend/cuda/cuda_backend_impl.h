@@ -94,6 +94,8 @@ class CudaBackend final : public Backend {
                   Tensor& up, Tensor& proj) override;
   // The whole decoder stack of one decode row as one kernel (cuda_decode_stack_ops.cpp;
   // CudaOptions::decode_stack).
+  void encoder_stack(Tensor& x, std::span<const EncoderLayerRefs> layers, const Batch& batch,
+                     const EncoderStackParams& params, const EncoderStackScratch& scratch) override;
   void decoder_stack(Tensor& x, std::span<const DecoderLayerRefs> layers, const Batch& batch,
                      const DecoderStackParams& params, const DecoderStackScratch& scratch) override;
   // Sampling (cuda_sampling_ops.cpp).
@@ -136,9 +138,25 @@ class CudaBackend final : public Backend {
   struct PackedRope {
     RopeArgs q, k;
   };
+  // bf16: the encoder stack's hand-offs (cuda_encoder_stack_ops.cpp): q16 and k16 [T, heads, d]
+  // as its GEMMs wrote them, rotated here (q scaled) in place of the staging, v16 read as the
+  // values and only out16 written, bf16 throughout; only where packed_flash16_applies.
+  struct PackedBf16 {
+    void *q16, *k16;
+    const void* v16;
+    void* out16;
+  };
   void record_attention_packed(const Tensor& q, const Tensor& k, const Tensor& v,
                                const Batch& batch, const AttentionParams& params, Tensor& out,
-                               const PackedRope* rope, const char* op);
+                               const PackedRope* rope, const char* op,
+                               const PackedBf16* bf16 = nullptr);
+  // Whether attention_packed of these tensors, for sequences of at most max_len rows, runs the
+  // flash kernel.
+  bool packed_flash_applies(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                            int64_t max_len) const;
+  // And whether it can take the bf16 hand-offs as well (the flash kernel's plain tile).
+  bool packed_flash16_applies(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                              int64_t max_len) const;
   // The uploaded batch whose field `field` (-1: any field, stored in *found) is `t`; throws
   // InvalidArgument naming `op` when `t` is no index tensor made by upload_batch here.
   const UploadedBatch& find_batch(const Tensor& t, int field, const char* op,
@@ -158,6 +176,11 @@ class CudaBackend final : public Backend {
   // out_bf16 [n, m] = x_bf16 [n, k] . w^T (bf16 w), f32 accumulation rounded to bf16 (cuBLAS).
   void record_gemm_bf16_out(const void* x_bf16, const Tensor& w, void* out_bf16, int64_t n,
                             int64_t k, int64_t m, const OpNote& nt);
+  // out_bf16 + i stride_out [n, m] = x_bf16 [n, k] . (w + i stride_w)^T for i < count (bf16
+  // weights and outputs, strides in elements): one strided-batched cuBLAS launch.
+  void record_gemm_strided_bf16(const void* x_bf16, const void* w, void* out_bf16, int64_t n,
+                                int64_t k, int64_t m, int64_t count, int64_t stride_w,
+                                int64_t stride_out, const OpNote& nt);
   // CudaOptions::paired_gemm: out0 = x . w0^T and out1 = x . w1^T (same-shape bf16 weights,
   // x_bf16 [n, k]) as one strided-batched launch; false (nothing recorded) where the switch is
   // off, the shapes differ, or the weights' or outputs' distance does not fit a stride.
@@ -185,6 +208,15 @@ class CudaBackend final : public Backend {
   // CudaOptions::gemm_stack); false (nothing recorded) where it does not apply.
   bool record_gemm_stack(Tensor& x, std::span<const DecoderLayerRefs> layers, const Batch& batch,
                          const DecoderStackParams& p, const DecoderStackScratch& s);
+  // encoder_stack past the GEMV and stream GEMM rows with bf16 weights
+  // (cuda_encoder_stack_ops.cpp; CudaOptions::encoder_stack); false (nothing recorded) where it
+  // does not apply.
+  bool record_encoder_stack(Tensor& x, std::span<const EncoderLayerRefs> layers,
+                            const Batch& batch, const EncoderStackParams& p,
+                            const EncoderStackScratch& s);
+  // LayerNorm of x [n, d] (f32) written only as bf16 to out16 (the in-register kernel).
+  void record_layernorm_bf16(const Tensor& x, const Tensor& w, const Tensor& b, float eps,
+                             void* out16, const char* op);
   // Whether attention() takes the wgmma prefill kernel for q, out and cache with `vectors`
   // query vectors per (sequence, kv head) at most.
   bool flash_wgmma_applies(const Tensor& q, const Tensor& out, const KvLayer& cache,
@@ -263,6 +295,7 @@ class CudaBackend final : public Backend {
   std::map<std::pair<int64_t, int64_t>, int64_t> decode_stack_fit_;
   std::vector<std::pair<std::vector<const void*>, Tensor>> decode_stack_tables_;
   int64_t decode_stack_kernels_ = 0;
+  int64_t encoder_stacks_ = 0;  // record_encoder_stack's stacks (CudaStats::encoder_stacks)
   int64_t gemm_stacks_ = 0;  // record_gemm_stack's stacks (CudaStats::gemm_stacks)
   Tensor decode_stack_trace_;  // CudaOptions::decode_stack_trace's device buffer
   void write_decode_stack_trace();

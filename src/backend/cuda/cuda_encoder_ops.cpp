@@ -1,6 +1,7 @@
 // The CUDA backend's encoder ops (ModernBERT; see ops/backend.h): host checks, then one launch
 // each. attention_packed counts the key tiles its schedule visits (OpStats), computed on the host
 // from the batch with the same rule the kernel follows.
+#include <stdexcept>
 #include <string>
 
 #include "backend/cuda/cuda_backend_impl.h"
@@ -35,6 +36,18 @@ LayerNormArgs layernorm_args(const Tensor& x, const Tensor& weight, const Tensor
   a.weight_type = elem_type(weight.dtype());
   a.eps = eps;
   return a;
+}
+// attention_packed on tensor cores (bf16 operands) for these shapes, else the f32 kernel (also
+// the exact mode). (It stages rows with 16-byte loads: q, k, v must start 16-byte aligned.)
+bool packed_mma_applies(const CudaOptions& o, const Tensor& q, const Tensor& k, const Tensor& v) {
+  const bool aligned =
+      (reinterpret_cast<uintptr_t>(q.data()) | reinterpret_cast<uintptr_t>(k.data()) |
+       reinterpret_cast<uintptr_t>(v.data())) %
+          16 ==
+      0;
+  const int64_t hd = q.dim(2);
+  return o.packed_mma && !o.exact_f32 && q.dim(1) == k.dim(1) && hd % 16 == 0 &&
+         hd <= kPackedMmaMaxHeadDim && aligned;
 }
 }  // namespace
 
@@ -163,9 +176,33 @@ void CudaBackend::rope_attention_packed(Tensor& q, Tensor& k, const Tensor& v, c
   record_attention_packed(q, k, v, batch, params, out, &rope, op);
 }
 
+bool CudaBackend::packed_flash_applies(const Tensor& q, const Tensor& k, const Tensor& v,
+                                       const Tensor& out, int64_t max_len) const {
+  if (q.rank() != 3 || k.rank() != 3 || k.dim(1) == 0 || q.dim(1) % k.dim(1) != 0) return false;
+  const int64_t hd = q.dim(2);
+  // Of the tensor-core kernels, the flash kernel (pipelined, ldmatrix) where it applies: head_dim
+  // 64 or 128, the windowed schedule, an 8-byte aligned out (its float2 stores).
+  return packed_mma_applies(options_, q, k, v) && options_.packed_flash &&
+         options_.flash_attention && !options_.packed_dense &&
+         attention_flash_supports(ElemType::BF16, hd) &&
+         reinterpret_cast<uintptr_t>(out.data()) % 8 == 0 &&
+         (max_len + kMmaVectorsPerTile - 1) / kMmaVectorsPerTile <= 65535;  // grid.z
+}
+
+bool CudaBackend::packed_flash16_applies(const Tensor& q, const Tensor& k, const Tensor& v,
+                                         const Tensor& out, int64_t max_len) const {
+  // The plain tile (not the key halves, nor the interleaved one) and the staging kernel's rows.
+  return packed_flash_applies(q, k, v, out, max_len) && options_.rope_stage &&
+         !options_.packed_flash_halves && !(options_.flash_fast_softmax && options_.flash_interleaved) &&
+         q.dim(1) == k.dim(1) &&
+         rope_stage16_applies(RopeStage16Args{nullptr, nullptr, nullptr, nullptr, nullptr, q.dim(0),
+                                              q.dim(1), q.dim(2), 1.0f});
+}
+
 void CudaBackend::record_attention_packed(const Tensor& q, const Tensor& k, const Tensor& v,
                                           const Batch& batch, const AttentionParams& params,
-                                          Tensor& out, const PackedRope* rope, const char* op) {
+                                          Tensor& out, const PackedRope* rope, const char* op,
+                                          const PackedBf16* bf16) {
   for (const Tensor* t : {&q, &k, &v, static_cast<const Tensor*>(&out)}) expect_f32(*t, op);
   const BatchDesc& d = *batch.desc;
   const int64_t tokens = d.num_tokens();
@@ -188,20 +225,7 @@ void CudaBackend::record_attention_packed(const Tensor& q, const Tensor& k, cons
   INFERA_CUDA_EXPECT(seqs > 0 && seqs <= 65535 && hkv <= 65535, op,
                      "1 to 65535 sequences and kv heads");
   const int64_t group = hq / hkv;
-  // Tensor cores where they apply (bf16 operands), else the f32 kernel (also the exact mode).
-  // (It stages rows with 16-byte loads: q, k, v must start 16-byte aligned.)
-  const bool aligned =
-      (reinterpret_cast<uintptr_t>(q.data()) | reinterpret_cast<uintptr_t>(k.data()) |
-       reinterpret_cast<uintptr_t>(v.data())) %
-          16 ==
-      0;
-  const bool mma = options_.packed_mma && !options_.exact_f32 && group == 1 && hd % 16 == 0 &&
-                   hd <= kPackedMmaMaxHeadDim && aligned;
-  // Of the tensor-core kernels, the flash kernel (pipelined, ldmatrix) where it applies: head_dim
-  // 64 or 128, the windowed schedule, an 8-byte aligned out (its float2 stores).
-  bool flash = mma && options_.packed_flash && options_.flash_attention && !options_.packed_dense &&
-               attention_flash_supports(ElemType::BF16, hd) &&
-               reinterpret_cast<uintptr_t>(out.data()) % 8 == 0;
+  const bool mma = packed_mma_applies(options_, q, k, v);
   static_assert(kMmaVectorsPerTile == kPackedMmaRows, "both tensor-core kernels: 64-row tiles");
   const int64_t qt = mma ? kPackedMmaRows : 32 / group;
   const int64_t kt = mma ? kPackedMmaKeys : kPackedKeys;
@@ -222,7 +246,9 @@ void CudaBackend::record_attention_packed(const Tensor& q, const Tensor& k, cons
       tiles += (hi + kt - 1) / kt - lo / kt;
     }
   }
-  flash = flash && (max_len + kMmaVectorsPerTile - 1) / kMmaVectorsPerTile <= 65535;  // grid.z
+  const bool flash = packed_flash_applies(q, k, v, out, max_len);
+  if (bf16 && (!rope || !packed_flash16_applies(q, k, v, out, max_len)))
+    throw std::logic_error(std::string(op) + ": bf16 hand-offs where the flash kernel's plain tile does not run");
   stats_.packed_key_tiles += tiles * hkv;
   stats_.packed_query_tile = qt;
   stats_.packed_key_tile = kt;
@@ -250,10 +276,20 @@ void CudaBackend::record_attention_packed(const Tensor& q, const Tensor& k, cons
   // The flash kernel reads k and v rounded to bf16: rope_attention_packed's staging writes them
   // as it rotates q and k (one launch instead of four).
   const size_t kv_bytes = static_cast<size_t>(k.numel()) * 2;
-  void* kb = flash ? ctx_->scratch(DeviceContext::kEncoderKeysBf16, kv_bytes) : nullptr;
-  void* vb = flash ? ctx_->scratch(DeviceContext::kEncoderValuesBf16, kv_bytes) : nullptr;
+  void* kb = bf16 ? bf16->k16 : flash ? ctx_->scratch(DeviceContext::kEncoderKeysBf16, kv_bytes) : nullptr;
+  void* vb = bf16 ? const_cast<void*>(bf16->v16)
+             : flash ? ctx_->scratch(DeviceContext::kEncoderValuesBf16, kv_bytes) : nullptr;
   bool staged = false;
-  if (rope) {
+  if (bf16) {
+    // The flash kernel's own query scale (base 2 where its softmax is), rounded as it stages q.
+    const float q_scale =
+        static_cast<float>(params.scale) * (options_.flash_fast_softmax ? 1.4426950408889634f : 1.0f);
+    const RopeStage16Args st{bf16->q16,    bf16->k16, rope->q.positions, rope->q.cos,
+                             rope->q.sin, tokens,    hq,                hd,
+                             q_scale};
+    ctx_->record(launch_rope_stage16, st, note(op, "rope_stage16", {&q, &k}));
+    staged = true;
+  } else if (rope) {
     INFERA_CUDA_EXPECT(
         rope->q.x == a.q && rope->k.x == a.k && rope->q.n == tokens && rope->k.n == tokens, op,
         "rope arguments of other tensors");
@@ -297,12 +333,17 @@ void CudaBackend::record_attention_packed(const Tensor& q, const Tensor& k, cons
     f.window = a.window;
     f.fast_softmax = options_.flash_fast_softmax ? 1 : 0;
     f.interleaved = options_.flash_interleaved ? 1 : 0;
-    f.out_bf16 = shadow_buffer(out);
+    f.out_bf16 = bf16 ? bf16->out16 : shadow_buffer(out);
+    if (bf16) {
+      f.q = nullptr;
+      f.q16 = bf16->q16;
+      f.out = nullptr;
+    }
     // The key-halves kernel (CudaOptions::packed_flash_halves) on the same tiles and schedule.
     const bool halves = options_.packed_flash_halves && options_.flash_fast_softmax;
     ctx_->record(halves ? launch_attention_flash_halves : launch_attention_flash, f,
                  note(op, halves ? "attention_flash_halves" : "attention_flash", {&q, &k}));
-    publish_shadow(out, f.out_bf16);
+    if (!bf16) publish_shadow(out, f.out_bf16);
   } else if (mma) {
     a.out_bf16 = shadow_buffer(out);
     ctx_->record(launch_packed_attention_mma, a, note(op, "packed_attention_mma", {&q, &k}));

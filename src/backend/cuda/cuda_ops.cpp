@@ -264,6 +264,16 @@ bool CudaBackend::record_gemm_pair(const void* x_bf16, const Tensor& w0, const T
   return true;
 }
 
+void CudaBackend::record_gemm_strided_bf16(const void* x_bf16, const void* w, void* out_bf16,
+                                           int64_t n, int64_t k, int64_t m, int64_t count,
+                                           int64_t stride_w, int64_t stride_out,
+                                           const OpNote& nt) {
+  ctx_->record(launch_cublas_gemm,
+               CublasGemmArgs{ctx_->cublas(), w, x_bf16, out_bf16, ElemType::BF16, n, k, m,
+                              ElemType::BF16, count, stride_w, stride_out},
+               nt);
+}
+
 void CudaBackend::record_gemm_bf16_out(const void* x_bf16, const Tensor& w, void* out_bf16,
                                        int64_t n, int64_t k, int64_t m, const OpNote& nt) {
   ctx_->record(launch_cublas_gemm,

@@ -100,6 +100,7 @@ class DeviceContext {
     kDecodeStackScratch = 13,  // decoder_stack's q/k/v, attention, h and split partials
     kDecodeStackSync = 14,     // decoder_stack's grid barrier, exit and split counters (left zero)
     kGemmStackQkv16 = 15,      // the GEMM decoder stack's bf16 q, k and v
+    kEncoderStackQkv16 = 16,   // the encoder stack's bf16 q, k and v
   };
   // A device buffer of at least `bytes` kept by the context under `slot` (GEMM activations,
   // attention partials); growing it moves it, which only changes later launches' keys.

@@ -148,6 +148,37 @@ __global__ void rope_stage_kernel(float* q, float* k, const float* __restrict__ 
   }
 }
 
+// The encoder stack's staging: n * heads q rows then as many k rows of bf16 [n, heads, d] (the
+// q/k/v GEMMs' outputs), each rotated in place as rope_rows_kernel rotates f32 rows (the same
+// tables and expression, from the bf16 values), q times q_scale before its rounding. Two adjacent
+// elements per thread from each half of a row (bf16x2 loads and stores); blockDim (d / 4, rows
+// per block). 32-bit indices: the host checks 2 n * heads * d < 2^31.
+__global__ void rope_stage16_kernel(__nv_bfloat16* q, __nv_bfloat16* k,
+                                    const int32_t* __restrict__ positions,
+                                    const float* __restrict__ cos_table,
+                                    const float* __restrict__ sin_table, int n, int heads, int d,
+                                    float q_scale) {
+  const int row = blockIdx.x * blockDim.y + threadIdx.y, j = 2 * threadIdx.x, half = d / 2;
+  const int rows = n * heads;
+  if (row >= 2 * rows) return;
+  const bool is_q = row < rows;
+  const int r = is_q ? row : row - rows;
+  const int pos = positions[r / heads];
+  __nv_bfloat16* x = (is_q ? q : k) + static_cast<int64_t>(r) * d;
+  const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(x + j));
+  const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(x + j + half));
+  const float* ct = cos_table + static_cast<int64_t>(pos) * half + j;
+  const float* st = sin_table + static_cast<int64_t>(pos) * half + j;
+  float lo0, hi0, lo1, hi1;
+  rope_rotate(a.x, b.x, ct[0], st[0], lo0, hi0);
+  rope_rotate(a.y, b.y, ct[1], st[1], lo1, hi1);
+  if (is_q) {
+    lo0 *= q_scale, hi0 *= q_scale, lo1 *= q_scale, hi1 *= q_scale;
+  }
+  *reinterpret_cast<__nv_bfloat162*>(x + j) = __floats2bfloat162_rn(lo0, lo1);
+  *reinterpret_cast<__nv_bfloat162*>(x + j + half) = __floats2bfloat162_rn(hi0, hi1);
+}
+
 struct SwigluOp {
   __device__ float operator()(float g, float u) const { return g / (1.0f + expf(-g)) * u; }
 };
@@ -293,6 +324,24 @@ void launch_rope_stage(const void* p, cudaStream_t s) {
       a.q, a.k, a.v, static_cast<__nv_bfloat16*>(a.k_bf16), static_cast<__nv_bfloat16*>(a.v_bf16),
       a.positions, a.cos, a.sin, static_cast<int>(a.n), static_cast<int>(a.hq),
       static_cast<int>(a.hkv), static_cast<int>(a.head_dim));
+}
+
+bool rope_stage16_applies(const RopeStage16Args& a) {
+  const int64_t quarter = a.head_dim / 4;
+  return a.head_dim % 4 == 0 && quarter > 0 && quarter <= 256 && 256 % quarter == 0 &&
+         2 * a.n * a.heads * a.head_dim < (int64_t{1} << 31) &&
+         reinterpret_cast<uintptr_t>(a.q16) % 4 == 0 && reinterpret_cast<uintptr_t>(a.k16) % 4 == 0;
+}
+
+void launch_rope_stage16(const void* p, cudaStream_t s) {
+  const auto& a = *static_cast<const RopeStage16Args*>(p);
+  if (!rope_stage16_applies(a)) throw std::runtime_error("rope stage16: unsupported shape");
+  const int64_t quarter = a.head_dim / 4, rows = 2 * a.n * a.heads;
+  const dim3 block(static_cast<unsigned>(quarter), static_cast<unsigned>(256 / quarter));
+  rope_stage16_kernel<<<blocks_for(rows, 256 / quarter), block, 0, s>>>(
+      static_cast<__nv_bfloat16*>(a.q16), static_cast<__nv_bfloat16*>(a.k16), a.positions, a.cos,
+      a.sin, static_cast<int>(a.n), static_cast<int>(a.heads), static_cast<int>(a.head_dim),
+      a.q_scale);
 }
 
 void launch_swiglu(const void* p, cudaStream_t s) {

@@ -74,7 +74,7 @@ __global__ void layernorm_rows_kernel(const float* x, const W* __restrict__ w,
     q += (a * a + bb * bb) + (cc * cc + d * d);
   }
   const float inv = 1.0f / sqrtf(block_sum(q, part) / static_cast<float>(dim) + eps);
-  float4* yr = reinterpret_cast<float4*>(out + row * dim);
+  float4* yr = out ? reinterpret_cast<float4*>(out + row * dim) : nullptr;  // null: bf16 only
 #pragma unroll
   for (int k = 0; k < K; ++k) {
     const int c = threadIdx.x + k * blockDim.x;
@@ -85,7 +85,7 @@ __global__ void layernorm_rows_kernel(const float* x, const W* __restrict__ w,
     y.y = (v[k].y - mean) * inv * to_f32(w[i + 1]) + (b ? to_f32(b[i + 1]) : 0.0f);
     y.z = (v[k].z - mean) * inv * to_f32(w[i + 2]) + (b ? to_f32(b[i + 2]) : 0.0f);
     y.w = (v[k].w - mean) * inv * to_f32(w[i + 3]) + (b ? to_f32(b[i + 3]) : 0.0f);
-    yr[c] = y;
+    if (yr) yr[c] = y;
     if (ob) store_bf16x4(ob + row * dim + i, y);
   }
 }
@@ -242,7 +242,7 @@ unsigned stride_grid(int64_t count) {
 
 bool layernorm_rows_apply(const LayerNormArgs& a) {
   return a.dim % 4 == 0 && a.dim / 4 <= 4 * 1024 && aligned16(a.x) && aligned16(a.out) &&
-         (!a.delta || (aligned16(a.delta) && a.sum_out == a.x));
+         (a.out || a.out_bf16) && (!a.delta || (aligned16(a.delta) && a.sum_out == a.x));
 }
 
 int64_t packed_attention_smem_bytes(int64_t head_dim) {
@@ -263,6 +263,7 @@ void launch_layernorm(const void* p, cudaStream_t s) {
     if (done) return;
     if (a.delta) throw std::runtime_error("add_layernorm: the row does not fit the in-register kernel");
   }
+  if (!a.out) throw std::runtime_error("layernorm: a bf16-only output needs the in-register kernel");
   switch (a.weight_type) {
     case ElemType::F32:
       return layernorm_kernel<<<grid, threads, 0, s>>>(a.x, static_cast<const float*>(a.weight),

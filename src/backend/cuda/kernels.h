@@ -94,6 +94,21 @@ struct RopeStageArgs {
 };
 bool rope_stage_applies(const RopeStageArgs& args);
 void launch_rope_stage(const void* args, cudaStream_t stream);
+// The encoder stack's staging (cuda_encoder_stack_ops.cpp): the q/k/v GEMMs wrote bf16 q and k
+// [n, heads, d]; both are rotated in place (RopeArgs' tables and positions), q also multiplied by
+// q_scale (the flash kernel's score scale, so that it reads q as the bf16 it would stage) before
+// its rounding. rope_stage16_applies: d % 4 == 0, d / 4 divides 256, 32-bit indices suffice.
+struct RopeStage16Args {
+  void* q16;
+  void* k16;
+  const int32_t* positions;
+  const float* cos;
+  const float* sin;
+  int64_t n, heads, head_dim;
+  float q_scale;
+};
+bool rope_stage16_applies(const RopeStage16Args& args);
+void launch_rope_stage16(const void* args, cudaStream_t stream);
 
 // out = silu(gate) * up (elementwise) or out = a + b. swiglu (and GeGLU, below) also write
 // out's values rounded to bf16 into out_bf16 when it is set: the next GEMM's tensor-core input
@@ -243,7 +258,9 @@ struct LayerNormArgs {
   ElemType weight_type;
   double eps;
   void* out_bf16 = nullptr;  // when set: out rounded to bf16 as well (BinaryArgs::out_bf16)
-  int64_t in_registers = 0;  // the row held in registers where it fits (layernorm_rows_kernel)
+  // the row held in registers where it fits (layernorm_rows_kernel); only that kernel takes a
+  // null out (out_bf16 set: the bf16 row alone, for the encoder stack's next GEMM)
+  int64_t in_registers = 0;
   // add_layernorm: when set, the row normed is x + delta, and that sum is written back to x
   // (sum_out == x); only the in-register kernel does this (the caller checks it applies).
   const float* delta = nullptr;
@@ -431,9 +448,11 @@ struct AttentionArgs {
   // Wide flash kernel (vectors_per_tile = kFlashWideVectors): warps a block, 4 (32 rows each) or
   // 8 (16 rows each).
   int64_t wide_warps;
-  // wgmma prefill kernel, when set: the queries as bf16 [T, hq, head_dim], already times the
-  // kernel's base-2 score scale (QkNormRopeKvArgs::q16_out), read instead of q; bf16 caches only.
-  // And out may be nullptr there when out_bf16 is set (the GEMM decoder stack reads only that).
+  // wgmma prefill kernel and the flash kernel (not split, not interleaved), when set: the queries
+  // as bf16 [T, hq, head_dim], already times the kernel's score scale (base 2 where
+  // fast_softmax: QkNormRopeKvArgs::q16_out, RopeStage16Args::q_scale), read instead of q; bf16
+  // caches only. And out may be nullptr there when out_bf16 is set (the GEMM decoder and encoder
+  // stacks read only that).
   const void* q16 = nullptr;
 };
 // CUDA cores, f32 throughout: any cache type and head_dim <= kSimtMaxHeadDim; decode's path.
