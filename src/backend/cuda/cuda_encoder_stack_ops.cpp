@@ -21,13 +21,6 @@
 namespace infera::cuda {
 namespace {
 
-bool is_bf16_matrix(const Tensor* t, int64_t rows, int64_t cols) {
-  return t && t->device() == Device::CUDA && t->dtype() == DType::BF16 && t->rank() == 2 &&
-         t->dim(0) == rows && t->dim(1) == cols;
-}
-
-bool is_aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 // q, k and v weights in that order in one [3d, d] matrix (ModernBERT's Wqkv): one GEMM launch
 // of three batches.
 bool consecutive(const Tensor& a, const Tensor& b) {
@@ -73,11 +66,11 @@ bool CudaBackend::record_encoder_stack(Tensor& x, std::span<const EncoderLayerRe
     return false;
   const int64_t n = x.dim(0), d = x.dim(1), hd = p.head_dim;
   if (n <= options_.gemv_max_rows || stream_gemm_rows(n) || p.heads * hd != d || d % 8 != 0 ||
-      d > 16384 || !is_aligned(x.data()))
+      d > 16384 || !is_aligned16(x.data()))
     return false;
   if (!s.xn || !s.q || !s.k || !s.v || !s.attn || !s.proj || !s.inner || !s.gate) return false;
   for (const Tensor* t : {s.xn, s.q, s.k, s.v, s.attn, s.inner, s.gate})
-    if (t->dtype() != DType::F32 || t->device() != Device::CUDA || !is_aligned(t->data()) ||
+    if (t->dtype() != DType::F32 || t->device() != Device::CUDA || !is_aligned16(t->data()) ||
         row_count(*t) != n)
       return false;
   for (const Tensor* t : {s.xn, s.q, s.k, s.v, s.attn})

@@ -21,16 +21,6 @@
 #include "infera/error.h"
 
 namespace infera::cuda {
-namespace {
-
-bool is_bf16_matrix(const Tensor* t, int64_t rows, int64_t cols) {
-  return t && t->device() == Device::CUDA && t->dtype() == DType::BF16 && t->rank() == 2 &&
-         t->dim(0) == rows && t->dim(1) == cols;
-}
-
-bool is_aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
-}  // namespace
 
 void CudaBackend::record_norm_bf16(const Tensor& x, const Tensor& w, float eps, void* out16,
                                    const char* op) {
@@ -54,11 +44,11 @@ bool CudaBackend::record_gemm_stack(Tensor& x, std::span<const DecoderLayerRefs>
   const int64_t qw = p.q_heads * hd, kvw = p.kv_heads * hd;
   // Past the GEMV and the stream GEMM; the one-block-per-row norm kernel's widths.
   if (n <= options_.gemv_max_rows || stream_gemm_rows(n) || d % 8 != 0 || d > 16384 ||
-      qw % 8 != 0 || kvw % 8 != 0 || !is_aligned(x.data()))
+      qw % 8 != 0 || kvw % 8 != 0 || !is_aligned16(x.data()))
     return false;
   if (!s.xn || !s.q || !s.k || !s.v || !s.attn || !s.proj || !s.gate || !s.up) return false;
   for (const Tensor* t : {s.xn, s.q, s.attn, s.gate, s.up})
-    if (t->dtype() != DType::F32 || t->device() != Device::CUDA || !is_aligned(t->data()))
+    if (t->dtype() != DType::F32 || t->device() != Device::CUDA || !is_aligned16(t->data()))
       return false;
   if (s.xn->numel() != n * d || s.q->numel() != n * qw || s.k->numel() != n * kvw ||
       s.v->numel() != n * kvw || s.attn->numel() != n * qw)

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
 #include <initializer_list>
 #include <string>
 
@@ -24,6 +25,15 @@ namespace infera::cuda {
   do {                                               \
     if (!(ok)) ::infera::cuda::fail_check(op, what); \
   } while (0)
+
+// A [rows, cols] bf16 weight in device memory (what the decoder and encoder stacks' GEMM paths
+// take; anything else keeps the composition).
+inline bool is_bf16_matrix(const Tensor* t, int64_t rows, int64_t cols) {
+  return t && t->device() == Device::CUDA && t->dtype() == DType::BF16 && t->rank() == 2 &&
+         t->dim(0) == rows && t->dim(1) == cols;
+}
+
+inline bool is_aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 inline void expect_f32(const Tensor& t, const char* op) {
   INFERA_CUDA_EXPECT(!t.empty(), op, "tensor " + t.name() + " is empty");
