@@ -33,7 +33,7 @@ struct ModelInfo {
 
 // Called with each named intermediate activation ("attn_norm", "q_proj", ...) and its layer
 // (-1 outside layers), to locate a mismatch with a reference layer by layer.
-using ActivationHook = std::function<void(const Tensor&, std::string_view name, int layer)>;
+using ActivationHook = ActivationEmit;  // ops/backend.h: what the ops' compositions hand on
 
 class CausalLM {
  public:

@@ -127,21 +127,22 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
       }
       *reinterpret_cast<uint4*>(&qs[v * kRow<D> + e]) = val;
     }
-  }
+  } else {
 #pragma unroll 4
-  for (int i = tid; i < (a.q16 ? 0 : kVectors * kQuads); i += kThreads) {
-    const int v = i / kQuads, e = (i % kQuads) * 4;
-    float4 val = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (v < nv) {
-      int row, head;
-      vector_row_head(a, row_begin, g, v0 + v, row, head);
-      val =
-          *reinterpret_cast<const float4*>(a.q + (static_cast<int64_t>(row) * a.hq + head) * D + e);
+    for (int i = tid; i < kVectors * kQuads; i += kThreads) {
+      const int v = i / kQuads, e = (i % kQuads) * 4;
+      float4 val = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      if (v < nv) {
+        int row, head;
+        vector_row_head(a, row_begin, g, v0 + v, row, head);
+        val =
+            *reinterpret_cast<const float4*>(a.q + (static_cast<int64_t>(row) * a.hq + head) * D + e);
+      }
+      uint2 packed4;
+      packed4.x = pack2<T>(val.x * scale, val.y * scale);
+      packed4.y = pack2<T>(val.z * scale, val.w * scale);
+      *reinterpret_cast<uint2*>(&qs[v * kRow<D> + e]) = packed4;
     }
-    uint2 packed4;
-    packed4.x = pack2<T>(val.x * scale, val.y * scale);
-    packed4.y = pack2<T>(val.z * scale, val.w * scale);
-    *reinterpret_cast<uint2*>(&qs[v * kRow<D> + e]) = packed4;
   }
   __syncthreads();
   if constexpr (!kSplit) {  // the unsplit kernel overlaps this with the queries' loads

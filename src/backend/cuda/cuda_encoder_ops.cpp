@@ -12,14 +12,15 @@ namespace infera::cuda {
 
 namespace {
 // layernorm's (and add_layernorm's) argument checks, then its launch arguments (no shadow, the
-// two-pass kernel).
+// two-pass kernel). out nullptr: no f32 output (record_layernorm_bf16 sets the bf16 one).
 LayerNormArgs layernorm_args(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
-                             const Tensor& out, const char* op) {
+                             const Tensor* out, const char* op) {
   expect_f32(x, op);
-  expect_f32(out, op);
+  if (out) expect_f32(*out, op);
   expect_float_on_device(weight, op);
   const int64_t dim = row_width(x);
-  INFERA_CUDA_EXPECT(weight.numel() == dim && out.numel() == x.numel(), op, shapes(x, weight));
+  INFERA_CUDA_EXPECT(weight.numel() == dim && (!out || out->numel() == x.numel()), op,
+                     shapes(x, weight));
   if (!bias.empty()) {
     expect_float_on_device(bias, op);
     INFERA_CUDA_EXPECT(bias.numel() == dim && bias.dtype() == weight.dtype(), op,
@@ -30,7 +31,7 @@ LayerNormArgs layernorm_args(const Tensor& x, const Tensor& weight, const Tensor
   a.x = x.data_as<const float>();
   a.weight = weight.data();
   a.bias = bias.empty() ? nullptr : bias.data();
-  a.out = out.data_as<float>();
+  a.out = out ? out->data_as<float>() : nullptr;
   a.rows = row_count(x);
   a.dim = dim;
   a.weight_type = elem_type(weight.dtype());
@@ -54,11 +55,20 @@ bool packed_mma_applies(const CudaOptions& o, const Tensor& q, const Tensor& k, 
 void CudaBackend::layernorm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
                             Tensor& out) {
   const char* op = "layernorm";
-  LayerNormArgs a = layernorm_args(x, weight, bias, eps, out, op);
+  LayerNormArgs a = layernorm_args(x, weight, bias, eps, &out, op);
   a.out_bf16 = shadow_buffer(out);
   a.in_registers = options_.layernorm_in_registers ? 1 : 0;
   ctx_->record(launch_layernorm, a, note(op, "layernorm", {&x, &weight}));
   publish_shadow(out, a.out_bf16);
+}
+
+void CudaBackend::record_layernorm_bf16(const Tensor& x, const Tensor& w, const Tensor& b,
+                                        float eps, void* out16, const char* op) {
+  LayerNormArgs a = layernorm_args(x, w, b, eps, nullptr, op);
+  a.out_bf16 = out16;
+  a.in_registers = 1;
+  INFERA_CUDA_EXPECT(layernorm_rows_apply(a), op, "rows the in-register LayerNorm cannot take");
+  ctx_->record(launch_layernorm, a, note(op, "layernorm_bf16", {&x, &w}));
 }
 
 // One pass where the in-register LayerNorm applies (the add's sum written back to x as the row is
@@ -66,7 +76,7 @@ void CudaBackend::layernorm(const Tensor& x, const Tensor& weight, const Tensor&
 void CudaBackend::add_layernorm(Tensor& x, const Tensor& delta, const Tensor& weight,
                                 const Tensor& bias, float eps, Tensor& out) {
   const char* op = "add_layernorm";
-  LayerNormArgs a = layernorm_args(x, weight, bias, eps, out, op);
+  LayerNormArgs a = layernorm_args(x, weight, bias, eps, &out, op);
   expect_f32(delta, op);
   INFERA_CUDA_EXPECT(delta.numel() == x.numel(), op, shapes(x, delta));
   INFERA_CUDA_EXPECT(out.data() != x.data() && out.data() != delta.data(), op,
@@ -194,7 +204,6 @@ bool CudaBackend::packed_flash16_applies(const Tensor& q, const Tensor& k, const
   // The plain tile (not the key halves, nor the interleaved one) and the staging kernel's rows.
   return packed_flash_applies(q, k, v, out, max_len) && options_.rope_stage &&
          !options_.packed_flash_halves && !(options_.flash_fast_softmax && options_.flash_interleaved) &&
-         q.dim(1) == k.dim(1) &&
          rope_stage16_applies(RopeStage16Args{nullptr, nullptr, nullptr, nullptr, nullptr, q.dim(0),
                                               q.dim(1), q.dim(2), 1.0f});
 }

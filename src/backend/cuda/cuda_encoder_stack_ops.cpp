@@ -35,27 +35,6 @@ void CudaBackend::encoder_stack(Tensor& x, std::span<const EncoderLayerRefs> lay
   if (!record_encoder_stack(x, layers, batch, p, s)) Backend::encoder_stack(x, layers, batch, p, s);
 }
 
-void CudaBackend::record_layernorm_bf16(const Tensor& x, const Tensor& w, const Tensor& b,
-                                        float eps, void* out16, const char* op) {
-  expect_float_on_device(w, op);
-  LayerNormArgs a{};
-  a.x = x.data_as<const float>();
-  a.weight = w.data();
-  a.bias = b.empty() ? nullptr : b.data();
-  a.out = nullptr;
-  a.rows = row_count(x);
-  a.dim = row_width(x);
-  a.weight_type = elem_type(w.dtype());
-  a.eps = eps;
-  a.out_bf16 = out16;
-  a.in_registers = 1;
-  INFERA_CUDA_EXPECT(w.numel() == a.dim && (b.empty() || (b.numel() == a.dim &&
-                                                          b.dtype() == w.dtype())),
-                     op, shapes(x, w));
-  INFERA_CUDA_EXPECT(layernorm_rows_apply(a), op, "rows the in-register LayerNorm cannot take");
-  ctx_->record(launch_layernorm, a, note(op, "layernorm_bf16", {&x, &w}));
-}
-
 bool CudaBackend::record_encoder_stack(Tensor& x, std::span<const EncoderLayerRefs> layers,
                                        const Batch& batch, const EncoderStackParams& p,
                                        const EncoderStackScratch& s) {
@@ -103,12 +82,17 @@ bool CudaBackend::record_encoder_stack(Tensor& x, std::span<const EncoderLayerRe
       ctx_->scratch(DeviceContext::kEncoderStackQkv16, static_cast<size_t>(3 * n * d) * 2));
   uint16_t *q16 = qkv16, *k16 = q16 + n * d, *v16 = k16 + n * d;
 
-  if (first.attn_norm->empty()) {
-    ctx_->record(launch_convert, ConvertArgs{x.data_as<const float>(), xn16, ElemType::BF16, n * d},
-                 note(op, "convert_bf16", {&x}));
-  } else {
-    record_layernorm_bf16(x, *first.attn_norm, *first.attn_norm_bias, p.eps, xn16, op);
-  }
+  // A layer's attention input as bf16 in xn16: its attn_norm of x, or x itself where it has none
+  // (ModernBERT's layer 0).
+  const auto attention_input = [&](const EncoderLayerRefs& w) {
+    if (w.attn_norm->empty())
+      ctx_->record(launch_convert,
+                   ConvertArgs{x.data_as<const float>(), xn16, ElemType::BF16, n * d},
+                   note(op, "convert_bf16", {&x}));
+    else
+      record_layernorm_bf16(x, *w.attn_norm, *w.attn_norm_bias, p.eps, xn16, op);
+  };
+  attention_input(first);
   for (size_t il = 0; il < layers.size(); ++il) {
     const EncoderLayerRefs& w = layers[il];
     if (consecutive(*w.q_proj, *w.k_proj) && consecutive(*w.k_proj, *w.v_proj)) {
@@ -134,16 +118,7 @@ bool CudaBackend::record_encoder_stack(Tensor& x, std::span<const EncoderLayerRe
                     /*geglu=*/true, xn16);
     record_gemm_bf16_in(h16, *w.wo, x.data(), ElemType::F32, true, n, f,
                         note(op, "cublas_gemm_wo_residual", {s.inner, w.wo, &x}));
-    if (il + 1 < layers.size()) {
-      const EncoderLayerRefs& next = layers[il + 1];
-      if (next.attn_norm->empty()) {
-        ctx_->record(launch_convert,
-                     ConvertArgs{x.data_as<const float>(), xn16, ElemType::BF16, n * d},
-                     note(op, "convert_bf16", {&x}));
-      } else {
-        record_layernorm_bf16(x, *next.attn_norm, *next.attn_norm_bias, p.eps, xn16, op);
-      }
-    }
+    if (il + 1 < layers.size()) attention_input(layers[il + 1]);
   }
   shadow_ = {};  // xn's and attn's memory hold bf16, not the f32 a shadow would stand for
   ++encoder_stacks_;
