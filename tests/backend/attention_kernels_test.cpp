@@ -3,6 +3,9 @@
 //   the P . V of prefill): bit-identical to the one-row kernel row by row (the paged attention
 //   relies on that: a row's output must not depend on which rows share its tile), and within f32
 //   rounding of a scalar sum in double;
+// - decode's attention scores, several query rows (a kv head's group) against each key row loaded
+//   once (matmul_rows with 2 or 3 rows): bit-identical to one row at a time, within f32 rounding
+//   of a double dot product;
 // - silu(g) * u (silu_mul_f32): within f32 rounding of the formula in double, saturating at large
 //   |g|, and the same bits whichever range a caller passes.
 #include <gtest/gtest.h>
@@ -85,6 +88,48 @@ TEST(AttentionKernels, WeightedRowsSumEqualsOneRowSumsOnEverySimdTarget) {
                 }
               }
             }
+          }
+        }
+      }
+    }
+  });
+}
+
+TEST(AttentionKernels, ScoresOfFewQueryRowsEqualOneRowAtATimeOnEverySimdTarget) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for_each_simd_target([&] {
+    for (const DType type : {DType::F32, DType::BF16, DType::F16}) {
+      for (const int64_t k : {37, 64, 128, 130}) {
+        for (const int64_t keys : {1, 5, 33}) {
+          std::vector<uint8_t> bytes;
+          std::vector<float> kv;
+          make_values(type, keys, k, rng, bytes, kv);
+          for (const int64_t n : {2, 3}) {
+            SCOPED_TRACE(testing::Message() << dtype_name(type) << " k=" << k << " keys=" << keys
+                                            << " rows=" << n);
+            std::vector<float> q(size_t(n * k)), panel(size_t(cpu::kPanelRows * k));
+            for (float& x : q) x = dist(rng);
+            const int64_t ldo = keys + 3;  // a stride wider than the row, as the attention's
+            std::vector<float> together(size_t(n * ldo), -7.0f), alone(together);
+            cpu::matmul_rows(q.data(), n, k, bytes.data(), type, 0, keys, together.data(), ldo,
+                             panel.data());
+            for (int64_t i = 0; i < n; ++i)
+              cpu::matmul_rows(q.data() + i * k, 1, k, bytes.data(), type, 0, keys,
+                               alone.data() + i * ldo, ldo, panel.data());
+            ASSERT_EQ(0, std::memcmp(together.data(), alone.data(), together.size() * 4));
+            for (int64_t i = 0; i < n; ++i)
+              for (int64_t j = 0; j < keys; ++j) {
+                double want = 0, mag = 0;
+                for (int64_t e = 0; e < k; ++e) {
+                  const double term = double(q[size_t(i * k + e)]) * kv[size_t(j * k + e)];
+                  want += term;
+                  mag += std::fabs(term);
+                }
+                const double got = together[size_t(i * ldo + j)];
+                ASSERT_TRUE(std::fabs(got - want) <= 1e-6 * (mag + 1.0))  // NaN fails
+                    << "row " << i << " key " << j << ": " << got << " vs " << want;
+              }
           }
         }
       }

@@ -117,10 +117,13 @@ HWY_INLINE void RowStream(const float* HWY_RESTRICT x, int64_t k, const WT* HWY_
 template <typename WT>
 HWY_INLINE void Block(const float* x, int64_t n, int64_t k, const WT* w, int64_t rows, float* out,
                       int64_t ldo) {
-  if (n < kTileX) {  // decode: 1 (or a few) rows of x
+  if (n < kTileX) {  // decode: 1 (or a few) rows of x, every row against each weight row loaded
+    // once (a decode step's query heads of one kv head against a key: GQA shares the keys)
     for (int64_t j = 0; j < rows; ++j) {
       if (n == 1) {
         RowStream<1>(x, k, w + j * k, out + j, ldo);
+      } else if (n == 2) {
+        RowStream<2>(x, k, w + j * k, out + j, ldo);
       } else {
         for (int64_t i = 0; i < n; ++i)
           RowStream<1>(x + i * k, k, w + j * k, out + i * ldo + j, ldo);
@@ -330,33 +333,51 @@ HWY_INLINE void WeightedRowsChunk(const float* const* p, int64_t count, const VT
     for (int u = 0; u < U; ++u) hn::StoreU(acc[r][u], d, out[r] + c + u * lanes);
 }
 
-// kWeightedRows rows, or fewer by falling back to the one-row kernel row by row.
+// Vectors of each row's accumulators per pass for R rows at once: R x U accumulators and U value
+// vectors in registers (AVX-512's 32: 2 x 8 + 8, 3 or 4 x 4 + 4; AVX2's 16: 2 x 4 + 4, 3 or 4 x 2
+// + 2). Two rows are a decode step's query heads of one kv head (GQA 2: Qwen3-0.6B), which read
+// every value row once instead of once each.
+template <int R>
+constexpr int WeightedRowsChunkVectors() {
 #if HWY_TARGET <= HWY_AVX3
-constexpr int kWeightedRowsChunk = 4;  // 4 rows x 4 vectors of accumulators, 4 value vectors
+  return R == 2 ? 8 : 4;
 #else
-constexpr int kWeightedRowsChunk = 2;  // 4 x 2 + 2 of the 16 AVX2 registers
+  return R == 2 ? 4 : 2;
 #endif
+}
 
-template <typename VT>
-void WeightedRowsSumT(const float* const* p, int rows, int64_t count, const VT* v, int64_t dim,
+template <int R, typename VT>
+void WeightedRowsSumR(const float* const* p, int64_t count, const VT* v, int64_t dim,
                       float* const* out, bool accumulate) {
   const DF d;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
-  if (rows != kWeightedRows) {
-    for (int r = 0; r < rows; ++r) WeightedRowSumT(p[r], count, v, dim, out[r], accumulate);
-    return;
-  }
+  constexpr int U = WeightedRowsChunkVectors<R>();
   int64_t c = 0;
-  for (; c + kWeightedRowsChunk * lanes <= dim; c += kWeightedRowsChunk * lanes)
-    WeightedRowsChunk<kWeightedRows, kWeightedRowsChunk>(p, count, v, dim, c, out, accumulate);
-  for (; c + lanes <= dim; c += lanes)
-    WeightedRowsChunk<kWeightedRows, 1>(p, count, v, dim, c, out, accumulate);
+  for (; c + U * lanes <= dim; c += U * lanes)
+    WeightedRowsChunk<R, U>(p, count, v, dim, c, out, accumulate);
+  for (; c + lanes <= dim; c += lanes) WeightedRowsChunk<R, 1>(p, count, v, dim, c, out, accumulate);
   for (; c < dim; ++c)
-    for (int r = 0; r < rows; ++r) {
+    for (int r = 0; r < R; ++r) {
       float acc = accumulate ? out[r][c] : 0.0f;
       for (int64_t t = 0; t < count; ++t) acc += p[r][t] * WeightScalar(v + t * dim + c);
       out[r][c] = acc;
     }
+}
+
+// 2 to kWeightedRows rows together, one row alone by the one-row kernel.
+template <typename VT>
+void WeightedRowsSumT(const float* const* p, int rows, int64_t count, const VT* v, int64_t dim,
+                      float* const* out, bool accumulate) {
+  switch (rows) {
+    case 2:
+      return WeightedRowsSumR<2>(p, count, v, dim, out, accumulate);
+    case 3:
+      return WeightedRowsSumR<3>(p, count, v, dim, out, accumulate);
+    case kWeightedRows:
+      return WeightedRowsSumR<kWeightedRows>(p, count, v, dim, out, accumulate);
+    default:
+      for (int r = 0; r < rows; ++r) WeightedRowSumT(p[r], count, v, dim, out[r], accumulate);
+  }
 }
 
 void WeightedRowsSum(const float* const* p, int rows, int64_t count, const void* v, DType vtype,

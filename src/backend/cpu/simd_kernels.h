@@ -34,7 +34,7 @@ void weighted_row_sum(const float* p, int64_t count, const void* v, DType vtype,
 
 // weighted_row_sum for `rows` (<= kWeightedRows) rows of probabilities over the same value rows:
 // out[r] (+)= sum_t p[r][t] * v[t], bit-identical to one weighted_row_sum per row, with each
-// value vector loaded once for all the rows when rows == kWeightedRows.
+// value vector loaded once for all the rows (2 or more of them).
 constexpr int kWeightedRows = 4;
 void weighted_rows_sum(const float* const* p, int rows, int64_t count, const void* v, DType vtype,
                        int64_t d, float* const* out, bool accumulate);
