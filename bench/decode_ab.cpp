@@ -1,0 +1,177 @@
+// CPU decode settings A/B inside one process: the model is loaded once and the variants take
+// turns every --block decode steps, the order rotating each round, with a short read-bandwidth
+// probe between blocks. On this project's shared VMs the memory bandwidth moves within seconds
+// (15-85 GB/s seen), so separate processes, or even runs a minute apart, compare machine states,
+// not code; blocks of a fraction of a second side by side compare code.
+//
+//   build/release/bench/decode_ab --model build/gguf-0.6b/qwen3-0.6b-dummy-q8_0.gguf --threads 2
+//       --variant base: --variant s1:streams=1 --variant dyn:dynamic=1 [--rounds 20] [--block 8]
+//       [--context 128] [--out FILE.json]
+//
+// A variant is NAME:SETTINGS, SETTINGS a comma list of the CPU backend's process-wide decode
+// switches: streams=0|1|2|4|8 (quant_gemv_streams; 0 = auto), dynamic=0|1
+// (decode_dynamic_rows). Each round starts a new sequence
+// (a --context prompt, untimed) and runs one block per variant. Printed per variant: median
+// tokens/s, the median of per-round ratios to the first variant [min, max], and the median
+// fraction of the adjacent probes (block tokens/s x bytes per token / the mean of the probes
+// before and after it, as `infera bench` computes decode.<c>.adjacent_roofline_fraction).
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "backend/cpu/quant_matmul.h"
+#include "bench/machine_monitor.h"
+#include "bench/stats.h"
+#include "bench_lm_adapter.h"
+#include "infera/error.h"
+
+namespace {
+
+using namespace infera;
+
+struct Variant {
+  std::string name;
+  int streams = 0;
+  bool dynamic = false;
+  std::vector<double> tokens_per_second, fraction;
+};
+
+Variant parse_variant(const std::string& spec) {
+  const auto colon = spec.find(':');
+  if (colon == std::string::npos || colon == 0)
+    throw InvalidArgument("--variant " + spec + ": expected NAME:SETTINGS");
+  Variant v;
+  v.name = spec.substr(0, colon);
+  v.streams = cpu::quant_gemv_streams();
+  v.dynamic = cpu::decode_dynamic_rows();
+  std::stringstream in(spec.substr(colon + 1));
+  for (std::string kv; std::getline(in, kv, ',');) {
+    if (kv.empty()) continue;
+    const auto eq = kv.find('=');
+    const std::string key = kv.substr(0, eq), value = eq == std::string::npos ? "" : kv.substr(eq + 1);
+    if (key == "streams") {
+      v.streams = std::stoi(value);
+    } else if (key == "dynamic" && (value == "0" || value == "1")) {
+      v.dynamic = value == "1";
+    } else {
+      throw InvalidArgument("--variant " + spec + ": unknown setting '" + kv + "'");
+    }
+  }
+  return v;
+}
+
+void apply(const Variant& v) {
+  cpu::set_quant_gemv_streams(v.streams);
+  cpu::set_decode_dynamic_rows(v.dynamic);
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+int run(int argc, char** argv) {
+  CLI::App app{"CPU decode settings A/B in one process, blocks of steps alternating"};
+  std::string model;
+  int threads = 0, rounds = 20, passes = 2;
+  int64_t block = 8, context = 128;
+  std::vector<std::string> specs;
+  std::string out;
+  app.add_option("-m,--model", model, "Model folder or .gguf file")->required();
+  app.add_option("-t,--threads", threads, "CPU threads (0: one per core)");
+  app.add_option("--variant", specs, "NAME:SETTINGS (see the file's header)")->required();
+  app.add_option("--rounds", rounds, "Rounds (a block of every variant each)")->check(CLI::Range(1, 10000));
+  app.add_option("--block", block, "Decode steps per block")->check(CLI::Range(1, 4096));
+  app.add_option("--context", context, "Prompt tokens before each round's blocks")->check(CLI::Range(1, 1 << 20));
+  app.add_option("--probe-passes", passes, "Bandwidth passes of each probe")->check(CLI::Range(1, 100));
+  app.add_option("--out", out, "JSON file of every block's sample");
+  CLI11_PARSE(app, argc, argv);
+
+  std::vector<Variant> variants;
+  for (const auto& s : specs) variants.push_back(parse_variant(s));
+  cli::BenchModel m = cli::start_bench_backend("cpu", threads, "bf16");
+  cli::load_bench_model(m, model, LoadOptions{});
+  cli::LmBenchAdapter lm(*m.model);
+  const int pool_threads = threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency());
+  bench::MachineMonitor monitor(pool_threads, 0);
+  monitor.begin_adjacent();
+  const auto probe = [&] {
+    const std::vector<double> s = monitor.adjacent_bandwidth(passes);
+    return s.empty() ? 0.0 : median(s);
+  };
+  const std::vector<int32_t> prompt = lm.synthetic_prompt(context);
+  const int64_t capacity = context + block * static_cast<int64_t>(variants.size()) + 1;
+  std::fprintf(stderr, "%d rounds of %zu variants x %lld steps, context %lld\n", rounds,
+               variants.size(), static_cast<long long>(block), static_cast<long long>(context));
+  lm.run_prefill(prompt, capacity, 512);  // warm-up: every path touched once
+  apply(variants[0]);
+  lm.run_decode_steps(block);
+  lm.end_sequence();
+  for (int r = 0; r < rounds; ++r) {
+    lm.run_prefill(prompt, capacity, 512);
+    double before = probe();
+    for (size_t i = 0; i < variants.size(); ++i) {
+      Variant& v = variants[(i + static_cast<size_t>(r)) % variants.size()];
+      apply(v);
+      const int64_t start = lm.context_length();
+      const std::vector<cli::StageSeconds> steps = lm.run_decode_steps(block);
+      double seconds = 0, bytes = 0;
+      for (size_t s = 0; s < steps.size(); ++s) {
+        seconds += steps[s].total();
+        bytes += lm.cost().decode_bytes(start + static_cast<int64_t>(s) + 1);
+      }
+      const double after = probe();
+      v.tokens_per_second.push_back(static_cast<double>(block) / seconds);
+      v.fraction.push_back(bytes / seconds / (0.5 * (before + after) * 1e9));
+      before = after;
+    }
+    lm.end_sequence();
+  }
+  monitor.end_adjacent();
+
+  const Variant& base = variants[0];
+  std::printf("%-10s %10s %22s %10s\n", "variant", "tok/s", "ratio [min, max]", "fraction");
+  nlohmann::json j;
+  for (const Variant& v : variants) {
+    std::vector<double> ratio;
+    // Round r's block of a variant and of the base ran side by side (same round).
+    for (size_t r = 0; r < v.tokens_per_second.size(); ++r)
+      ratio.push_back(v.tokens_per_second[r] / base.tokens_per_second[r]);
+    std::printf("%-10s %10.2f   x%.3f [%.3f, %.3f] %10.3f\n", v.name.c_str(),
+                median(v.tokens_per_second), median(ratio),
+                *std::min_element(ratio.begin(), ratio.end()),
+                *std::max_element(ratio.begin(), ratio.end()), median(v.fraction));
+    j["variants"][v.name] = {{"tokens_per_second", v.tokens_per_second},
+                             {"adjacent_roofline_fraction", v.fraction},
+                             {"ratio_to_first", ratio},
+                             {"streams", v.streams},
+                             {"dynamic", v.dynamic}};
+  }
+  if (!out.empty()) {
+    j["config"] = {{"model", model}, {"threads", pool_threads}, {"rounds", rounds},
+                   {"block", block}, {"context", context}};
+    std::ofstream(out) << j.dump(1) << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "decode_ab: %s\n", e.what());
+    return 1;
+  }
+}
