@@ -7,11 +7,13 @@
 // dummy model of Qwen3-0.6B's layer shape (every register slot of the kernel in use), the last
 // also with a context long enough that each attention split walks more keys than it preloads
 // (and with three splits a kv head); the weights through shared memory (the default) and
-// through registers.
+// through registers, and through registers with the L2 prefetch of the rows ahead (the same bits
+// as without it: a prefetch moves no value).
 // Skips, saying so, where no CUDA device is visible.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -102,6 +104,47 @@ TEST_P(CudaDecodeStackTest, DecodeFollowsCompositionAndCpu) {
   // through bf16 tensor cores on CUDA).
   EXPECT_LE(vs_composed, 2e-3);
   EXPECT_LE(vs_cpu, 5e-2);
+}
+
+// CudaOptions::decode_stack_l2: the registers path with every warp's later rows requested into L2
+// at each layer's start gives the registers path's logits bit for bit (prefetches move no value),
+// on the 0.6B layer shape (every register slot in use; a long context, so the attention splits
+// walk batches of keys while the prefetches stream) and a fixture with GQA 4.
+TEST(CudaDecodeStackL2, PrefetchChangesNoBit) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible: cuda tests not run";
+  struct Model {
+    const char* name;
+    const char* fixture;
+    const char* config;
+    int prompt;
+  };
+  for (const Model& m : {Model{"qwen3_small_untied", "qwen3-small-untied", nullptr, 5},
+                         Model{"qwen3_0_6b_layers_long", nullptr, kQwen3Layer06B, 1100}}) {
+    const auto dir = m.fixture ? test::fixture(m.fixture)
+                               : cuda_test::config_dir(std::string("decode_stack_l2_") + m.name,
+                                                       m.config);
+    CudaOptions plain, l2;
+    plain.decode_stack_smem = l2.decode_stack_smem = false;
+    plain.stream_gemm = l2.stream_gemm = false;
+    l2.decode_stack_l2 = true;
+    auto run = [&](const CudaOptions& o, int64_t& kernels) {
+      auto b = make_cuda_backend(0, o);
+      auto model = load_causal_lm(dir, *b, LoadOptions{.dummy_weights = m.fixture == nullptr});
+      auto logits = decode_one(*model, m.prompt, 6);
+      kernels = cuda_stats(*b)->decode_stack_kernels;
+      return logits;
+    };
+    int64_t k_plain = 0, k_l2 = 0;
+    const auto a = run(plain, k_plain), b = run(l2, k_l2);
+    EXPECT_EQ(k_plain, 6) << m.name;
+    EXPECT_EQ(k_l2, 6) << m.name;
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      ASSERT_EQ(a[i].size(), b[i].size());
+      for (size_t j = 0; j < a[i].size(); ++j) ASSERT_FALSE(std::isnan(b[i][j])) << m.name;
+      EXPECT_EQ(a[i], b[i]) << m.name << ": step " << i;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -290,6 +290,11 @@ struct CudaOptions {
   // copies a layer before it can wait at the barrier).
   int64_t decode_stack_splits = 0;
   bool decode_stack_smem = false;
+  // Registers path: every warp requests its rows of the layer's later weights (o, gate/up, down)
+  // and of the next layer's q/k/v into L2 at the layer's start (prefetch.global.L2), so HBM
+  // streams them during the latency-bound phases (INFERA_CUDA_DECODE_STACK_L2=1: on; off until
+  // measured on the H200).
+  bool decode_stack_l2 = false;
   // The decoder stack where cuBLAS runs the GEMMs (prefill, batched decode past the stream
   // GEMM's rows; bf16 weights): the o and down projections add into the residual in the GEMM
   // (beta 1) and the norms after them write only the bf16 input of the next GEMMs, so the f32

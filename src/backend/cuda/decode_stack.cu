@@ -130,6 +130,15 @@ __device__ __forceinline__ float dot_row(const uint4 (&u)[C], const float* v, in
   return warp_sum(acc);
 }
 
+// Requests bytes [p, p + n) of weights into L2 (one prefetch.global.L2 per 128-byte line, spread
+// over the warp's lanes; p 128-byte aligned). Nothing waits for it: the register loads that read
+// the rows later find them there.
+__device__ __forceinline__ void prefetch_l2_warp(const void* p, int64_t n) {
+  const char* c = static_cast<const char*>(p);
+  for (int64_t o = static_cast<int64_t>(threadIdx.x % 32) * 128; o < n; o += 32 * 128)
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(c + o));
+}
+
 // n floats (n % 4 == 0) written by other blocks into shared memory s; the caller synchronizes.
 __device__ __forceinline__ void load_vector(const float* g, int n, float* s) {
   for (int i = threadIdx.x; i < n / 4; i += kThreads)
@@ -349,6 +358,27 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const DecodeS
   for (int l = 0; l < static_cast<int>(a.num_layers); ++l) {
     // Pointers read where used (L1 hits), not held in registers across the layer.
     const DecodeStackLayer& L = layers[l];
+    if (!S && a.l2_prefetch) {
+      // This warp's rows of the layer's o, gate/up and down weights, in the order the phases
+      // read them, then its q/k/v rows of the next layer: HBM streams them while the layer's
+      // chain of norms, attention and barriers runs (it would otherwise idle there).
+      if (gw < d) prefetch_l2_warp(static_cast<const bf16*>(L.wo) + static_cast<int64_t>(gw) * qw, qw * 2);
+#pragma unroll
+      for (int i = 0; i < kGluRows; ++i) {
+        const int j = gw + i * nw;
+        if (j < f) {
+          prefetch_l2_warp(static_cast<const bf16*>(L.wg) + static_cast<int64_t>(j) * d, d * 2);
+          prefetch_l2_warp(static_cast<const bf16*>(L.wu) + static_cast<int64_t>(j) * d, d * 2);
+        }
+      }
+      if (gw < d) prefetch_l2_warp(static_cast<const bf16*>(L.wd) + static_cast<int64_t>(gw) * f, f * 2);
+      if (l + 1 < static_cast<int>(a.num_layers))
+#pragma unroll
+        for (int i = 0; i < kQkvRows; ++i) {
+          const int r = gw + i * nw;
+          if (r < rows_qkv) prefetch_l2_warp(qkv_row(layers[l + 1], r), d * 2);
+        }
+    }
     // --- A: norm + q/k/v -------------------------------------------------------------------
     load_normed(a.x, static_cast<const bf16*>(L.attn_norm), d, eps, svec, part);
 #pragma unroll

@@ -48,6 +48,11 @@ struct DecodeStackArgs {
   // 1: the o, gate/up and down rows of each block stream into shared memory by bulk copies (TMA)
   // issued at the layer's start; 0: into registers before the barrier ahead of their phase.
   int64_t smem_weights;
+  // 1 (registers path only): at each layer's start every warp requests into L2 the rows it will
+  // load into registers later in the layer (o, gate/up, down) and the next layer's q/k/v rows, so
+  // HBM streams them during the norms, the attention and the barriers and each phase's loads hit
+  // L2 (DecodeStackArgs of CudaOptions::decode_stack_l2).
+  int64_t l2_prefetch;
   double eps, scale;
 };
 
