@@ -145,7 +145,9 @@ TEST_P(CudaEncoderStackTest, PackedWgmmaRopeInsideEqualsStagedRope) {
   for (int64_t vectors : {64, 128}) {
     SCOPED_TRACE("vectors " + std::to_string(vectors));
     CudaOptions inside, staged;
+    inside.packed_wgmma = staged.packed_wgmma = true;  // (off by default until measured)
     inside.flash_wgmma_vectors = staged.flash_wgmma_vectors = vectors;
+    inside.packed_rope_inside = true;
     staged.packed_rope_inside = false;
     auto inside_b = make_cuda_backend(0, inside), staged_b = make_cuda_backend(0, staged);
     const auto got = run(*inside_b), want = run(*staged_b);

@@ -51,7 +51,7 @@ __global__ void __launch_bounds__(256, 2)
   const int koff = kSplit ? wg * kSpan : 0;                               // its first key of a tile
   const float scale = static_cast<float>(a.scale) * 1.4426950408889634f;  // base 2
   using Copy = TileCopy<T, D, kThreads, kPacked>;
-  Copy copy(a, b, g, row_begin);
+  Copy copy;
   int voff[Copy::kPer];  // kPipe: the offsets of the next V tile's keys (its K's, a tile ago)
   int key_lo = 0, key_hi = 0;
   const auto issue_first_tile = [&] {
@@ -69,6 +69,7 @@ __global__ void __launch_bounds__(256, 2)
   // Packed: the key range in closed form, the first tile's copies before anything else.
   if constexpr (kPacked) {
     packed_key_span(a, v0 / group, (v0 + nv - 1) / group, len, key_lo, key_hi);
+    copy.init(a, b, g, row_begin);
     issue_first_tile();
   }
   RopeKeys<D, kThreads> rope_keys;  // kRope: the next key tile's cos and sin
@@ -95,6 +96,7 @@ __global__ void __launch_bounds__(256, 2)
     if constexpr (!kPacked) {
       key_lo = range[2 * kVec];
       key_hi = range[2 * kVec + 1];
+      copy.init(a, b, g, row_begin);
       issue_first_tile();
     }
     if (key_lo + kKeys < key_hi) copy.fetch_ids(a, key_lo + kKeys, key_hi);

@@ -52,7 +52,9 @@ struct TileCopy {
   // (Pointers are re-derived from the kernel's parameters where used: registers are the 128-vector
   // tile's limit at 2 blocks an SM.)
 
-  __device__ __forceinline__ TileCopy(const AttentionArgs& a, int b, int g, int row_begin) {
+  // (Set by init, where the kernel's schedule first needs it: the paged kernel's registers are
+  // tight, so its live ranges start where they always did.)
+  __device__ __forceinline__ void init(const AttentionArgs& a, int b, int g, int row_begin) {
     const int c = threadIdx.x % kChunks;
     if constexpr (kPacked) {
       row = static_cast<int>(a.hkv) * D;
