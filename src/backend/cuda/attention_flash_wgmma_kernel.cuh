@@ -361,7 +361,8 @@ template <typename T, int D, bool kSplit, bool kPipe, bool kQPrefetch, bool kPac
 void launch_wgmma_kernel(const AttentionArgs& a, cudaStream_t s, const float* rope_cos = nullptr,
                          const float* rope_sin = nullptr) {
   constexpr size_t kSmem = (kSplit ? 1 : 2) * kQBytes<D> + 4 * kTileBytes<D> + 1024;  // + align
-  constexpr auto kernel = attention_flash_wgmma_kernel<T, D, kSplit, kPipe, kQPrefetch, kPacked, kRope>;
+  constexpr auto kernel =
+      attention_flash_wgmma_kernel<T, D, kSplit, kPipe, kQPrefetch, kPacked, kRope>;
   static const bool attr_set = [] {
     return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                 static_cast<int>(kSmem)) == cudaSuccess;

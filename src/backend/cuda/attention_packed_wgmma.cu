@@ -12,6 +12,7 @@ namespace {
 
 using namespace flash_wgmma;  // attention_flash_wgmma_kernel.cuh
 
+// launch_wgmma_kernel<T, D, kSplit (64-vector tiles), kPipe, kQPrefetch, kPacked, kRope>.
 template <int D>
 void launch_packed(const PackedWgmmaArgs& p, cudaStream_t s) {
   using T = __nv_bfloat16;
@@ -19,8 +20,11 @@ void launch_packed(const PackedWgmmaArgs& p, cudaStream_t s) {
   const bool small = a.vectors_per_tile == kWgVectors;
   if (p.rope_cos) {
     if constexpr (D == 64) {
-      if (small) return launch_wgmma_kernel<T, D, true, false, true, true, true>(a, s, p.rope_cos, p.rope_sin);
-      return launch_wgmma_kernel<T, D, false, false, true, true, true>(a, s, p.rope_cos, p.rope_sin);
+      if (small)
+        return launch_wgmma_kernel<T, D, true, false, true, true, true>(a, s, p.rope_cos,
+                                                                        p.rope_sin);
+      return launch_wgmma_kernel<T, D, false, false, true, true, true>(a, s, p.rope_cos,
+                                                                       p.rope_sin);
     }
     throw std::runtime_error("packed wgmma attention: RoPE inside at head_dim 64 only");
   }
