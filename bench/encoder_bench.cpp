@@ -58,13 +58,14 @@ Json summary(const std::vector<double>& ms) {
           {"runs", ms.size()}};
 }
 
-// Interleaved timing of f(0) (windowed) and f(1) (dense); returns the samples of each, in ms.
+// Interleaved timing of f(0) (windowed) and f(1) (dense), or f(0) alone (modes 1); returns the
+// samples of each, in ms.
 template <typename F>
-std::array<std::vector<double>, 2> interleaved(int warmup, int runs, F&& f) {
+std::array<std::vector<double>, 2> interleaved(int warmup, int runs, int modes, F&& f) {
   std::array<std::vector<double>, 2> ms;
   for (int r = 0; r < warmup + runs; ++r)
-    for (int k = 0; k < 2; ++k) {  // alternate which goes first, so neither always runs warmer
-      const int m = (r + k) % 2;
+    for (int k = 0; k < modes; ++k) {  // alternate which goes first, so neither always runs warmer
+      const int m = (r + k) % modes;
       const auto t0 = std::chrono::steady_clock::now();
       f(m);
       const double t =
@@ -86,13 +87,19 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
 
 void report(const char* what, const std::string& spec, Json& c, int64_t tokens) {
   const char* names[2] = {"windowed", "dense"};
-  for (const char* n : names)
+  for (const char* n : names) {
+    if (!c.contains(n)) continue;  // --windowed-only
     std::printf(
         "  %-9s %-7s %-8s min %9.2f  median %9.2f  p95 %9.2f ms  (%.0f tokens/s, %lld key "
         "tiles)\n",
         what, spec.c_str(), n, c[n]["min_ms"].get<double>(), c[n]["median_ms"].get<double>(),
         c[n]["p95_ms"].get<double>(), double(tokens) / c[n]["median_ms"].get<double>() * 1e3,
         static_cast<long long>(c[n]["key_tiles"].get<int64_t>()));
+  }
+  if (!c.contains("dense")) {
+    std::fflush(stdout);
+    return;
+  }
   c["dense_over_windowed_median"] =
       c["dense"]["median_ms"].get<double>() / c["windowed"]["median_ms"].get<double>();
   std::printf("  %-9s %-7s dense / windowed median %.3f; outputs differ by %.1e\n", what,
@@ -142,7 +149,11 @@ int main(int argc, char** argv) {
                "CUDA with INFERA_CUDA_PROFILE=1: print device time per (op, kernel) of the "
                "windowed forward runs of each batch (eager launches, so shares, not latency)");
   app.add_option("--out", out, "JSON file for every sample");
+  bool windowed_only = false;
+  app.add_flag("--windowed-only", windowed_only,
+               "Time the windowed schedule alone (A/B runs of other switches: half the time)");
   CLI11_PARSE(app, argc, argv);
+  const int nm = windowed_only ? 1 : 2;  // modes timed
 
   Json result = {{"runs", runs},          {"attention_runs", attention_runs}, {"warmup", warmup},
                  {"threads", threads},    {"matmul_precision", precision},    {"device", device},
@@ -150,7 +161,8 @@ int main(int argc, char** argv) {
   try {
     for (const std::string& config : configs) {
       Mode modes[2] = {{"windowed", nullptr, nullptr}, {"dense", nullptr, nullptr}};
-      for (Mode& m : modes) {
+      for (int mi = 0; mi < nm; ++mi) {
+        Mode& m = modes[mi];
         m.backend = infera::make_backend({.device = device,
                                           .threads = threads,
                                           .matmul_precision = precision,
@@ -186,32 +198,34 @@ int main(int argc, char** argv) {
           // prepare_weight uses the host tensor in place (CPU) or copies it to the device.
           const infera::Tensor host_q("q", infera::DType::F32, shape, infera::Device::CPU,
                                       host.data(), nullptr);
-          for (int m = 0; m < 2; ++m) {
+          for (int m = 0; m < nm; ++m) {
             infera::Backend& b = *modes[m].backend;
             q[m] = b.prepare_weight(host_q);
             o[m] = b.alloc("out", infera::DType::F32, shape);
             out[m].resize(host.size());
           }
-          const infera::Batch batches[2] = {modes[0].backend->upload_batch(batch),
-                                            modes[1].backend->upload_batch(batch)};
+          const infera::Batch batches[2] = {
+              modes[0].backend->upload_batch(batch),
+              nm > 1 ? modes[1].backend->upload_batch(batch) : infera::Batch{}};
           const infera::AttentionParams params{
               .scale = 1.0f / std::sqrt(float(d)), .causal = false, .window = window};
-          auto ms = interleaved(warmup, attention_runs, [&](int m) {
+          auto ms = interleaved(warmup, attention_runs, nm, [&](int m) {
             infera::Backend& b = *modes[m].backend;
             b.reset_op_stats();
             b.attention_packed(q[m], q[m], q[m], batches[m], params, o[m]);
             b.synchronize();  // a device backend runs ops asynchronously
             tiles[static_cast<size_t>(m)] = b.op_stats().packed_key_tiles;
           });
-          for (int m = 0; m < 2; ++m) modes[m].backend->to_host(o[m], out[static_cast<size_t>(m)]);
+          for (int m = 0; m < nm; ++m) modes[m].backend->to_host(o[m], out[static_cast<size_t>(m)]);
           Json c = {{"kind", "attention_local_layer"},
                     {"config", config},
                     {"batch", spec},
                     {"tokens", n},
                     {"window", window},
                     {"backend", modes[0].backend->name()},
-                    {"windowed_vs_dense_max_abs_diff", max_abs_diff(out[0], out[1])}};
-          for (int m = 0; m < 2; ++m) {
+                    {"windowed_vs_dense_max_abs_diff",
+                     nm > 1 ? max_abs_diff(out[0], out[1]) : 0.0}};
+          for (int m = 0; m < nm; ++m) {
             c[modes[m].name] = summary(ms[static_cast<size_t>(m)]);
             c[modes[m].name]["samples_ms"] = ms[static_cast<size_t>(m)];
             c[modes[m].name]["key_tiles"] = tiles[static_cast<size_t>(m)];
@@ -223,19 +237,19 @@ int main(int argc, char** argv) {
         if (runs > 0) {
 #ifdef INFERA_WITH_CUDA
           if (profile)  // drop what the attention runs counted
-            for (Mode& m : modes) infera::cuda_profile_report(*m.backend);
+            for (int m = 0; m < nm; ++m) infera::cuda_profile_report(*modes[m].backend);
 #endif
           std::array<std::vector<float>, 2> hidden;
           std::array<int64_t, 2> tiles{};
           for (auto& h : hidden) h.resize(static_cast<size_t>(n * info.hidden));
-          auto ms = interleaved(warmup, runs, [&](int m) {
+          auto ms = interleaved(warmup, runs, nm, [&](int m) {
             modes[m].backend->reset_op_stats();
             modes[m].model->hidden_states_on_device(batch);
             modes[m].backend->synchronize();  // a device backend runs ops asynchronously
             tiles[static_cast<size_t>(m)] = modes[m].backend->op_stats().packed_key_tiles;
           });
           // The two schedules' outputs, compared once outside the timed runs.
-          for (int m = 0; m < 2; ++m)
+          for (int m = 0; m < nm; ++m)
             modes[m].model->hidden_states(batch, hidden[static_cast<size_t>(m)]);
           Json c = {{"kind", "forward"},
                     {"config", config},
@@ -244,8 +258,9 @@ int main(int argc, char** argv) {
                     {"tokens", n},
                     {"backend", modes[0].backend->name()},
                     {"output", "device"},
-                    {"windowed_vs_dense_max_abs_diff", max_abs_diff(hidden[0], hidden[1])}};
-          for (int m = 0; m < 2; ++m) {
+                    {"windowed_vs_dense_max_abs_diff",
+                     nm > 1 ? max_abs_diff(hidden[0], hidden[1]) : 0.0}};
+          for (int m = 0; m < nm; ++m) {
             c[modes[m].name] = summary(ms[static_cast<size_t>(m)]);
             c[modes[m].name]["samples_ms"] = ms[static_cast<size_t>(m)];
             c[modes[m].name]["key_tiles"] = tiles[static_cast<size_t>(m)];
@@ -271,7 +286,7 @@ int main(int argc, char** argv) {
                         table.empty() ? "  (none: set INFERA_CUDA_PROFILE=1 with --device cuda)\n"
                                       : table.c_str());
             c["windowed_profile"] = table;
-            infera::cuda_profile_report(*modes[1].backend);  // discard the dense mode's counts
+            if (nm > 1) infera::cuda_profile_report(*modes[1].backend);  // discard the dense counts
           }
 #endif
           std::printf("  %-9s %-7s output copy alone (not in the times above): median %.3f ms\n",

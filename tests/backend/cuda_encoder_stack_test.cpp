@@ -4,7 +4,9 @@
 // ends) and a 5-row batch below the GEMM rows, which keeps the composition. Against the
 // composition (the switch off): the bf16 q, k and v the GEMMs write move the hidden states by
 // their rounding before RoPE only; against the CPU (f32 throughout): about as far as the
-// composition is. Skips, saying so, where no CUDA device is visible.
+// composition is. And the packed attention's wgmma kernel with RoPE inside it against the staged
+// rotation (bit for bit) and the mma.sync flash kernel. Skips, saying so, where no CUDA device is
+// visible.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -53,9 +55,10 @@ const char* const kLargeLayers = R"({
   "hidden_activation": "gelu", "norm_eps": 1e-05, "norm_bias": false, "attention_bias": false,
   "mlp_bias": false, "pad_token_id": 0, "torch_dtype": "bfloat16"})";
 
-// The final hidden states of each batch.
-std::vector<std::vector<float>> run_batches(Encoder& model, int64_t hidden) {
-  const std::vector<std::vector<int64_t>> batches = {{93}, {200, 77, 130}, {5}};
+// The final hidden states of each batch (sequence lengths).
+std::vector<std::vector<float>> run_batches(
+    Encoder& model, int64_t hidden,
+    const std::vector<std::vector<int64_t>>& batches = {{93}, {200, 77, 130}, {5}}) {
   std::vector<std::vector<float>> out;
   for (size_t b = 0; b < batches.size(); ++b) {
     std::vector<std::vector<int32_t>> seqs;
@@ -113,6 +116,63 @@ TEST_P(CudaEncoderStackTest, HiddenStatesFollowCompositionAndCpu) {
     EXPECT_LE(e, 2e-4) << "batch " << b;  // NaN fails
     EXPECT_GT(e, 0.0) << "batch " << b << ": the stack's rounding of q/k/v left no trace";
     EXPECT_LE(cpu_diff, 1.25 * composed_cpu_diff + 1e-2) << "batch " << b;
+  }
+}
+
+// The packed attention on the wgmma kernel (CudaOptions::packed_wgmma) with RoPE inside it
+// (packed_rope_inside: q and k rotated as they are staged) against the same kernel after the
+// rope_stage16 launch: the rotation is that kernel's arithmetic, so the hidden states are the same
+// bits (head_dim 128 keeps the launch: equal trivially, the rope count 0). Both against the
+// mma.sync flash kernel (packed_wgmma off), another summation order: NMSE <= 2e-4 and > 0, as the
+// stack against the composition; and against the CPU as far as that kernel is. Each tile shape
+// forced (64 vectors: the two warpgroups split each key tile; 128: a warpgroup each 64 rows, whose
+// window spans differ), over a 1-row sequence, one of exactly a tile and ones just past a tile.
+TEST_P(CudaEncoderStackTest, PackedWgmmaRopeInsideEqualsStagedRope) {
+  const Case& c = GetParam();
+  const auto dir = cuda_test::config_dir(std::string("encoder_stack_") + c.name, c.config);
+  const std::vector<std::vector<int64_t>> batches = {{93}, {200, 77, 130}, {1, 64, 65, 129, 3}};
+  auto run = [&](Backend& b) {
+    auto model = load_encoder(dir, b, {.dummy_weights = true, .dummy_seed = 5});
+    return run_batches(*model, c.hidden, batches);
+  };
+  auto cpu_b = make_cpu_backend(2);
+  CudaOptions mma;
+  mma.packed_wgmma = false;
+  auto mma_b = make_cuda_backend(0, mma);
+  const auto cpu = run(*cpu_b), reference = run(*mma_b);
+  EXPECT_EQ(cuda_stats(*mma_b)->packed_wgmma, 0);
+  const bool d64 = std::string(c.name) != "head_dim_128";  // the other two: head_dim 64
+  for (int64_t vectors : {64, 128}) {
+    SCOPED_TRACE("vectors " + std::to_string(vectors));
+    CudaOptions inside, staged;
+    inside.packed_wgmma = staged.packed_wgmma = true;  // (off by default until measured)
+    inside.flash_wgmma_vectors = staged.flash_wgmma_vectors = vectors;
+    inside.packed_rope_inside = true;
+    staged.packed_rope_inside = false;
+    auto inside_b = make_cuda_backend(0, inside), staged_b = make_cuda_backend(0, staged);
+    const auto got = run(*inside_b), want = run(*staged_b);
+    const CudaStats si = *cuda_stats(*inside_b), ss = *cuda_stats(*staged_b);
+    EXPECT_EQ(si.encoder_stacks, 3);  // every batch past the GEMV rows
+    EXPECT_GT(si.packed_wgmma, 0);
+    EXPECT_EQ(si.packed_rope_inside, d64 ? si.packed_wgmma : 0);
+    EXPECT_EQ(ss.packed_wgmma, si.packed_wgmma);
+    EXPECT_EQ(ss.packed_rope_inside, 0);
+    ASSERT_EQ(got.size(), batches.size());
+    for (size_t b = 0; b < got.size(); ++b) {
+      ASSERT_EQ(got[b].size(), want[b].size());
+      size_t differ = 0;
+      for (size_t i = 0; i < got[b].size(); ++i) differ += !(got[b][i] == want[b][i]);  // NaN too
+      EXPECT_EQ(differ, 0u) << "batch " << b << ": RoPE inside left the staged rotation's bits";
+      const double e = cuda_test::nmse(got[b], reference[b]);
+      const double cpu_diff = test::max_abs_diff(got[b], cpu[b]);
+      const double reference_cpu_diff = test::max_abs_diff(reference[b], cpu[b]);
+      std::printf("  %s vectors %lld batch %zu: NMSE vs mma.sync %.2e; max |diff| vs cpu %.2e "
+                  "(mma.sync %.2e)\n",
+                  c.name, static_cast<long long>(vectors), b, e, cpu_diff, reference_cpu_diff);
+      EXPECT_LE(e, 2e-4) << "batch " << b;  // NaN fails
+      EXPECT_GT(e, 0.0) << "batch " << b << ": no trace of another kernel";
+      EXPECT_LE(cpu_diff, 1.25 * reference_cpu_diff + 1e-2) << "batch " << b;
+    }
   }
 }
 

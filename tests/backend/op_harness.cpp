@@ -61,6 +61,14 @@ CudaOptions harness_cuda_options(const std::string& name) {
     o.flash_wgmma = true;
     o.flash_wgmma_vectors = 128;
   }
+  // The encoders' packed attention on the wgmma kernel (off by default): its tile shape chosen,
+  // 128 vectors forced, 64 with the pipelined loop.
+  if (name.starts_with("cuda_packed_wgmma")) o.packed_wgmma = true;
+  if (name == "cuda_packed_wgmma128") o.flash_wgmma_vectors = 128;
+  if (name == "cuda_packed_wgmma_pipe") {
+    o.flash_wgmma_vectors = 64;
+    o.flash_wgmma_pipeline = true;
+  }
   if (name == "cuda_flash_wgmma_pipe") {  // ... 64-vector tiles, the pipelined loop
     o.flash_wgmma = true;
     o.flash_wgmma_vectors = 64;
@@ -171,6 +179,9 @@ std::vector<HarnessBackend> harness_backends() {
                              "cuda_flash_wgmma_pipe",
                              "cuda_flash_wgmma_qlate",
                              "cuda_flash_wgmma128_qlate",
+                             "cuda_packed_wgmma",
+                             "cuda_packed_wgmma128",
+                             "cuda_packed_wgmma_pipe",
                              "cuda_b1fuse"})
       list.push_back({name, [name] { return make_cuda_backend(0, harness_cuda_options(name)); }});
 #endif

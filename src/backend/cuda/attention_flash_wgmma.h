@@ -1,5 +1,6 @@
 // Paged prefill attention on Hopper's warpgroup MMA (attention_flash_wgmma.cu,
-// CudaOptions::flash_wgmma). Kept out of kernels.h so that adding it rebuilds only its users.
+// CudaOptions::flash_wgmma), and the encoders' packed attention on it (attention_packed_wgmma.cu,
+// CudaOptions::packed_wgmma). Kept out of kernels.h so that adding it rebuilds only its users.
 #pragma once
 
 #include <cstdint>
@@ -25,5 +26,25 @@ bool attention_flash_wgmma_supports(ElemType type, int64_t head_dim, int64_t blo
 // (CudaOptions::flash_wgmma_q_prefetch).
 constexpr int64_t kWgmmaQPrefetch = 1;
 void launch_attention_flash_wgmma(const void* args, cudaStream_t stream);
+
+// The encoders' packed attention on the same kernel (attention_packed_wgmma.cu): `a` as the flash
+// kernel's packed mode (no block table; bf16 keys and values [T, hkv, D] of the sequences' own
+// rows, key tiles from each sequence's first row, the windowed schedule), vectors_per_tile 64 or
+// 128 as above (pipelined: the 64-vector tiles' loop), the queries always loaded at the block's
+// start. rope_cos / rope_sin set (RoPE tables [positions][D / 2]; head_dim 64, not pipelined):
+// a.q16 and the keys are not yet rotated, and the kernel rotates them at their rows' offsets in
+// the sequence, as rope_stage16 would (the same bits).
+struct PackedWgmmaArgs {
+  AttentionArgs a;
+  const float* rope_cos = nullptr;
+  const float* rope_sin = nullptr;
+};
+// Whether it runs on a device of compute capability sm_major.sm_minor (9.0) for this many rows,
+// kv heads and head_dim (64 or 128; T x hkv x D elements addressable in int32), and whether its
+// RoPE inside applies at this head_dim.
+bool attention_packed_wgmma_supports(int64_t tokens, int64_t hkv, int64_t head_dim, int sm_major,
+                                     int sm_minor);
+bool attention_packed_wgmma_rope_supports(int64_t head_dim);
+void launch_attention_packed_wgmma(const void* args, cudaStream_t stream);
 
 }  // namespace infera::cuda

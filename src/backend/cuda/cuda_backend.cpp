@@ -301,7 +301,9 @@ CudaStats CudaBackend::stats() const {
           fused_gemvs_,
           decode_stack_kernels_,
           gemm_stacks_,
-          encoder_stacks_};
+          encoder_stacks_,
+          packed_wgmma_,
+          packed_rope_inside_};
 }
 
 }  // namespace cuda
@@ -332,6 +334,8 @@ CudaOptions cuda_options_from_env() {
       cuda::env_flag("INFERA_CUDA_FLASH_WGMMA_Q_PREFETCH", o.flash_wgmma_q_prefetch);
   o.flash_wide_auto = cuda::env_flag("INFERA_CUDA_FLASH_WIDE_AUTO", o.flash_wide_auto);
   o.packed_flash_halves = cuda::env_flag("INFERA_CUDA_PACKED_FLASH_HALVES", o.packed_flash_halves);
+  o.packed_wgmma = cuda::env_flag("INFERA_CUDA_PACKED_WGMMA", o.packed_wgmma);
+  o.packed_rope_inside = cuda::env_flag("INFERA_CUDA_PACKED_ROPE_INSIDE", o.packed_rope_inside);
   o.rope_stage = cuda::env_flag("INFERA_CUDA_ROPE_STAGE", o.rope_stage);
   if (const char* v = std::getenv("INFERA_CUDA_FLASH_SPLIT_TILES"); v && *v)
     o.flash_split_key_tiles = std::max(0, std::atoi(v));

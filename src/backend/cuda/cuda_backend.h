@@ -90,6 +90,17 @@ struct CudaOptions {
   // encoder_bench ModernBERT-large 10x512 13.87 -> 14.10 ms, 64x512 89.08 -> 88.24 ms (one run
   // each, run 2): not measured faster.
   bool packed_flash_halves = false;
+  // The encoders' packed attention on the wgmma prefill kernel above (attention_packed_wgmma.cu:
+  // keys and values are the sequence's own bf16 rows, the windowed schedule; its tile shape as
+  // flash_wgmma_vectors chooses it) where flash_wgmma applies, instead of the mma.sync flash
+  // kernel (INFERA_CUDA_PACKED_WGMMA=1). Takes precedence over packed_flash_halves. Off: not yet
+  // run on the H200 (the issue-11-enc run lost its machine; docs/notes/2026-12-04/issue-11-enc.md).
+  bool packed_wgmma = false;
+  // Where the encoder stack's attention runs on it (head_dim 64, not the pipelined loop, the
+  // batch's positions its rows' offsets): the queries and keys rotated inside the kernel (RoPE
+  // as they are staged) instead of by the staging launch before it, one launch a layer fewer;
+  // the same bits (INFERA_CUDA_PACKED_ROPE_INSIDE=0: the staging launch).
+  bool packed_rope_inside = true;
   // rope_attention_packed where the flash kernel runs: one staging launch rotates q and k and
   // writes the bf16 k and v the kernel reads (INFERA_CUDA_ROPE_STAGE=0: rope, rope, then the two
   // conversions, four launches; same bits).
@@ -360,6 +371,8 @@ struct CudaStats {
   int64_t decode_stack_kernels = 0;  // decoder_stack ops run as one kernel (decode_stack.cu)
   int64_t gemm_stacks = 0;           // decoder_stack ops on the GEMM path (gemm_stack)
   int64_t encoder_stacks = 0;        // encoder_stack ops without f32 round trips (encoder_stack)
+  int64_t packed_wgmma = 0;          // packed attentions on the wgmma kernel (packed_wgmma)
+  int64_t packed_rope_inside = 0;    // ... of which with RoPE inside (packed_rope_inside)
 };
 std::optional<CudaStats> cuda_stats(const Backend& backend);
 // With CudaOptions::profile: device time per (op, kernel) since the last call, as a table

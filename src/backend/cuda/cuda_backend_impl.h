@@ -37,6 +37,9 @@ struct UploadedBatch {
   mutable int64_t checked_block_size = 0;
   mutable int32_t block_min = 0, block_max = -1;
   mutable bool tables_fit = true;
+  // Whether every row's position is its offset in its sequence: -1 until first asked (the packed
+  // wgmma attention's RoPE inside assumes it).
+  mutable int8_t positions_are_offsets = -1;
 };
 
 // Throws InvalidArgument naming `op` unless every block id the batch's sequences use (for this
@@ -139,7 +142,8 @@ class CudaBackend final : public Backend {
     RopeArgs q, k;
   };
   // bf16: the encoder stack's hand-offs (cuda_encoder_stack_ops.cpp): q16 and k16 [T, heads, d]
-  // as its GEMMs wrote them, rotated here (q scaled) in place of the staging, v16 read as the
+  // as its GEMMs wrote them, rotated here (q scaled) in place of the staging, or inside the wgmma
+  // kernel (CudaOptions::packed_rope_inside: q16 and k16 left as they are), v16 read as the
   // values and only out16 written, bf16 throughout; only where packed_flash16_applies.
   struct PackedBf16 {
     void *q16, *k16;
@@ -154,7 +158,11 @@ class CudaBackend final : public Backend {
   // flash kernel.
   bool packed_flash_applies(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                             int64_t max_len) const;
-  // And whether it can take the bf16 hand-offs as well (the flash kernel's plain tile).
+  // Of those, whether it runs the wgmma kernel (CudaOptions::packed_wgmma).
+  bool packed_wgmma_applies(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                            int64_t max_len) const;
+  // And whether it can take the bf16 hand-offs as well (the wgmma kernel, or the flash kernel's
+  // plain tile).
   bool packed_flash16_applies(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                               int64_t max_len) const;
   // The uploaded batch whose field `field` (-1: any field, stored in *found) is `t`; throws
@@ -296,6 +304,7 @@ class CudaBackend final : public Backend {
   std::vector<std::pair<std::vector<const void*>, Tensor>> decode_stack_tables_;
   int64_t decode_stack_kernels_ = 0;
   int64_t encoder_stacks_ = 0;  // record_encoder_stack's stacks (CudaStats::encoder_stacks)
+  int64_t packed_wgmma_ = 0, packed_rope_inside_ = 0;  // CudaStats::packed_wgmma, ...rope_inside
   int64_t gemm_stacks_ = 0;  // record_gemm_stack's stacks (CudaStats::gemm_stacks)
   Tensor decode_stack_trace_;  // CudaOptions::decode_stack_trace's device buffer
   void write_decode_stack_trace();

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "backend/cuda/attention_flash_wgmma.h"
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/op_checks.h"
 #include "infera/error.h"
@@ -49,6 +50,21 @@ bool packed_mma_applies(const CudaOptions& o, const Tensor& q, const Tensor& k, 
   const int64_t hd = q.dim(2);
   return o.packed_mma && !o.exact_f32 && q.dim(1) == k.dim(1) && hd % 16 == 0 &&
          hd <= kPackedMmaMaxHeadDim && aligned;
+}
+// Whether every row's position is its offset in its sequence (what the packed kernels assume for
+// windows, and the wgmma kernel's RoPE inside for the rotation), once per uploaded batch.
+bool positions_are_offsets(const UploadedBatch& u) {
+  if (u.positions_are_offsets < 0) {
+    const BatchDesc& d = *u.desc;
+    bool offsets = d.positions.size() == static_cast<size_t>(d.num_tokens());
+    for (int64_t s = 0; offsets && s < d.num_seqs(); ++s) {
+      const int32_t begin = d.query_start[static_cast<size_t>(s)];
+      for (int32_t r = begin; offsets && r < d.query_start[static_cast<size_t>(s + 1)]; ++r)
+        offsets = d.positions[static_cast<size_t>(r)] == r - begin;
+    }
+    u.positions_are_offsets = offsets ? 1 : 0;
+  }
+  return u.positions_are_offsets == 1;
 }
 }  // namespace
 
@@ -199,11 +215,22 @@ bool CudaBackend::packed_flash_applies(const Tensor& q, const Tensor& k, const T
          (max_len + kMmaVectorsPerTile - 1) / kMmaVectorsPerTile <= 65535;  // grid.z
 }
 
+bool CudaBackend::packed_wgmma_applies(const Tensor& q, const Tensor& k, const Tensor& v,
+                                       const Tensor& out, int64_t max_len) const {
+  const cudaDeviceProp& prop = ctx_->properties();
+  return packed_flash_applies(q, k, v, out, max_len) && options_.packed_wgmma &&
+         options_.flash_wgmma && options_.flash_fast_softmax &&
+         attention_packed_wgmma_supports(q.dim(0), k.dim(1), q.dim(2), prop.major, prop.minor);
+}
+
 bool CudaBackend::packed_flash16_applies(const Tensor& q, const Tensor& k, const Tensor& v,
                                          const Tensor& out, int64_t max_len) const {
-  // The plain tile (not the key halves, nor the interleaved one) and the staging kernel's rows.
+  // The wgmma kernel or the flash kernel's plain tile (not the key halves, nor the interleaved
+  // one), and the staging kernel's rows.
   return packed_flash_applies(q, k, v, out, max_len) && options_.rope_stage &&
-         !options_.packed_flash_halves && !(options_.flash_fast_softmax && options_.flash_interleaved) &&
+         (packed_wgmma_applies(q, k, v, out, max_len) ||
+          (!options_.packed_flash_halves &&
+           !(options_.flash_fast_softmax && options_.flash_interleaved))) &&
          rope_stage16_applies(RopeStage16Args{nullptr, nullptr, nullptr, nullptr, nullptr, q.dim(0),
                                               q.dim(1), q.dim(2), 1.0f});
 }
@@ -235,18 +262,36 @@ void CudaBackend::record_attention_packed(const Tensor& q, const Tensor& k, cons
                      "1 to 65535 sequences and kv heads");
   const int64_t group = hq / hkv;
   const bool mma = packed_mma_applies(options_, q, k, v);
-  static_assert(kMmaVectorsPerTile == kPackedMmaRows, "both tensor-core kernels: 64-row tiles");
-  const int64_t qt = mma ? kPackedMmaRows : 32 / group;
-  const int64_t kt = mma ? kPackedMmaKeys : kPackedKeys;
-  // The schedule, counted here: per sequence and query tile, the key tiles overlapping the union
-  // of its rows' windows (and, causally, up to its last row); the dense schedule: every key tile.
-  const bool dense = options_.packed_dense;
-  int64_t tiles = 0, max_len = 0;
+  int64_t max_len = 0;
   for (int64_t s = 0; s < seqs; ++s) {
     const int64_t len =
         d.query_start[static_cast<size_t>(s + 1)] - d.query_start[static_cast<size_t>(s)];
     INFERA_CUDA_EXPECT(len >= 0, op, "query_start must not decrease");
     max_len = std::max(max_len, len);
+  }
+  const bool flash = packed_flash_applies(q, k, v, out, max_len);
+  const bool wgmma = flash && packed_wgmma_applies(q, k, v, out, max_len);
+  static_assert(kMmaVectorsPerTile == kPackedMmaRows, "both tensor-core kernels: 64-row tiles");
+  // The wgmma kernel's query tiles as for paged prefill (cuda_ops.cpp): 128 rows (a warpgroup
+  // each 64) where those fill every SM's 2 block slots, else 64 (the 2 warpgroups split each key
+  // tile); CudaOptions::flash_wgmma_vectors forces one. (MHA: a vector is a row.)
+  int64_t qt = mma ? kPackedMmaRows : 32 / group;
+  if (wgmma) {
+    const int64_t forced = options_.flash_wgmma_vectors;
+    const int64_t big = (max_len + kFlashWgmmaVectors - 1) / kFlashWgmmaVectors;
+    qt = forced == kFlashWgmmaSmallVectors || forced == kFlashWgmmaVectors ? forced
+         : big * seqs * hkv < 2 * int64_t{ctx_->properties().multiProcessorCount}
+             ? kFlashWgmmaSmallVectors
+             : kFlashWgmmaVectors;
+  }
+  const int64_t kt = mma ? kPackedMmaKeys : kPackedKeys;
+  // The schedule, counted here: per sequence and query tile, the key tiles overlapping the union
+  // of its rows' windows (and, causally, up to its last row); the dense schedule: every key tile.
+  const bool dense = options_.packed_dense;
+  int64_t tiles = 0;
+  for (int64_t s = 0; s < seqs; ++s) {
+    const int64_t len =
+        d.query_start[static_cast<size_t>(s + 1)] - d.query_start[static_cast<size_t>(s)];
     for (int64_t q0 = 0; q0 < len; q0 += qt) {
       const int64_t last = std::min(len, q0 + qt) - 1;
       const int64_t lo = dense || params.window < 0 ? 0 : std::max<int64_t>(0, q0 - params.window);
@@ -255,7 +300,6 @@ void CudaBackend::record_attention_packed(const Tensor& q, const Tensor& k, cons
       tiles += (hi + kt - 1) / kt - lo / kt;
     }
   }
-  const bool flash = packed_flash_applies(q, k, v, out, max_len);
   if (bf16 && (!rope || !packed_flash16_applies(q, k, v, out, max_len)))
     throw std::logic_error(std::string(op) + ": bf16 hand-offs where the flash kernel's plain tile does not run");
   stats_.packed_key_tiles += tiles * hkv;
@@ -288,8 +332,15 @@ void CudaBackend::record_attention_packed(const Tensor& q, const Tensor& k, cons
   void* kb = bf16 ? bf16->k16 : flash ? ctx_->scratch(DeviceContext::kEncoderKeysBf16, kv_bytes) : nullptr;
   void* vb = bf16 ? const_cast<void*>(bf16->v16)
              : flash ? ctx_->scratch(DeviceContext::kEncoderValuesBf16, kv_bytes) : nullptr;
+  // The encoder stack's RoPE inside the wgmma kernel (q16 and k16 then stay as the GEMM wrote
+  // them); the pipelined loop and head_dim 128 keep the staging launch.
+  const bool rope_inside = bf16 && wgmma && options_.packed_rope_inside &&
+                           !(options_.flash_wgmma_pipeline && qt == kFlashWgmmaSmallVectors) &&
+                           attention_packed_wgmma_rope_supports(hd) && positions_are_offsets(u);
   bool staged = false;
-  if (bf16) {
+  if (rope_inside) {
+    staged = true;
+  } else if (bf16) {
     // The flash kernel's own query scale (base 2 where its softmax is), rounded as it stages q.
     const float q_scale =
         static_cast<float>(params.scale) * (options_.flash_fast_softmax ? 1.4426950408889634f : 1.0f);
@@ -347,6 +398,20 @@ void CudaBackend::record_attention_packed(const Tensor& q, const Tensor& k, cons
       f.q = nullptr;
       f.q16 = bf16->q16;
       f.out = nullptr;
+    }
+    if (wgmma) {  // the schedule counted above, with qt-row query tiles
+      f.vectors_per_tile = qt;
+      f.pipelined = options_.flash_wgmma_pipeline && qt == kFlashWgmmaSmallVectors ? 1 : 0;
+      f.tune = kWgmmaQPrefetch;
+      const PackedWgmmaArgs pw{f, rope_inside ? rope->q.cos : nullptr,
+                               rope_inside ? rope->q.sin : nullptr};
+      ctx_->record(launch_attention_packed_wgmma, pw,
+                   note(op, rope_inside ? "attention_packed_wgmma_rope" : "attention_packed_wgmma",
+                        {&q, &k}));
+      ++packed_wgmma_;
+      packed_rope_inside_ += rope_inside ? 1 : 0;
+      if (!bf16) publish_shadow(out, f.out_bf16);
+      return;
     }
     // The key-halves kernel (CudaOptions::packed_flash_halves) on the same tiles and schedule.
     const bool halves = options_.packed_flash_halves && options_.flash_fast_softmax;

@@ -5,6 +5,7 @@
 
 #include "backend/cuda/device_util.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/rope_rotate.cuh"
 
 namespace infera::cuda {
 namespace {
@@ -73,14 +74,6 @@ __global__ void rmsnorm_rows_kernel(const float* x, const W* __restrict__ w, flo
     yr[c] = make_float4(to_f32(wc[0]) * (v[k].x * inv), to_f32(wc[1]) * (v[k].y * inv),
                         to_f32(wc[2]) * (v[k].z * inv), to_f32(wc[3]) * (v[k].w * inv));
   }
-}
-
-// The rotation of one (x[j], x[j + half]) pair: one expression for every RoPE kernel here, so
-// rope and rope_attention_packed's staging round alike.
-__device__ __forceinline__ void rope_rotate(float a, float b, float c, float s, float& lo,
-                                            float& hi) {
-  lo = a * c - b * s;
-  hi = b * c + a * s;
 }
 
 __global__ void rope_kernel(float* x, const int32_t* __restrict__ positions,
