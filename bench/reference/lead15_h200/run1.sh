@@ -16,22 +16,13 @@ export LD_LIBRARY_PATH=$HERE/lib:/usr/local/cuda/lib64:$LD_LIBRARY_PATH
 export INFERA_SHARED_DIR=$HERE/shared
 B=$HERE/bin; R=$OUT/raw; mkdir -p $R/json
 T=$OUT/tests.log; L=$OUT/bench.log
-left() { echo $((DEADLINE - SECONDS)); }
-step() {
-  local name=$1 secs=$2 log=$3; shift 3
-  local l=$(left)
-  if [ "$l" -lt 5 ]; then echo "== $name SKIPPED (deadline)" | tee -a $log; return; fi
-  [ "$secs" -gt "$l" ] && secs=$l
-  echo "== $name (timeout ${secs}s, t=${SECONDS}s)" | tee -a $log
-  timeout $secs "$@" >> $log 2>&1; echo "rc $? ($name, t=${SECONDS}s)" | tee -a $log
-}
-verdict() { echo "== $1" >> $T; grep -E "^\[  (FAILED|PASSED)  \]|tests ran|Failure|decode_stack kernels|Expected|Which is|^rc " $2 | tail -40 >> $T; }
+source "$HERE/../../scripts/device_run_lib.sh"  # left, step, verdict (run from .devcarry/NAME/)
 export INFERA_SOURCE_DIR=$(cd $HERE/../.. && pwd)
 REPO=$INFERA_SOURCE_DIR
 M=$INFERA_SHARED_DIR/models/qwen3-0.6b
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > $OUT/gpu.txt 2>&1
 timeout 150 $B/test_cuda_backend --gtest_filter='*DecodeStack*:-*qwen3_micro*' > $R/stack.log 2>&1; echo "rc $?" >> $R/stack.log
-verdict stack $R/stack.log
+verdict stack $R/stack.log "decode_stack kernels"
 timeout 120 compute-sanitizer --tool memcheck --kernel-name kns=decode_stack --error-exitcode 3 $B/test_cuda_backend --gtest_filter='CudaDecodeStackL2.*' > $R/memcheck.log 2>&1; echo "rc $?" >> $R/memcheck.log
 grep -E "ERROR SUMMARY|^rc |PASSED|FAILED" $R/memcheck.log | head -5 >> $T
 echo "correctness done t=${SECONDS}s" | tee -a $T

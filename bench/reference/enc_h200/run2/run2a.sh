@@ -14,21 +14,12 @@ DEADLINE=${DEADLINE:-300}
 export LD_LIBRARY_PATH=$HERE/lib:/usr/local/cuda/lib64:$LD_LIBRARY_PATH
 B=$HERE/bin; R=$OUT/raw; mkdir -p $R
 T=$OUT/tests.log
-left() { echo $((DEADLINE - SECONDS)); }
-step() {
-  local name=$1 secs=$2 log=$3; shift 3
-  local l=$(left)
-  if [ "$l" -lt 5 ]; then echo "== $name SKIPPED (deadline)" | tee -a $log; return; fi
-  [ "$secs" -gt "$l" ] && secs=$l
-  echo "== $name (timeout ${secs}s, t=${SECONDS}s)" | tee -a $log
-  timeout $secs "$@" >> $log 2>&1; echo "rc $? ($name, t=${SECONDS}s)" | tee -a $log
-}
-verdict() { echo "== $1" >> $T; grep -E "^\[  (FAILED|PASSED)  \]|tests ran|Failure|Expected|Which is|NMSE vs|vectors .* batch|^rc |ERROR SUMMARY|RACECHECK SUMMARY|Error|error" $2 | tail -70 >> $T; }
+source "$HERE/../../scripts/device_run_lib.sh"  # left, step, verdict (run from .devcarry/NAME/)
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv > $R/gpu.txt 2>&1
 step "stack + wgmma tests" 120 $R/stack.log $B/test_cuda_backend --gtest_filter='*CudaEncoderStack*:CudaShadow*:*Wgmma*'
-verdict stack $R/stack.log
+verdict stack $R/stack.log "NMSE vs|vectors .* batch|Error|error"
 step "harness encoder + paged wgmma" 120 $R/harness.log $B/test_backend_ops --gtest_filter='*EncoderOps.*/cuda*:*OpHarness.KvWriteAndPagedAttention/cuda_flash_wgmma*:*OpHarness.KvWriteAndPagedAttention/cuda'
-verdict harness $R/harness.log
+verdict harness $R/harness.log "NMSE vs|vectors .* batch|Error|error"
 CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
 if [ -n "$CS" ]; then
   step "memcheck packed attention" 70 $R/memcheck.log $CS --tool memcheck --error-exitcode 3 $B/test_backend_ops --gtest_filter='*EncoderOps.PackedAttention/cuda_packed_wgmma:*EncoderOps.PackedAttention/cuda_packed_wgmma128:*EncoderOps.PackedAttention/cuda_packed_wgmma_pipe:*EncoderOps.WindowedAttention*/cuda_packed_wgmma128:*EncoderOps.RopeAttention*/cuda_packed_wgmma'

@@ -12,15 +12,7 @@ DEADLINE=${DEADLINE:-300}
 export LD_LIBRARY_PATH=$HERE/lib:/usr/local/cuda/lib64:$LD_LIBRARY_PATH
 B=$HERE/bin; R=$OUT/raw; mkdir -p $R/json
 L=$OUT/bench.log
-left() { echo $((DEADLINE - SECONDS)); }
-step() {
-  local name=$1 secs=$2 log=$3; shift 3
-  local l=$(left)
-  if [ "$l" -lt 5 ]; then echo "== $name SKIPPED (deadline)" | tee -a $log; return; fi
-  [ "$secs" -gt "$l" ] && secs=$l
-  echo "== $name (timeout ${secs}s, t=${SECONDS}s)" | tee -a $log
-  timeout $secs "$@" >> $log 2>&1; echo "rc $? ($name, t=${SECONDS}s)" | tee -a $log
-}
+source "$HERE/../../scripts/device_run_lib.sh"  # left, step, verdict (run from .devcarry/NAME/)
 REPO=$(cd $HERE/../.. && pwd)  # run from .devcarry/NAME/
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv > $R/gpu.txt 2>&1
 A="--device cuda --config $REPO/bench/configs/modernbert-large --batch 1x93 --batch 50x93 --batch 10x512 --batch 64x512 --runs 20 --attention-runs 10 --windowed-only"
