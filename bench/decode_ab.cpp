@@ -18,6 +18,7 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -58,7 +59,11 @@ Variant parse_variant(const std::string& spec) {
     const auto eq = kv.find('=');
     const std::string key = kv.substr(0, eq), value = eq == std::string::npos ? "" : kv.substr(eq + 1);
     if (key == "streams") {
-      v.streams = std::stoi(value);
+      char* end = nullptr;
+      const long n = std::strtol(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || (n != 0 && n != 1 && n != 2 && n != 4 && n != 8))
+        throw InvalidArgument("--variant " + spec + ": streams must be 0 (auto), 1, 2, 4 or 8");
+      v.streams = static_cast<int>(n);
     } else if (key == "dynamic" && (value == "0" || value == "1")) {
       v.dynamic = value == "1";
     } else {
