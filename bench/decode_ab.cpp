@@ -17,11 +17,9 @@
 // before and after it, as `infera bench` computes decode.<c>.adjacent_roofline_fraction).
 #include <CLI/CLI.hpp>
 
-#include <algorithm>
 #include <cstdlib>
 #include <cstdio>
 #include <fstream>
-#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -61,7 +59,8 @@ Variant parse_variant(const std::string& spec) {
     if (key == "streams") {
       char* end = nullptr;
       const long n = std::strtol(value.c_str(), &end, 10);
-      if (value.empty() || *end != '\0' || (n != 0 && n != 1 && n != 2 && n != 4 && n != 8))
+      if (value.empty() || *end != '\0' || n < 0 || n > 8 ||
+          !cpu::valid_gemv_streams(static_cast<int>(n)))
         throw InvalidArgument("--variant " + spec + ": streams must be 0 (auto), 1, 2, 4 or 8");
       v.streams = static_cast<int>(n);
     } else if (key == "dynamic" && (value == "0" || value == "1")) {
@@ -76,13 +75,6 @@ Variant parse_variant(const std::string& spec) {
 void apply(const Variant& v) {
   cpu::set_quant_gemv_streams(v.streams);
   cpu::set_decode_dynamic_rows(v.dynamic);
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 int run(int argc, char** argv) {
@@ -112,7 +104,7 @@ int run(int argc, char** argv) {
   monitor.begin_adjacent();
   const auto probe = [&] {
     const std::vector<double> s = monitor.adjacent_bandwidth(passes);
-    return s.empty() ? 0.0 : median(s);
+    return bench::summarize(s).p50;
   };
   const std::vector<int32_t> prompt = lm.synthetic_prompt(context);
   const int64_t capacity = context + block * static_cast<int64_t>(variants.size()) + 1;
@@ -152,10 +144,10 @@ int run(int argc, char** argv) {
     // Round r's block of a variant and of the base ran side by side (same round).
     for (size_t r = 0; r < v.tokens_per_second.size(); ++r)
       ratio.push_back(v.tokens_per_second[r] / base.tokens_per_second[r]);
+    const bench::Summary r = bench::summarize(ratio);
     std::printf("%-10s %10.2f   x%.3f [%.3f, %.3f] %10.3f\n", v.name.c_str(),
-                median(v.tokens_per_second), median(ratio),
-                *std::min_element(ratio.begin(), ratio.end()),
-                *std::max_element(ratio.begin(), ratio.end()), median(v.fraction));
+                bench::summarize(v.tokens_per_second).p50, r.p50, r.min, r.max,
+                bench::summarize(v.fraction).p50);
     j["variants"][v.name] = {{"tokens_per_second", v.tokens_per_second},
                              {"adjacent_roofline_fraction", v.fraction},
                              {"ratio_to_first", ratio},

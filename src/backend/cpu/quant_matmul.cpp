@@ -93,9 +93,9 @@ void quantize_row_q8k(const float* x, int64_t k, ActBlockQ8K* out) {
 
 }  // namespace
 
-namespace {
-// The setting of quant_gemv_streams(): 0 = each kernel's own count (the default), else 1, 2, 4, 8.
 bool valid_gemv_streams(int s) { return s == 0 || s == 1 || s == 2 || s == 4 || s == 8; }
+
+namespace {
 
 int gemv_streams_from_env() {
   const char* v = std::getenv("INFERA_CPU_GEMV_STREAMS");

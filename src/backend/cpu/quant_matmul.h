@@ -75,6 +75,8 @@ void matmul_rows_quantized(const void* acts, int64_t n, int64_t k, const void* w
 // groups, Q8_0 and Q6_K rows; docs/notes/2026-12-01/issue-8-cpuq.md, issue-8-cpuq8.md). The packed
 // bf16 decode (matmul_bf16_packed.h) reads the same setting (auto: kAutoBf16GemvStreams).
 int quant_gemv_streams();
+// Whether `streams` is a setting quant_gemv_streams() takes: 0 (auto), 1, 2, 4 or 8.
+bool valid_gemv_streams(int streams);
 // Overrides the value read from INFERA_CPU_GEMV_STREAMS (tests, benchmarks): 0 (auto), 1, 2, 4, 8.
 void set_quant_gemv_streams(int streams);
 

@@ -117,6 +117,7 @@ HWY_INLINE void RowStream(const float* HWY_RESTRICT x, int64_t k, const WT* HWY_
 template <typename WT>
 HWY_INLINE void Block(const float* x, int64_t n, int64_t k, const WT* w, int64_t rows, float* out,
                       int64_t ldo) {
+  static_assert(kTileX <= 4, "the decode branch below covers 1 to 3 rows");
   if (n < kTileX) {  // decode: 1 (or a few) rows of x, every row against each weight row loaded
     // once (a decode step's query heads of one kv head against a key: GQA shares the keys)
     for (int64_t j = 0; j < rows; ++j) {
@@ -125,8 +126,7 @@ HWY_INLINE void Block(const float* x, int64_t n, int64_t k, const WT* w, int64_t
       } else if (n == 2) {
         RowStream<2>(x, k, w + j * k, out + j, ldo);
       } else {
-        for (int64_t i = 0; i < n; ++i)
-          RowStream<1>(x + i * k, k, w + j * k, out + i * ldo + j, ldo);
+        RowStream<3>(x, k, w + j * k, out + j, ldo);  // n < kTileX <= 4
       }
     }
     return;
