@@ -7,12 +7,9 @@
 
 namespace infera {
 namespace {
-void require(bool ok, const std::string& what) {
-  if (!ok) throw InvalidArgument("[batch] " + what);
-}
-// The per-token checks build their message only when one fails: require()'s string argument is
-// made before the call, and for every token of a prefill that cost ~0.26 us a token on the host
-// (8x512: ~1 ms a step while the GPU waited; cudapre's note).
+// Every check builds its message only when it fails: a message made before the check cost ~0.26
+// us a token on the host (8x512 prefill: ~1 ms a step while the GPU waited; cudapre's note), and
+// any longer than the string's inline buffer is a heap allocation in every forward pass.
 [[noreturn]] void fail(const std::string& what) { throw InvalidArgument("[batch] " + what); }
 std::string str(int64_t v) { return std::to_string(v); }
 }  // namespace
@@ -105,14 +102,14 @@ int32_t BatchDesc::max_seq_len() const {
 void BatchDesc::validate(int64_t vocab, int64_t max_position, int64_t num_blocks,
                          int64_t block_size) const {
   const int64_t t = num_tokens(), b = num_seqs();
-  require(t > 0, "no tokens");
-  require(t <= INT32_MAX / 2, "too many tokens in one batch: " + str(t));
-  require(static_cast<int64_t>(positions.size()) == t,
-          "positions has " + str(static_cast<int64_t>(positions.size())) + " entries for " +
-              str(t) + " tokens");
-  require(b > 0 && query_start.front() == 0 && query_start.back() == t,
-          "query_start must run from 0 to the token count " + str(t));
-  require(static_cast<int64_t>(seq_lens.size()) == b, "seq_lens needs one entry per sequence");
+  if (!(t > 0)) fail("no tokens");
+  if (!(t <= INT32_MAX / 2)) fail("too many tokens in one batch: " + str(t));
+  if (!(static_cast<int64_t>(positions.size()) == t))
+    fail("positions has " + str(static_cast<int64_t>(positions.size())) + " entries for " + str(t) +
+         " tokens");
+  if (!(b > 0 && query_start.front() == 0 && query_start.back() == t))
+    fail("query_start must run from 0 to the token count " + str(t));
+  if (!(static_cast<int64_t>(seq_lens.size()) == b)) fail("seq_lens needs one entry per sequence");
   for (int64_t i = 0; i < t; ++i) {
     const int32_t id = tokens[static_cast<size_t>(i)];
     if (!(vocab <= 0 || (id >= 0 && id < vocab)))
@@ -134,11 +131,12 @@ void BatchDesc::validate(int64_t vocab, int64_t max_position, int64_t num_blocks
              ", past its sequence length " + str(len));
   }
   if (num_blocks == 0) {
-    require(slots.empty() && block_table.empty(), "slots or a block table given without a cache");
+    if (!(slots.empty() && block_table.empty()))
+      fail("slots or a block table given without a cache");
   } else {
-    require(static_cast<int64_t>(slots.size()) == t, "slots needs one entry per token");
-    require(max_blocks > 0 && static_cast<int64_t>(block_table.size()) == b * max_blocks,
-            "block_table must be [sequences, max_blocks]");
+    if (!(static_cast<int64_t>(slots.size()) == t)) fail("slots needs one entry per token");
+    if (!(max_blocks > 0 && static_cast<int64_t>(block_table.size()) == b * max_blocks))
+      fail("block_table must be [sequences, max_blocks]");
     for (int64_t s = 0; s < b; ++s) {
       const int64_t len = seq_lens[static_cast<size_t>(s)];
       if (!(len <= int64_t{max_blocks} * block_size))

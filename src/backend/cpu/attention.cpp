@@ -81,7 +81,11 @@ void attention_paged(ThreadPool& pool, const float* q, int64_t hq, const PagedKv
                      const BatchDesc& batch, const AttentionParams& params, float* out) {
   const int64_t d = kv.head_dim, hkv = kv.kv_heads, bs = kv.block_size;
   const int64_t group = hq / hkv;
-  std::vector<Item> items;
+  // Every buffer here is thread-local and only grows: a forward pass allocates nothing once the
+  // largest batch has been seen (tests/model/forward_allocations_test.cpp).
+  thread_local std::vector<Item> caller_items;
+  std::vector<Item>& items = caller_items;  // a reference, so the workers see the caller's list
+  items.clear();
   for (int64_t b = 0; b < batch.num_seqs(); ++b) {
     const int32_t begin = batch.query_start[static_cast<size_t>(b)];
     const int32_t end = batch.query_start[static_cast<size_t>(b + 1)];
@@ -93,8 +97,9 @@ void attention_paged(ThreadPool& pool, const float* q, int64_t hq, const PagedKv
   // Items differ in cost (a long prefill block vs a decode row): threads take them one by one.
   std::atomic<size_t> next{0};
   pool.parallel_for(pool.size(), 1, [&](int64_t, int64_t) {
-    std::vector<float> qblk, scores, panel(static_cast<size_t>(kPanelRows * d));
-    std::vector<int64_t> row_lo, row_hi, order;
+    thread_local std::vector<float> qblk, scores, panel;
+    thread_local std::vector<int64_t> row_lo, row_hi, order;
+    panel.resize(static_cast<size_t>(kPanelRows * d));
     for (size_t it; (it = next.fetch_add(1)) < items.size();) {
       const Item& item = items[it];
       const int64_t nb = item.rows, rows = group * nb, g = item.head;

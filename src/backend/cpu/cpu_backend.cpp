@@ -149,7 +149,7 @@ class CpuBackend final : public Backend {
     const void* packed = nullptr;  // a packed bf16 table's start, the view's first row in it
     int64_t first_row = 0;
     const cpu::WeightLayout layout = repacked_.layout_of(table, &packed, &first_row);
-    std::vector<uint8_t> row_bytes;  // a repacked table's row as in the file
+    std::vector<uint8_t>& row_bytes = embedding_row_;  // a repacked table's row as in the file
     for (int64_t i = 0; i < out.dim(0); ++i) {
       INFERA_CPU_EXPECT(id[i] >= 0 && id[i] < table.dim(0), "embedding",
                         "token id " + std::to_string(id[i]) + " outside the vocabulary [0, " +
@@ -180,8 +180,7 @@ class CpuBackend final : public Backend {
     const int64_t dim = row_width(x), rows = row_count(x);
     INFERA_CPU_EXPECT(weight.numel() == dim && out.numel() == x.numel(), "rmsnorm",
                       shapes(x, weight));
-    std::vector<float> w(static_cast<size_t>(dim));
-    cpu::widen_row(weight.data(), weight.dtype(), dim, w.data());
+    const float* w = widened(weight, widened_weight_);
     const float* src = x.data_as<float>();
     float* dst = out.data_as<float>();
     pool_.parallel_for(rows, 16, [&](int64_t begin, int64_t end) {
@@ -191,7 +190,7 @@ class CpuBackend final : public Backend {
         // Same order as transformers' Qwen3RMSNorm: mean of squares in f32, rsqrt, then weight.
         const float mean = cpu::dot_f32(xr, xr, dim) / static_cast<float>(dim);
         const float inv = 1.0f / std::sqrt(mean + eps);
-        for (int64_t i = 0; i < dim; ++i) yr[i] = w[static_cast<size_t>(i)] * (xr[i] * inv);
+        for (int64_t i = 0; i < dim; ++i) yr[i] = w[i] * (xr[i] * inv);
       }
     });
   }
@@ -430,10 +429,10 @@ class CpuBackend final : public Backend {
         weight.numel() == dim && is_float(weight.dtype()) && out.numel() == x.numel() &&
             (bias.empty() || (bias.numel() == dim && is_float(bias.dtype()))),
         "layernorm", shapes(x, weight) + (bias.empty() ? "" : ", bias " + bias.shape().str()));
-    const std::vector<float> w = widened(weight),
-                             b = bias.empty() ? std::vector<float>{} : widened(bias);
-    cpu::layernorm_rows(pool_, x.data_as<float>(), row_count(x), dim, w.data(),
-                        b.empty() ? nullptr : b.data(), eps, out.data_as<float>());
+    const float* w = widened(weight, widened_weight_);
+    const float* b = bias.empty() ? nullptr : widened(bias, widened_bias_);
+    cpu::layernorm_rows(pool_, x.data_as<float>(), row_count(x), dim, w, b, eps,
+                        out.data_as<float>());
   }
 
   void gelu(const Tensor& x, Tensor& out) override {
@@ -459,9 +458,8 @@ class CpuBackend final : public Backend {
     const int64_t width = row_width(x);
     INFERA_CPU_EXPECT(bias.numel() == width && is_float(bias.dtype()) && out.numel() == x.numel(),
                       "add_bias", shapes(x, bias));
-    const std::vector<float> b = widened(bias);
-    cpu::add_bias_rows(pool_, x.data_as<float>(), row_count(x), width, b.data(),
-                       out.data_as<float>());
+    cpu::add_bias_rows(pool_, x.data_as<float>(), row_count(x), width,
+                       widened(bias, widened_bias_), out.data_as<float>());
   }
 
   void attention_packed(const Tensor& q, const Tensor& k, const Tensor& v, const Batch& batch,
@@ -553,10 +551,13 @@ class CpuBackend final : public Backend {
     return *t;
   }
 
-  static std::vector<float> widened(const Tensor& t) {
-    std::vector<float> w(static_cast<size_t>(t.numel()));
-    cpu::widen_row(t.data(), t.dtype(), t.numel(), w.data());
-    return w;
+  // A float vector (norm weight, bias) as f32: itself, or widened into `scratch`, which only grows
+  // (no allocation per op once the widest has been seen).
+  static const float* widened(const Tensor& t, std::vector<float>& scratch) {
+    if (t.dtype() == DType::F32) return t.data_as<const float>();
+    scratch.resize(static_cast<size_t>(t.numel()));
+    cpu::widen_row(t.data(), t.dtype(), t.numel(), scratch.data());
+    return scratch.data();
   }
 
   cpu::ThreadPool pool_;
@@ -568,6 +569,8 @@ class CpuBackend final : public Backend {
   std::vector<float> packed_kv_;     // attention_packed's head-major keys and values
   int64_t packed_key_tiles_ = 0;
   std::vector<RopeTable> rope_tables_;
+  std::vector<float> widened_weight_, widened_bias_;  // widened()'s scratch
+  std::vector<uint8_t> embedding_row_;                // embedding()'s row of a repacked table
 };
 
 // The layer's pools must be [kv_heads, num_blocks, block_size, head_dim] of one float dtype.

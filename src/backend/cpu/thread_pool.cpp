@@ -51,8 +51,7 @@ void ThreadPool::worker_loop(int index) {
   }
 }
 
-void ThreadPool::parallel_for(int64_t n, int64_t grain,
-                              const std::function<void(int64_t, int64_t)>& fn) {
+void ThreadPool::parallel_for(int64_t n, int64_t grain, FunctionRef<void(int64_t, int64_t)> fn) {
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
   const int chunks = static_cast<int>(std::min<int64_t>(size(), (n + grain - 1) / grain));
@@ -76,7 +75,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain,
   if (error_) std::rethrow_exception(error_);
 }
 
-void ThreadPool::parallel_items(int64_t items, const std::function<void(int64_t)>& fn) {
+void ThreadPool::parallel_items(int64_t items, FunctionRef<void(int64_t)> fn) {
   if (items <= 0) return;
   std::atomic<int64_t> next{0};
   parallel_for(std::min<int64_t>(size(), items), 1, [&](int64_t, int64_t) {

@@ -8,10 +8,11 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "core/function_ref.h"
 
 namespace infera::cpu {
 
@@ -26,15 +27,15 @@ class ThreadPool {
 
   // Calls fn(begin, end) on disjoint chunks covering [0, n), each at least `grain` long
   // (except the last). Returns when all chunks are done. Exceptions from fn are rethrown here.
-  void parallel_for(int64_t n, int64_t grain,
-                    const std::function<void(int64_t begin, int64_t end)>& fn);
+  // fn is only referenced (nothing is copied or allocated per section).
+  void parallel_for(int64_t n, int64_t grain, FunctionRef<void(int64_t begin, int64_t end)> fn);
 
   // Calls fn(item) once for every item of [0, items), each thread (the caller too) taking the
   // next untaken item until none is left: a thread that runs slower (descheduled by the VM, a
   // busier memory path) ends up with fewer items instead of keeping the others waiting at the
   // end of the section. Which thread runs an item changes from call to call, so fn's result must
   // not depend on it. Exceptions from fn are rethrown here (the first one).
-  void parallel_items(int64_t items, const std::function<void(int64_t item)>& fn);
+  void parallel_items(int64_t items, FunctionRef<void(int64_t item)> fn);
 
  private:
   void worker_loop(int index);
@@ -48,7 +49,7 @@ class ThreadPool {
   bool stop_ = false;
 
   // The current job, valid while pending_ > 0.
-  const std::function<void(int64_t, int64_t)>* job_ = nullptr;
+  const FunctionRef<void(int64_t, int64_t)>* job_ = nullptr;
   int64_t job_n_ = 0;
   int job_chunks_ = 0;
   std::exception_ptr error_;
