@@ -10,22 +10,22 @@
 //
 // A variant is NAME:SETTINGS, SETTINGS a comma list of the CPU backend's process-wide decode
 // switches: streams=0|1|2|4|8 (quant_gemv_streams; 0 = auto), dynamic=0|1
-// (decode_dynamic_rows). Each round starts a new sequence
+// (decode_dynamic_rows), prefetch=KiB (decode_idle_prefetch_bytes: what each thread prefetches
+// of the next GEMV while idle; 0 = off). Each round starts a new sequence
 // (a --context prompt, untimed) and runs one block per variant. Printed per variant: median
 // tokens/s, the median of per-round ratios to the first variant [min, max], and the median
 // fraction of the adjacent probes (block tokens/s x bytes per token / the mean of the probes
 // before and after it, as `infera bench` computes decode.<c>.adjacent_roofline_fraction).
 #include <CLI/CLI.hpp>
-
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
+#include "backend/cpu/decode_prefetch.h"
 #include "backend/cpu/quant_matmul.h"
 #include "bench/machine_monitor.h"
 #include "bench/stats.h"
@@ -40,6 +40,7 @@ struct Variant {
   std::string name;
   int streams = 0;
   bool dynamic = false;
+  int64_t prefetch_kib = 0;
   std::vector<double> tokens_per_second, fraction;
 };
 
@@ -51,11 +52,13 @@ Variant parse_variant(const std::string& spec) {
   v.name = spec.substr(0, colon);
   v.streams = cpu::quant_gemv_streams();
   v.dynamic = cpu::decode_dynamic_rows();
+  v.prefetch_kib = cpu::decode_idle_prefetch_bytes() >> 10;
   std::stringstream in(spec.substr(colon + 1));
   for (std::string kv; std::getline(in, kv, ',');) {
     if (kv.empty()) continue;
     const auto eq = kv.find('=');
-    const std::string key = kv.substr(0, eq), value = eq == std::string::npos ? "" : kv.substr(eq + 1);
+    const std::string key = kv.substr(0, eq),
+                      value = eq == std::string::npos ? "" : kv.substr(eq + 1);
     if (key == "streams") {
       char* end = nullptr;
       const long n = std::strtol(value.c_str(), &end, 10);
@@ -65,6 +68,12 @@ Variant parse_variant(const std::string& spec) {
       v.streams = static_cast<int>(n);
     } else if (key == "dynamic" && (value == "0" || value == "1")) {
       v.dynamic = value == "1";
+    } else if (key == "prefetch") {
+      char* end = nullptr;
+      const long long kib = std::strtoll(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || kib < 0 || kib > 8192)
+        throw InvalidArgument("--variant " + spec + ": prefetch must be KiB in [0, 8192]");
+      v.prefetch_kib = kib;
     } else {
       throw InvalidArgument("--variant " + spec + ": unknown setting '" + kv + "'");
     }
@@ -75,6 +84,7 @@ Variant parse_variant(const std::string& spec) {
 void apply(const Variant& v) {
   cpu::set_quant_gemv_streams(v.streams);
   cpu::set_decode_dynamic_rows(v.dynamic);
+  cpu::set_decode_idle_prefetch_bytes(v.prefetch_kib << 10);
 }
 
 int run(int argc, char** argv) {
@@ -87,10 +97,13 @@ int run(int argc, char** argv) {
   app.add_option("-m,--model", model, "Model folder or .gguf file")->required();
   app.add_option("-t,--threads", threads, "CPU threads (0: one per core)");
   app.add_option("--variant", specs, "NAME:SETTINGS (see the file's header)")->required();
-  app.add_option("--rounds", rounds, "Rounds (a block of every variant each)")->check(CLI::Range(1, 10000));
+  app.add_option("--rounds", rounds, "Rounds (a block of every variant each)")
+      ->check(CLI::Range(1, 10000));
   app.add_option("--block", block, "Decode steps per block")->check(CLI::Range(1, 4096));
-  app.add_option("--context", context, "Prompt tokens before each round's blocks")->check(CLI::Range(1, 1 << 20));
-  app.add_option("--probe-passes", passes, "Bandwidth passes of each probe")->check(CLI::Range(1, 100));
+  app.add_option("--context", context, "Prompt tokens before each round's blocks")
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--probe-passes", passes, "Bandwidth passes of each probe")
+      ->check(CLI::Range(1, 100));
   app.add_option("--out", out, "JSON file of every block's sample");
   CLI11_PARSE(app, argc, argv);
 
@@ -99,7 +112,8 @@ int run(int argc, char** argv) {
   cli::BenchModel m = cli::start_bench_backend("cpu", threads, "bf16");
   cli::load_bench_model(m, model, LoadOptions{});
   cli::LmBenchAdapter lm(*m.model);
-  const int pool_threads = threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency());
+  const int pool_threads =
+      threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency());
   bench::MachineMonitor monitor(pool_threads, 0);
   monitor.begin_adjacent();
   const auto probe = [&] {
@@ -155,8 +169,11 @@ int run(int argc, char** argv) {
                              {"dynamic", v.dynamic}};
   }
   if (!out.empty()) {
-    j["config"] = {{"model", model}, {"threads", pool_threads}, {"rounds", rounds},
-                   {"block", block}, {"context", context}};
+    j["config"] = {{"model", model},
+                   {"threads", pool_threads},
+                   {"rounds", rounds},
+                   {"block", block},
+                   {"context", context}};
     std::ofstream(out) << j.dump(1) << "\n";
   }
   return 0;

@@ -1,12 +1,16 @@
 // ThreadPool::parallel_items (the decode GEMVs' slices taken in turn): every item exactly once
 // whatever the thread and item counts, nothing when there are no items, the first exception
-// rethrown on the caller with the other items still done, and the pool usable afterwards.
+// rethrown on the caller with the other items still done, and the pool usable afterwards. The
+// idle-time prefetch: a thread with nothing to do prefetches its own published ranges, up to the
+// budget, once per publication, and nothing when none is published.
 #include "backend/cpu/thread_pool.h"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 namespace infera {
@@ -42,6 +46,52 @@ TEST(ThreadPool, ParallelItemsRethrowsAndStaysUsable) {
   std::atomic<int64_t> sum{0};
   pool.parallel_items(10, [&](int64_t i) { sum.fetch_add(i); });
   EXPECT_EQ(sum.load(), 45);
+}
+
+// The caller's chunk is empty and the worker's sleeps, so the caller waits (prefetching) long
+// enough to use its whole budget; the worker prefetches after its chunk, before the next section.
+TEST(ThreadPool, IdleThreadsPrefetchTheirPublishedRangesUpToTheBudget) {
+  cpu::ThreadPool pool(2);
+  std::vector<char> buffer(1 << 20);
+  const int64_t kib = 1024;
+  cpu::ThreadPool::PrefetchPlan plan(2);
+  plan[0] = {{buffer.data(), 24 * kib}, {buffer.data() + 100 * kib, 40 * kib}};  // 64 KiB
+  plan[1] = {{buffer.data() + 512 * kib, 8 * kib}};
+  const auto* published = pool.add_prefetch_plan(plan);
+  const auto section = [&] {
+    pool.parallel_for(2, 1, [&](int64_t begin, int64_t) {
+      if (begin == 1) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    });
+  };
+  const auto wait_for_worker = [&](int64_t bytes) {
+    for (int i = 0; i < 2000 && pool.prefetched_bytes(1) < bytes; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  };
+
+  section();  // nothing published: nothing prefetched
+  EXPECT_EQ(pool.prefetched_bytes(0), 0);
+  EXPECT_EQ(pool.prefetched_bytes(1), 0);
+
+  pool.publish_prefetch(published, 48 * kib);  // the caller's 64 KiB cut to the budget
+  section();
+  EXPECT_EQ(pool.prefetched_bytes(0), 48 * kib);
+  wait_for_worker(8 * kib);
+  EXPECT_EQ(pool.prefetched_bytes(1), 8 * kib);  // all of its ranges, below the budget
+  section();                                     // the same publication: done already
+  EXPECT_EQ(pool.prefetched_bytes(0), 48 * kib);
+
+  pool.publish_prefetch(published, 1 << 20);  // published again: from the start, all of it
+  section();
+  EXPECT_EQ(pool.prefetched_bytes(0), 48 * kib + 64 * kib);
+  wait_for_worker(16 * kib);
+  EXPECT_EQ(pool.prefetched_bytes(1), 16 * kib);
+
+  pool.publish_prefetch(published, 0);  // a zero budget is none
+  section();
+  pool.publish_prefetch(nullptr, 1 << 20);
+  section();
+  EXPECT_EQ(pool.prefetched_bytes(0), 112 * kib);
+  EXPECT_EQ(pool.prefetched_bytes(1), 16 * kib);
 }
 
 }  // namespace

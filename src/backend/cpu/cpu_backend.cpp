@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_attention.h"
+#include "backend/cpu/decode_prefetch.h"
 #include "backend/cpu/encoder_ops.h"
 #include "backend/cpu/matmul_bf16_dot.h"
 #include "backend/cpu/matmul_bf16_packed.h"
@@ -219,11 +220,17 @@ class CpuBackend final : public Backend {
     for (const Tensor* w : ws)
       if (!dtype_is_quantized(w->dtype())) return false;
     cpu::QuantMatmulJob jobs[4];
+    cpu::GemvWeight reads[4];
+    int64_t max_m = 0;
     for (size_t i = 0; i < ws.size(); ++i) {
       const int64_t m = check_matmul(x, *ws[i], *outs[i]);
       jobs[i] = {ws[i]->data(), ws[i]->dtype(), m, outs[i]->data_as<float>(),
                  repacked_.layout_of(*ws[i])};
+      reads[i] = quantized_rows(*ws[i]);
+      max_m = std::max(max_m, m);
     }
+    decode_prefetch_.before_gemv(std::span(reads, ws.size()),
+                                 cpu::quantized_decode_slices(max_m, pool_.size()));
     cpu::matmul_quantized_multi(pool_, x.data_as<float>(), n, row_width(x), jobs,
                                 static_cast<int64_t>(ws.size()), swiglu);
     return true;
@@ -250,6 +257,7 @@ class CpuBackend final : public Backend {
       int64_t r0, m;
       float* out;
     } jobs[4];
+    cpu::GemvWeight reads[4];
     int64_t max_groups = 0;
     for (size_t i = 0; i < ws.size(); ++i) {
       if (ws[i]->dtype() != DType::BF16) return false;
@@ -258,6 +266,7 @@ class CpuBackend final : public Backend {
       int64_t r0 = 0;
       if (repacked_.layout_of(*ws[i], &packed, &r0) != cpu::WeightLayout::Bf16Pairs) return false;
       jobs[i] = {static_cast<const uint16_t*>(packed), r0, m, outs[i]->data_as<float>()};
+      reads[i] = {packed, r0, m, 2.0 * static_cast<double>(k), decode_streams()};
       max_groups = std::max(max_groups, (m + cpu::kBf16GroupRows - 1) / cpu::kBf16GroupRows);
     }
     // The fused SwiGLU needs gate's and up's rows on the same thread: the same split.
@@ -265,13 +274,14 @@ class CpuBackend final : public Backend {
       return false;
     bf16_rows_.resize(static_cast<size_t>(n * cpu::bf16_pairs_width(k)));
     cpu::round_rows_to_bf16_pairs(x.data_as<float>(), n, k, bf16_rows_.data());
-    const int setting = cpu::quant_gemv_streams();
-    const int streams = setting == 0 ? cpu::kAutoBf16GemvStreams : setting;
+    const int streams = decode_streams();
     const int64_t threads = std::min<int64_t>(pool_.size(), max_groups);
     // Slice s of `slices`: its share of every weight's row groups (gate's and up's together).
     const int64_t slices = threads > 1 && cpu::decode_dynamic_rows()
                                ? std::min<int64_t>(threads * cpu::kDecodeItemsPerThread, max_groups)
                                : threads;
+    if (n < cpu::kQuantPrefillRows)
+      decode_prefetch_.before_gemv(std::span(reads, ws.size()), slices);
     auto slice = [&](int64_t s) {
       for (size_t i = 0; i < ws.size(); ++i) {
         const Job& j = jobs[i];
@@ -318,9 +328,15 @@ class CpuBackend final : public Backend {
   void matmul(const Tensor& x, const Tensor& w, Tensor& out) override {
     const int64_t m = check_matmul(x, w, out);
     const int64_t k = row_width(x), n = row_count(x);
-    if (dtype_is_quantized(w.dtype()))  // integer kernels on the blocks (quant_matmul.h)
+    if (dtype_is_quantized(w.dtype())) {  // integer kernels on the blocks (quant_matmul.h)
+      if (n < cpu::kQuantPrefillRows) {
+        const cpu::GemvWeight read = quantized_rows(w);
+        decode_prefetch_.before_gemv(std::span(&read, 1),
+                                     cpu::quantized_decode_slices(m, pool_.size()));
+      }
       return cpu::matmul_quantized(pool_, x.data_as<float>(), n, k, w.data(), w.dtype(), m,
                                    out.data_as<float>(), repacked_.layout_of(w));
+    }
     const float* xs = x.data_as<float>();
     float* os = out.data_as<float>();
     // bf16 dot products: the activations rounded to bf16 once for every thread's panels.
@@ -359,15 +375,23 @@ class CpuBackend final : public Backend {
     const int64_t g0 = r0 / cpu::kBf16GroupRows;
     const int64_t groups = (r0 + m + cpu::kBf16GroupRows - 1) / cpu::kBf16GroupRows - g0;
     // The decode's weight streams in lockstep: INFERA_CPU_GEMV_STREAMS, as the quantized GEMVs.
-    const int setting = cpu::quant_gemv_streams();
-    const int streams = setting == 0 ? cpu::kAutoBf16GemvStreams : setting;
+    const int streams = decode_streams();
     auto rows = [&](int64_t begin, int64_t end) {  // row groups [begin, end)
       const int64_t j_begin = std::max(r0, (g0 + begin) * cpu::kBf16GroupRows);
       const int64_t j_end = std::min(r0 + m, (g0 + end) * cpu::kBf16GroupRows);
       cpu::matmul_rows_bf16_pairs(bf16_rows_.data(), n, k, w, j_begin, j_end, os, m, r0, streams);
     };
     // Decode sizes: slices taken in turn (cpu::decode_dynamic_rows), as bf16_packed_multi.
-    if (n < cpu::kQuantPrefillRows && pool_.size() > 1 && cpu::decode_dynamic_rows()) {
+    const bool dynamic =
+        n < cpu::kQuantPrefillRows && pool_.size() > 1 && cpu::decode_dynamic_rows();
+    if (n < cpu::kQuantPrefillRows) {
+      const cpu::GemvWeight read{w, r0, m, 2.0 * static_cast<double>(k), streams};
+      decode_prefetch_.before_gemv(
+          std::span(&read, 1),
+          dynamic ? std::min<int64_t>(pool_.size() * cpu::kDecodeItemsPerThread, groups)
+                  : std::min<int64_t>(pool_.size(), groups));
+    }
+    if (dynamic) {
       const int64_t slices = std::min<int64_t>(pool_.size() * cpu::kDecodeItemsPerThread, groups);
       pool_.parallel_items(
           slices, [&](int64_t s) { rows(groups * s / slices, groups * (s + 1) / slices); });
@@ -458,8 +482,8 @@ class CpuBackend final : public Backend {
     const int64_t width = row_width(x);
     INFERA_CPU_EXPECT(bias.numel() == width && is_float(bias.dtype()) && out.numel() == x.numel(),
                       "add_bias", shapes(x, bias));
-    cpu::add_bias_rows(pool_, x.data_as<float>(), row_count(x), width,
-                       widened(bias, widened_bias_), out.data_as<float>());
+    cpu::add_bias_rows(pool_, x.data_as<float>(), row_count(x), width, widened(bias, widened_bias_),
+                       out.data_as<float>());
   }
 
   void attention_packed(const Tensor& q, const Tensor& k, const Tensor& v, const Batch& batch,
@@ -551,6 +575,19 @@ class CpuBackend final : public Backend {
     return *t;
   }
 
+  // Where a quantized weight's rows lie (the file's rows and row groups alike: row r's bytes start
+  // at r / m of the tensor, to within a group).
+  static cpu::GemvWeight quantized_rows(const Tensor& w) {
+    return {w.data(), 0, w.dim(0),
+            static_cast<double>(w.nbytes()) / static_cast<double>(std::max<int64_t>(w.dim(0), 1)),
+            decode_streams()};
+  }
+  // The lockstep streams of a single-row decode GEMV (every kernel's auto count is 4).
+  static int decode_streams() {
+    const int setting = cpu::quant_gemv_streams();
+    return setting == 0 ? cpu::kAutoBf16GemvStreams : setting;
+  }
+
   // A float vector (norm weight, bias) as f32: itself, or widened into `scratch`, which only grows
   // (no allocation per op once the widest has been seen).
   static const float* widened(const Tensor& t, std::vector<float>& scratch) {
@@ -561,6 +598,7 @@ class CpuBackend final : public Backend {
   }
 
   cpu::ThreadPool pool_;
+  cpu::DecodePrefetch decode_prefetch_{pool_};
   cpu::RepackedWeights repacked_;
   std::vector<std::vector<float>> panels_;  // per-thread matmul scratch
   PackedAttentionSchedule schedule_;

@@ -268,6 +268,18 @@ int64_t split_point(int64_t count, int64_t t, int64_t threads, int64_t align) {
 
 }  // namespace
 
+namespace {
+// At least 16 rows of the largest weight per thread, so that small matrices stay on one core.
+int64_t decode_threads(int64_t max_m, int pool_threads) {
+  return std::clamp<int64_t>(max_m / 16, 1, pool_threads);
+}
+}  // namespace
+
+int64_t quantized_decode_slices(int64_t max_m, int pool_threads) {
+  const int64_t threads = decode_threads(max_m, pool_threads);
+  return threads > 1 && decode_dynamic_rows() ? threads * kDecodeItemsPerThread : threads;
+}
+
 void matmul_quantized_multi(ThreadPool& pool, const float* x, int64_t n, int64_t k,
                             const QuantMatmulJob* jobs, int64_t count, bool swiglu) {
   if (n <= 0 || n >= kQuantPrefillRows)
@@ -312,14 +324,12 @@ void matmul_quantized_multi(ThreadPool& pool, const float* x, int64_t n, int64_t
     if (used[f])
       for (int64_t i = 0; i < n; ++i)
         quantize_activation_row(format_type[f], x + i * k, k, a + offset[f] + i * act_bytes[f]);
-  // At least 16 rows of the largest weight per thread, so that small matrices stay on one core.
   int64_t max_m = 0;
   for (int64_t i = 0; i < count; ++i) max_m = std::max(max_m, jobs[i].m);
-  const int64_t threads = std::clamp<int64_t>(max_m / 16, 1, pool.size());
+  const int64_t threads = decode_threads(max_m, pool.size());
   // Slice s of `slices`: its share of every weight's rows (whole row groups; gate's and up's
   // rows together for the SwiGLU).
-  const int64_t slices =
-      threads > 1 && decode_dynamic_rows() ? threads * kDecodeItemsPerThread : threads;
+  const int64_t slices = quantized_decode_slices(max_m, pool.size());
   auto slice = [&](int64_t s) {
     for (int64_t i = 0; i < count; ++i) {
       const QuantMatmulJob& j = jobs[i];

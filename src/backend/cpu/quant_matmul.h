@@ -130,6 +130,9 @@ struct QuantMatmulJob {
 // Throws InvalidArgument for n >= kQuantPrefillRows or a job matmul_quantized would refuse.
 void matmul_quantized_multi(ThreadPool& pool, const float* x, int64_t n, int64_t k,
                             const QuantMatmulJob* jobs, int64_t count, bool swiglu = false);
+// How many slices matmul_quantized_multi cuts each weight's rows into when the largest has max_m
+// rows, on a pool of pool_threads (slice s goes to thread s first).
+int64_t quantized_decode_slices(int64_t max_m, int pool_threads);
 
 // Prefill without VNNI: each thread dequantizes a panel of kPanelRows weight rows at a time into a
 // cache-sized f32 scratch and runs the f32 register-tile kernel of simd_kernels.cpp over all x

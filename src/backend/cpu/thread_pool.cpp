@@ -6,6 +6,7 @@ namespace infera::cpu {
 
 ThreadPool::ThreadPool(int threads) {
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  prefetched_ = std::vector<std::atomic<int64_t>>(static_cast<size_t>(threads));
   for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 
@@ -34,12 +35,53 @@ void ThreadPool::run_chunk(int index) {
   }
 }
 
+const ThreadPool::PrefetchPlan* ThreadPool::add_prefetch_plan(PrefetchPlan plan) {
+  return &prefetch_plans_.emplace_back(std::move(plan));
+}
+
+void ThreadPool::publish_prefetch(const PrefetchPlan* plan, int64_t budget) {
+  prefetch_budget_.store(plan ? budget : 0, std::memory_order_relaxed);
+  prefetch_plan_.store(budget > 0 ? plan : nullptr, std::memory_order_release);
+  prefetch_serial_.fetch_add(1, std::memory_order_acq_rel);
+}
+
+int64_t ThreadPool::prefetched_bytes(int index) const {
+  return prefetched_.at(static_cast<size_t>(index)).load(std::memory_order_relaxed);
+}
+
+bool ThreadPool::prefetch_step(int index, PrefetchCursor& c) {
+  constexpr int64_t kStep = 4096, kLine = 64;
+  const uint64_t serial = prefetch_serial_.load(std::memory_order_acquire);
+  if (serial != c.serial) c = {serial, 0, 0, 0};
+  const PrefetchPlan* plan = prefetch_plan_.load(std::memory_order_acquire);
+  const int64_t budget = prefetch_budget_.load(std::memory_order_relaxed);
+  if (!plan || static_cast<size_t>(index) >= plan->size() || c.done >= budget) return false;
+  const std::vector<PrefetchRange>& ranges = (*plan)[static_cast<size_t>(index)];
+  while (c.range < ranges.size() && c.offset >= ranges[c.range].bytes) {
+    ++c.range;
+    c.offset = 0;
+  }
+  if (c.range >= ranges.size()) return false;
+  const char* p = ranges[c.range].begin + c.offset;
+  const int64_t n = std::min({kStep, ranges[c.range].bytes - c.offset, budget - c.done});
+  for (int64_t i = 0; i < n; i += kLine) __builtin_prefetch(p + i, 0, 3);
+  c.offset += n;
+  c.done += n;
+  prefetched_[static_cast<size_t>(index)].fetch_add(n, std::memory_order_relaxed);
+  return true;
+}
+
 void ThreadPool::worker_loop(int index) {
   uint64_t seen = 0;
+  PrefetchCursor cursor;
   for (;;) {
-    // Spin a little: the next parallel section usually follows within microseconds.
-    for (int spin = 0; spin < 20000 && generation_.load(std::memory_order_acquire) == seen; ++spin)
-      std::this_thread::yield();
+    // Spin a little: the next parallel section usually follows within microseconds. Idle spins
+    // prefetch what this thread reads next, if anything is published.
+    for (int spin = 0; spin < 20000 && generation_.load(std::memory_order_acquire) == seen;)
+      if (!prefetch_step(index, cursor)) {
+        std::this_thread::yield();
+        ++spin;
+      }
     if (generation_.load(std::memory_order_acquire) == seen) {
       std::unique_lock<std::mutex> lock(mutex_);
       wake_.wait(lock, [&] { return stop_ || generation_.load() != seen; });
@@ -70,7 +112,8 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, FunctionRef<void(int64_t
   }
   wake_.notify_all();
   run_chunk(0);
-  while (pending_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+  while (pending_.load(std::memory_order_acquire) != 0)
+    if (!prefetch_step(0, caller_cursor_)) std::this_thread::yield();
   job_ = nullptr;
   if (error_) std::rethrow_exception(error_);
 }

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -37,7 +38,32 @@ class ThreadPool {
   // not depend on it. Exceptions from fn are rethrown here (the first one).
   void parallel_items(int64_t items, FunctionRef<void(int64_t item)> fn);
 
+  // Idle-time prefetch (decode_prefetch.h says what for). A plan lists, for each thread index, byte
+  // ranges that thread is about to read. Once published, a thread with nothing to do (a worker
+  // between sections, the caller waiting for the workers) prefetches its ranges a 4 KiB step at a
+  // time, up to `budget` bytes, and returns to its work as soon as there is some: memory keeps
+  // streaming while the work in between (norms, attention, waiting for the slower thread) runs.
+  // Plans never change once added and live as long as the pool, so a thread may read a published
+  // plan without a lock. Prefetches change no result.
+  struct PrefetchRange {
+    const char* begin;
+    int64_t bytes;
+  };
+  using PrefetchPlan = std::vector<std::vector<PrefetchRange>>;  // [thread index] -> ranges
+  const PrefetchPlan* add_prefetch_plan(PrefetchPlan plan);
+  // plan nullptr or budget 0: none. Called from the thread that calls parallel_for.
+  void publish_prefetch(const PrefetchPlan* plan, int64_t budget);
+  // Bytes prefetched so far, by thread index (tests, profiling).
+  int64_t prefetched_bytes(int index) const;
+
  private:
+  struct PrefetchCursor {
+    uint64_t serial = 0;
+    size_t range = 0;
+    int64_t offset = 0, done = 0;
+  };
+  // One step of thread `index`'s published ranges; false when it has none left.
+  bool prefetch_step(int index, PrefetchCursor& cursor);
   void worker_loop(int index);
   void run_chunk(int index);
 
@@ -54,6 +80,13 @@ class ThreadPool {
   int job_chunks_ = 0;
   std::exception_ptr error_;
   std::mutex error_mutex_;
+
+  std::deque<PrefetchPlan> prefetch_plans_;  // only the caller adds; elements never move
+  std::atomic<const PrefetchPlan*> prefetch_plan_{nullptr};
+  std::atomic<int64_t> prefetch_budget_{0};
+  std::atomic<uint64_t> prefetch_serial_{0};  // +1 per publication: cursors start over
+  PrefetchCursor caller_cursor_;
+  std::vector<std::atomic<int64_t>> prefetched_;  // by thread index
 };
 
 }  // namespace infera::cpu
