@@ -291,7 +291,8 @@ class ModernBert final : public Encoder {
     if (logits.size() != static_cast<size_t>(b * labels))
       throw InvalidArgument("classify: the buffer does not hold sequences x labels floats");
     // CLS pooling reads each sequence's first row: the batch's output rows, set here.
-    BatchDesc with_rows = desc;
+    BatchDesc& with_rows = with_rows_;  // reused: assigning into its vectors allocates nothing
+    with_rows = desc;
     with_rows.output_rows.assign(desc.query_start.begin(), desc.query_start.end() - 1);
     const Batch batch = encode(with_rows);
     Tensor pooled = head_in(b);
@@ -443,6 +444,7 @@ class ModernBert final : public Encoder {
   std::vector<EncoderLayerRefs> refs_;  // into layers_, made on the first forward
   Scratch s_;
   Tensor s_head_in_, s_head_tmp_, s_head_out_;  // head buffers, grown on demand
+  BatchDesc with_rows_;                         // classify()'s batch with its pooled rows
 };
 
 ModelInfo modernbert_info(const ModernBertParams& p) {

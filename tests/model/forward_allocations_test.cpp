@@ -4,7 +4,8 @@
 // it: "Replacing malloc" in its manual) with counting wrappers around glibc's own allocator, so
 // operator new, std::vector, std::function and aligned buffers are all counted, whichever thread
 // asks. INFERA_ALLOC_TRACE=1 prints the call stack of every counted allocation (to find one that a
-// change brought back). Under a sanitizer, which owns malloc, the test skips.
+// change brought back). Under a sanitizer, which owns malloc, the test skips. Encoders too: a
+// batch of the shape seen before allocates nothing.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -24,6 +25,7 @@
 #include "io/gguf_convert.h"
 #include "io/hf_config.h"
 #include "model/causal_lm.h"
+#include "model/encoder.h"
 #include "model/model_registry.h"
 #include "test_paths.h"
 
@@ -231,6 +233,44 @@ TEST(ForwardAllocations, NoneInSteadyStatePrefillOrDecode) {
   }
   for (const Workload& w : workloads)
     if (w.model.extension() == ".gguf") std::filesystem::remove_all(w.model.parent_path());
+}
+
+// An encoder batch of the same shape as one seen before (the decision runtime's steady state):
+// hidden states, and the head the fixture carries, allocate nothing.
+TEST(ForwardAllocations, NoneInASteadyStateEncoderBatch) {
+  if (!INFERA_COUNTS_ALLOCATIONS) GTEST_SKIP() << "a sanitizer owns malloc in this build";
+  for (const char* name : {"modernbert-micro", "modernbert-mlm-micro", "modernbert-cls-micro"}) {
+    auto backend = make_cpu_backend(2);
+    auto model = load_encoder(test::fixture(name), *backend, {});
+    const int64_t vocab = model->info().vocab, hidden_size = model->info().hidden;
+    std::mt19937 rng(5);
+    // Lengths around the local window (128 on the fixtures) and the attention tiles.
+    std::vector<std::vector<int32_t>> sequences;
+    for (const int64_t length : {1, 37, 130, 200}) {
+      std::vector<int32_t> ids(static_cast<size_t>(length));
+      for (int32_t& id : ids) id = static_cast<int32_t>(rng() % static_cast<uint32_t>(vocab));
+      sequences.push_back(std::move(ids));
+    }
+    BatchDesc batch = encoder_batch(sequences);
+    batch.output_rows = {0, 40, 200};
+    std::vector<float> hidden(static_cast<size_t>(batch.num_tokens() * hidden_size));
+    std::vector<float> head;
+    const EncoderHead kind = model->encoder_info().head;
+    if (kind == EncoderHead::MaskedLM) head.resize(batch.output_rows.size() * size_t(vocab));
+    if (kind == EncoderHead::Classifier)
+      head.resize(sequences.size() * model->encoder_info().labels.size());
+    const auto run = [&] {
+      model->hidden_states(batch, hidden);
+      if (kind == EncoderHead::MaskedLM) model->masked_lm_logits(batch, head);
+      if (kind == EncoderHead::Classifier) model->classify(batch, head);
+    };
+    run();
+    const int64_t allocations = allocations_during(run, true);
+    std::printf("  %-22s allocations in a counted batch of 4 sequences (368 tokens): %lld\n", name,
+                static_cast<long long>(allocations));
+    EXPECT_EQ(allocations, 0) << name << ": a steady-state encoder batch allocated";
+    for (float x : hidden) ASSERT_TRUE(std::isfinite(x)) << name;
+  }
 }
 
 }  // namespace

@@ -82,7 +82,14 @@ int64_t attention_packed(ThreadPool& pool, const float* q, const float* k, const
                          const AttentionParams& params, bool window_tiles, float* out,
                          std::vector<float>& kv_scratch) {
   const int64_t n = batch.num_tokens(), group = hq / hkv;
-  std::vector<int64_t> tile_base{0};
+  // The buffers are thread-local and only grow: a batch of a shape seen before allocates nothing
+  // (tests/model/forward_allocations_test.cpp). References, so the workers use the caller's.
+  thread_local std::vector<int64_t> caller_tile_base;
+  thread_local std::vector<Item> caller_items;
+  std::vector<int64_t>& tile_base = caller_tile_base;
+  std::vector<Item>& items = caller_items;
+  tile_base.assign(1, 0);
+  items.clear();
   for (int64_t b = 0; b < batch.num_seqs(); ++b)
     tile_base.push_back(tile_base.back() +
                         (batch.query_start[static_cast<size_t>(b + 1)] -
@@ -95,7 +102,6 @@ int64_t attention_packed(ThreadPool& pool, const float* q, const float* k, const
   to_key_tiles(pool, k, batch, tile_base, hkv, d, kt);
   to_head_major(pool, v, n, hkv, d, vh);
 
-  std::vector<Item> items;
   for (int64_t b = 0; b < batch.num_seqs(); ++b) {
     const int32_t len =
         batch.query_start[static_cast<size_t>(b + 1)] - batch.query_start[static_cast<size_t>(b)];
@@ -107,8 +113,8 @@ int64_t attention_packed(ThreadPool& pool, const float* q, const float* k, const
   std::atomic<size_t> next{0};
   std::atomic<int64_t> tiles_visited{0};
   pool.parallel_for(pool.size(), 1, [&](int64_t, int64_t) {
-    std::vector<float> qblk, scores;
-    std::vector<int64_t> row_lo, row_hi;
+    thread_local std::vector<float> qblk, scores;
+    thread_local std::vector<int64_t> row_lo, row_hi;
     int64_t my_tiles = 0;
     for (size_t it; (it = next.fetch_add(1)) < items.size();) {
       const Item& item = items[it];
