@@ -98,55 +98,70 @@ TEST(QuantMatmul, KernelsMatchReferenceOnEverySimdTarget) {
   }
 }
 
-// Activation quantization: |x - d * q| <= d / 2, |q| <= 127, sums consistent.
+// Activation quantization, on every SIMD target (its groups are vector code): |x - d * q| <= d / 2,
+// |q| <= 127, exactly the documented rounding and scale, sums consistent.
 TEST(QuantMatmul, ActivationBlocksRepresentTheirRow) {
   auto x = random_values(512, 3, 2.0f);
   // Ties: block 1 (elements 32..63) holds 127 (so 127 / max|x| = 1 in its 32-block and in the
   // 256-block around it) and halves, which round to even (2.5 -> 2, -3.5 -> -4).
   x[32] = 127.0f;
   for (int i = 1; i < 32; ++i) x[size_t(32 + i)] = float(i % 8) - 3.5f;
-  for (const DType dtype : {DType::Q8_0, DType::Q4_0, DType::Q4_K}) {
-    std::vector<uint8_t> acts(size_t(cpu::activation_row_bytes(dtype, 512)));
-    cpu::quantize_activation_row(dtype, x.data(), 512, acts.data());
-    for (int64_t p = 0; p < 512; ++p) {
-      float d;
-      int q;
-      if (cpu::uses_q8k_activations(dtype)) {
-        const auto& blk = reinterpret_cast<const cpu::ActBlockQ8K*>(acts.data())[p / 256];
-        d = blk.d;
-        q = blk.qs[p % 256];
-        if (p % 16 == 0) {
-          int s = 0;
-          for (int i = 0; i < 16; ++i) s += blk.qs[p % 256 + i];
-          ASSERT_EQ(blk.bsums[(p % 256) / 16], s);
-        }
-      } else {
-        cpu::activation_element(dtype, acts.data(), p, d, q);
-        if (dtype == DType::Q4_0 && p % 32 == 0) {  // the -8 offset of the block's sum
-          const auto& grp = reinterpret_cast<const cpu::ActGroupQ4_0*>(acts.data())[p / 128];
-          int s = 0;
-          for (int i = 0; i < 32; ++i) {
-            float di;
-            int qi;
-            cpu::activation_element(dtype, acts.data(), p + i, di, qi);
-            s += qi;
+  x[300] = -40.0f;  // a negative maximum
+  for_each_simd_target([&] {
+    for (const DType dtype : {DType::Q8_0, DType::Q4_0, DType::Q4_K}) {
+      std::vector<uint8_t> acts(size_t(cpu::activation_row_bytes(dtype, 512)));
+      cpu::quantize_activation_row(dtype, x.data(), 512, acts.data());
+      for (int64_t p = 0; p < 512; ++p) {
+        float d;
+        int q;
+        if (cpu::uses_q8k_activations(dtype)) {
+          const auto& blk = reinterpret_cast<const cpu::ActBlockQ8K*>(acts.data())[p / 256];
+          d = blk.d;
+          q = blk.qs[p % 256];
+          if (p % 16 == 0) {
+            int s = 0;
+            for (int i = 0; i < 16; ++i) s += blk.qs[p % 256 + i];
+            ASSERT_EQ(blk.bsums[(p % 256) / 16], s);
           }
-          ASSERT_EQ(grp.offset[4 * ((p % 128) / 32)], -8 * s);
+        } else {
+          cpu::activation_element(dtype, acts.data(), p, d, q);
+          if (dtype == DType::Q4_0 && p % 32 == 0) {  // the -8 offset of the block's sum
+            const auto& grp = reinterpret_cast<const cpu::ActGroupQ4_0*>(acts.data())[p / 128];
+            int s = 0;
+            for (int i = 0; i < 32; ++i) {
+              float di;
+              int qi;
+              cpu::activation_element(dtype, acts.data(), p + i, di, qi);
+              s += qi;
+            }
+            ASSERT_EQ(grp.offset[4 * ((p % 128) / 32)], -8 * s);
+          }
+          if (dtype == DType::Q8_0 && p % 32 == 0) {  // lane l's -128 x its 8 bytes' sum
+            const auto& blk = reinterpret_cast<const cpu::ActBlockQ8*>(acts.data())[p / 32];
+            for (int l = 0; l < 4; ++l) {
+              int s = 0;
+              for (int i = 0; i < 4; ++i) s += blk.qs[4 * l + i] + blk.qs[16 + 4 * l + i];
+              ASSERT_EQ(blk.offset[l], -128 * s) << p;
+              ASSERT_EQ(blk.offset[l + 4], -128 * s) << p;
+            }
+          }
         }
+        ASSERT_GT(d, 0.0f);
+        ASSERT_LE(std::abs(q), 127);
+        // Exactly the documented rounding: round-half-even(x * 127 / max|x|) of the element's
+        // block.
+        {
+          const int64_t block = cpu::uses_q8k_activations(dtype) ? 256 : 32;
+          float amax = 0;
+          for (int64_t i = p / block * block; i < (p / block + 1) * block; ++i)
+            amax = std::max(amax, std::fabs(x[size_t(i)]));
+          ASSERT_EQ(q, int(std::nearbyint(x[size_t(p)] * (127.0f / amax)))) << p;
+          ASSERT_EQ(d, amax / 127.0f) << p;
+        }
+        ASSERT_LE(std::fabs(x[size_t(p)] - d * float(q)), d * 0.5f * 1.0001f) << p;
       }
-      ASSERT_GT(d, 0.0f);
-      ASSERT_LE(std::abs(q), 127);
-      // Exactly the documented rounding: round-half-even(x * 127 / max|x|) of the element's block.
-      {
-        const int64_t block = cpu::uses_q8k_activations(dtype) ? 256 : 32;
-        float amax = 0;
-        for (int64_t i = p / block * block; i < (p / block + 1) * block; ++i)
-          amax = std::max(amax, std::fabs(x[size_t(i)]));
-        ASSERT_EQ(q, int(std::nearbyint(x[size_t(p)] * (127.0f / amax)))) << p;
-      }
-      ASSERT_LE(std::fabs(x[size_t(p)] - d * float(q)), d * 0.5f * 1.0001f) << p;
     }
-  }
+  });
 }
 
 // The op through the backend, both paths: below kQuantPrefillRows the integer kernels (checked

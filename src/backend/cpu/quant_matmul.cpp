@@ -31,37 +31,6 @@ void matmul_rows_q6_k(const void* acts, int64_t n, int64_t k, const void* w, int
 
 namespace {
 
-// Round half to even of |v| < 2^22 in the default rounding mode, exactly std::nearbyint's result:
-// adding 1.5 * 2^23 leaves no fraction bits, so the addition itself rounds to nearest even. Plain
-// adds, so the loops below vectorize (std::nearbyintf is a library call per element on the
-// baseline x86-64 target: 2 % of a decode profile, on the calling thread while the others wait).
-inline float round_half_even(float v) {
-  constexpr float kShift = 12582912.0f;  // 1.5 * 2^23
-  return (v + kShift) - kShift;
-}
-
-// d = max|x| / 127 and q = round-half-even(x * 127 / max|x|), so |q| <= 127 (the kernels rely on
-// -128 never occurring) and |x - d * q| <= d / 2.
-template <int N>
-float quantize_group(const float* x, int8_t* q) {
-  float amax = 0.0f;
-  for (int i = 0; i < N; ++i) amax = std::max(amax, std::fabs(x[i]));
-  const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-  for (int i = 0; i < N; ++i) q[i] = static_cast<int8_t>(round_half_even(x[i] * inv));
-  return amax / 127.0f;
-}
-
-void quantize_row_q8(const float* x, int64_t k, ActBlockQ8* out) {
-  for (int64_t b = 0; b < k / 32; ++b) {
-    out[b].d = quantize_group<32>(x + 32 * b, out[b].qs);
-    for (int lane = 0; lane < 4; ++lane) {
-      const int8_t* q = out[b].qs + 4 * lane;
-      out[b].offset[lane] = out[b].offset[lane + 4] =
-          -128 * (q[0] + q[1] + q[2] + q[3] + q[16] + q[17] + q[18] + q[19]);
-    }
-  }
-}
-
 void quantize_row_q4_0_groups(const float* x, int64_t k, ActGroupQ4_0* out) {
   const int64_t blocks = k / 32;
   for (int64_t g = 0; g < (blocks + 3) / 4; ++g) {
@@ -69,7 +38,7 @@ void quantize_row_q4_0_groups(const float* x, int64_t k, ActGroupQ4_0* out) {
     std::memset(&grp, 0, sizeof(grp));
     for (int64_t b = 0; b < 4 && 4 * g + b < blocks; ++b) {
       int8_t q[32];
-      const float d = quantize_group<32>(x + 32 * (4 * g + b), q);
+      const float d = quantize_activation_group(x + 32 * (4 * g + b), 32, q);
       int32_t sum = 0;
       for (int i = 0; i < 32; ++i) sum += q[i];
       std::memcpy(grp.lo + 16 * b, q, 16);
@@ -82,7 +51,7 @@ void quantize_row_q4_0_groups(const float* x, int64_t k, ActGroupQ4_0* out) {
 
 void quantize_row_q8k(const float* x, int64_t k, ActBlockQ8K* out) {
   for (int64_t b = 0; b < k / 256; ++b) {
-    out[b].d = quantize_group<256>(x + 256 * b, out[b].qs);
+    out[b].d = quantize_activation_group(x + 256 * b, 256, out[b].qs);
     for (int g = 0; g < 16; ++g) {
       int32_t sum = 0;
       for (int i = 0; i < 16; ++i) sum += out[b].qs[16 * g + i];
@@ -184,7 +153,7 @@ void quantize_activation_row(DType weight_type, const float* x, int64_t k, void*
   } else if (weight_type == DType::Q4_0) {
     quantize_row_q4_0_groups(x, k, static_cast<ActGroupQ4_0*>(out));
   } else {
-    quantize_row_q8(x, k, static_cast<ActBlockQ8*>(out));
+    quantize_activation_row_q8(x, k, static_cast<ActBlockQ8*>(out));
   }
 }
 

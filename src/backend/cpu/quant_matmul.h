@@ -51,9 +51,17 @@ struct ActBlockQ8K {
 bool uses_q8k_activations(DType weight_type);
 int64_t activation_row_bytes(DType weight_type, int64_t k);
 // Quantizes one f32 row of k (a multiple of the weight type's block size) for that weight type:
-// d = max|x| / 127, q = round-half-even(x / d). Scalar and deterministic: every SIMD target reads
-// the same activation blocks, so kernels can be compared exactly against a scalar reference.
+// d = max|x| / 127, q = round-half-even(x * (127 / max|x|)) per block (quantize_activation_group).
+// Deterministic: every SIMD target writes the same activation blocks, so kernels can be compared
+// exactly against a scalar reference.
 void quantize_activation_row(DType weight_type, const float* x, int64_t k, void* out);
+// One group of n activations to int8 (SIMD, activation_quant.cpp): returns d = max|x| / 127 and
+// writes q = x * (127 / max|x|) rounded half to even, so |q| <= 127 (the kernels rely on -128
+// never occurring) and |x - d * q| <= d / 2; all zeros give d = 0, q = 0. The same bytes on every
+// target.
+float quantize_activation_group(const float* x, int64_t n, int8_t* q);
+// A row of k (a multiple of 32) as ActBlockQ8 blocks, each group as quantize_activation_group.
+void quantize_activation_row_q8(const float* x, int64_t k, ActBlockQ8* out);
 // Element p of a quantized activation row as its block scale d and integer q (x[p] ~= d * q),
 // whatever the layout: tests and references read activations through this.
 void activation_element(DType weight_type, const void* row, int64_t p, float& d, int& q);
