@@ -33,6 +33,15 @@ struct OpStats {
   // the union of the query tile's windows.
   int64_t packed_key_tiles = 0;
   int64_t packed_query_tile = 0, packed_key_tile = 0;
+  // With set_op_timing(true), backends that time their decode ops (the CPU's): the decode-sized
+  // (fewer than 16 rows) weight matmuls and cache attention, as calls, wall seconds and the bytes
+  // they read (weights as stored; keys and values of the visible positions), so that a benchmark
+  // can hold each to the memory bandwidth and see where a step's time goes.
+  struct Timed {
+    int64_t calls = 0;
+    double seconds = 0, bytes = 0;
+  };
+  Timed decode_matmul, decode_attention;
 };
 
 // One row's sampling for sample_rows: the Sampler's pipeline after its penalties (sample/sampler.h
@@ -373,6 +382,8 @@ class Backend {
   // Counters since the last reset_op_stats() (see OpStats).
   virtual OpStats op_stats() const { return {}; }
   virtual void reset_op_stats() {}
+  // Whether to time the decode ops into OpStats (off by default: two clock reads an op).
+  virtual void set_op_timing(bool on) { (void)on; }
 
   // Waits for queued work (no-op on the CPU).
   virtual void synchronize() {}

@@ -417,6 +417,24 @@ class Bench(CliTestCase):
                 bandwidth = (probes[3 * r + b] + probes[3 * r + b + 1]) / 2 * 1e9
                 want = speed * bytes_per_token / bandwidth
                 self.assertAlmostEqual(fractions[i], want, delta=1e-9 * want)
+        # Each block's op split (the CPU backend times its decode ops): the attention read exactly
+        # the keys and values the cost model counts for the positions its steps saw; the matmuls
+        # read every weight matrix once (the cost model's bytes less the norm vectors, which no
+        # matmul reads).
+        matmul_bytes = m["decode.8.matmul_bytes_per_step"]["samples"]
+        attention_bytes = m["decode.8.attention_bytes_per_step"]["samples"]
+        for r in range(2):
+            for b, (first, count) in enumerate([(0, 2), (2, 1)]):
+                i = 2 * r + b
+                want = sum(cost["kv_bytes_per_position"] * (8 + first + s + 1)
+                           for s in range(count)) / count
+                self.assertAlmostEqual(attention_bytes[i], want, delta=1e-9 * want)
+                self.assertLessEqual(matmul_bytes[i], cost["weight_bytes_per_decode_token"])
+                self.assertGreater(matmul_bytes[i], 0.9 * cost["weight_bytes_per_decode_token"])
+        for name in ("matmul_seconds_per_step", "attention_seconds_per_step",
+                     "other_seconds_per_step", "matmul_roofline_fraction",
+                     "attention_roofline_fraction"):
+            self.assertEqual(len(m[f"decode.8.{name}"]["samples"]), 2 * 2, name)
         adjacent = roof["decode"]["8"]["adjacent_probes"]
         self.assertEqual(adjacent["blocks"], 4)
         self.assertAlmostEqual(adjacent["fraction_min"], min(fractions), places=12)

@@ -164,8 +164,14 @@ void record_decode(BenchResult& r, int64_t context, const std::vector<StageSecon
 // (decode.<c>.adjacent_roofline_fraction, one sample per block; the probes' samples in
 // decode.<c>.adjacent_bandwidth_gbs, the blocks' speeds in decode.<c>.block_tokens_per_second).
 // The probes run between steps, outside every step's timing.
+//
+// Where the backend times its decode ops (OpStats::decode_matmul / decode_attention, the CPU's),
+// each block also splits its steps into the weight matmuls, the cache attention and the rest
+// (decode.<c>.{matmul,attention,other}_seconds_per_step) and holds the matmuls' and the
+// attention's own bytes / seconds to the same probes
+// (decode.<c>.{matmul,attention}_roofline_fraction).
 std::vector<StageSeconds> decode_with_adjacent_probes(const BenchOptions& o, int64_t context,
-                                                      LmBenchAdapter& lm,
+                                                      LmBenchAdapter& lm, Backend& backend,
                                                       bench::MachineMonitor& monitor,
                                                       BenchResult& result) {
   const std::string p = "decode." + std::to_string(context) + ".";
@@ -173,6 +179,11 @@ std::vector<StageSeconds> decode_with_adjacent_probes(const BenchOptions& o, int
   bench::Metric& probes = result.series(p + "adjacent_bandwidth_gbs", "GB/s", true, false);
   bench::Metric& speeds = result.series(p + "block_tokens_per_second", "tokens/s", true, false);
   bench::Metric& fractions = result.series(p + "adjacent_roofline_fraction", "fraction", true);
+  // The op split, recorded once a block shows the backend times its ops.
+  const auto op_series = [&](const char* name, const char* unit, bool higher,
+                             bool headline = false) -> bench::Metric& {
+    return result.series(p + name, unit, higher, headline);
+  };
   const auto probe_gbs = [&] {
     const std::vector<double> s = monitor.adjacent_bandwidth(o.decode_probe_passes);
     probes.samples.insert(probes.samples.end(), s.begin(), s.end());
@@ -185,7 +196,11 @@ std::vector<StageSeconds> decode_with_adjacent_probes(const BenchOptions& o, int
   std::vector<StageSeconds> steps;
   for (int64_t done = 0; done < o.decode_steps;) {
     const int64_t b = std::min(o.decode_probe_steps, o.decode_steps - done);
+    backend.reset_op_stats();
+    backend.set_op_timing(true);
     const std::vector<StageSeconds> block = lm.run_decode_steps(b);
+    backend.set_op_timing(false);
+    const OpStats ops = backend.op_stats();
     double seconds = 0, bytes = 0;
     for (int64_t s = 0; s < b; ++s) {
       seconds += block[static_cast<size_t>(s)].total();
@@ -193,9 +208,25 @@ std::vector<StageSeconds> decode_with_adjacent_probes(const BenchOptions& o, int
     }
     const double after = probe_gbs();
     const double tokens_per_second = static_cast<double>(b) / seconds;
+    const double bandwidth = (before + after) / 2 * 1e9;
     speeds.samples.push_back(tokens_per_second);
-    fractions.samples.push_back(tokens_per_second * (bytes / static_cast<double>(b)) /
-                                ((before + after) / 2 * 1e9));
+    fractions.samples.push_back(tokens_per_second * (bytes / static_cast<double>(b)) / bandwidth);
+    if (ops.decode_matmul.calls > 0 && ops.decode_matmul.seconds > 0) {
+      const auto steps = static_cast<double>(b);
+      const OpStats::Timed& mm = ops.decode_matmul;
+      const OpStats::Timed& at = ops.decode_attention;
+      op_series("matmul_seconds_per_step", "s", false).samples.push_back(mm.seconds / steps);
+      op_series("attention_seconds_per_step", "s", false).samples.push_back(at.seconds / steps);
+      op_series("other_seconds_per_step", "s", false)
+          .samples.push_back((seconds - mm.seconds - at.seconds) / steps);
+      op_series("matmul_bytes_per_step", "bytes", false).samples.push_back(mm.bytes / steps);
+      op_series("attention_bytes_per_step", "bytes", false).samples.push_back(at.bytes / steps);
+      op_series("matmul_roofline_fraction", "fraction", true, true)
+          .samples.push_back(mm.bytes / mm.seconds / bandwidth);
+      if (at.seconds > 0)
+        op_series("attention_roofline_fraction", "fraction", true, true)
+            .samples.push_back(at.bytes / at.seconds / bandwidth);
+    }
     steps.insert(steps.end(), block.begin(), block.end());
     before = after;
     done += b;
@@ -295,7 +326,7 @@ void run_bench(const BenchOptions& o, const std::string& command_line) {
       if (decode) {
         const std::vector<StageSeconds> steps =
             measured && probe && o.decode_probe_steps > 0
-                ? decode_with_adjacent_probes(o, n, lm, monitor, result)
+                ? decode_with_adjacent_probes(o, n, lm, *m.backend, monitor, result)
                 : lm.run_decode_steps(o.decode_steps);
         if (measured) record_decode(result, n, steps);
         double sum = 0;

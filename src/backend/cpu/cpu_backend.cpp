@@ -3,6 +3,7 @@
 #include "backend/cpu/cpu_backend.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -231,6 +232,7 @@ class CpuBackend final : public Backend {
     }
     decode_prefetch_.before_gemv(std::span(reads, ws.size()),
                                  cpu::quantized_decode_slices(max_m, pool_.size()));
+    const OpTimer timer(op_timing_, decode_matmul_, nbytes_of(ws));
     cpu::matmul_quantized_multi(pool_, x.data_as<float>(), n, row_width(x), jobs,
                                 static_cast<int64_t>(ws.size()), swiglu);
     return true;
@@ -282,6 +284,7 @@ class CpuBackend final : public Backend {
                                : threads;
     if (n < cpu::kQuantPrefillRows)
       decode_prefetch_.before_gemv(std::span(reads, ws.size()), slices);
+    const OpTimer timer(op_timing_ && n < cpu::kQuantPrefillRows, decode_matmul_, nbytes_of(ws));
     auto slice = [&](int64_t s) {
       for (size_t i = 0; i < ws.size(); ++i) {
         const Job& j = jobs[i];
@@ -328,6 +331,8 @@ class CpuBackend final : public Backend {
   void matmul(const Tensor& x, const Tensor& w, Tensor& out) override {
     const int64_t m = check_matmul(x, w, out);
     const int64_t k = row_width(x), n = row_count(x);
+    const OpTimer timer(op_timing_ && n < cpu::kQuantPrefillRows, decode_matmul_,
+                        static_cast<double>(w.nbytes()));
     if (dtype_is_quantized(w.dtype())) {  // integer kernels on the blocks (quant_matmul.h)
       if (n < cpu::kQuantPrefillRows) {
         const cpu::GemvWeight read = quantized_rows(w);
@@ -504,9 +509,15 @@ class CpuBackend final : public Backend {
   OpStats op_stats() const override {
     return {.packed_key_tiles = packed_key_tiles_,
             .packed_query_tile = cpu::kPackedQueryTile,
-            .packed_key_tile = cpu::kPackedKeyTile};
+            .packed_key_tile = cpu::kPackedKeyTile,
+            .decode_matmul = decode_matmul_,
+            .decode_attention = decode_attention_};
   }
-  void reset_op_stats() override { packed_key_tiles_ = 0; }
+  void reset_op_stats() override {
+    packed_key_tiles_ = 0;
+    decode_matmul_ = decode_attention_ = {};
+  }
+  void set_op_timing(bool on) override { op_timing_ = on; }
 
   void kv_write(const Tensor& k, const Tensor& v, KvLayer& cache, const Batch& batch) override;
   void attention(const Tensor& q, const KvLayer& cache, const Batch& batch,
@@ -575,6 +586,34 @@ class CpuBackend final : public Backend {
     return *t;
   }
 
+  // Adds one op's wall time and bytes to `into` when op timing is on (set_op_timing).
+  class OpTimer {
+   public:
+    OpTimer(bool on, OpStats::Timed& into, double bytes)
+        : into_(on ? &into : nullptr), bytes_(bytes) {
+      if (into_) start_ = std::chrono::steady_clock::now();
+    }
+    ~OpTimer() {
+      if (!into_) return;
+      into_->seconds +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+      into_->bytes += bytes_;
+      ++into_->calls;
+    }
+    OpTimer(const OpTimer&) = delete;
+    OpTimer& operator=(const OpTimer&) = delete;
+
+   private:
+    OpStats::Timed* into_;
+    double bytes_;
+    std::chrono::steady_clock::time_point start_;
+  };
+  static double nbytes_of(std::span<const Tensor* const> ws) {
+    double bytes = 0;
+    for (const Tensor* w : ws) bytes += static_cast<double>(w->nbytes());
+    return bytes;
+  }
+
   // Where a quantized weight's rows lie (the file's rows and row groups alike: row r's bytes start
   // at r / m of the tensor, to within a group).
   static cpu::GemvWeight quantized_rows(const Tensor& w) {
@@ -607,6 +646,8 @@ class CpuBackend final : public Backend {
   std::vector<float> packed_kv_;     // attention_packed's head-major keys and values
   int64_t packed_key_tiles_ = 0;
   std::vector<RopeTable> rope_tables_;
+  bool op_timing_ = false;                            // set_op_timing
+  OpStats::Timed decode_matmul_, decode_attention_;   // with op_timing_
   std::vector<float> widened_weight_, widened_bias_;  // widened()'s scratch
   std::vector<uint8_t> embedding_row_;                // embedding()'s row of a repacked table
 };
@@ -669,6 +710,12 @@ void CpuBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& b
   expect_pool(cache, k.dim(0), q.dim(2), "attention");
   INFERA_CPU_EXPECT(!batch.desc->block_table.empty(), "attention", "the batch has no block table");
   expect_batch_fits(batch, cache, "attention");
+  double kv_bytes = 0;  // the keys and values every sequence's last row sees
+  if (op_timing_ && q.dim(0) < cpu::kQuantPrefillRows)
+    for (const int32_t len : batch.desc->seq_lens)
+      kv_bytes += 2.0 * static_cast<double>(len) * static_cast<double>(k.dim(0) * k.dim(3)) *
+                  static_cast<double>(dtype_bytes(k.dtype(), 1));
+  const OpTimer timer(op_timing_ && q.dim(0) < cpu::kQuantPrefillRows, decode_attention_, kv_bytes);
   cpu::attention_paged(
       pool_, q.data_as<float>(), q.dim(1),
       {k.data(), cache.values.data(), k.dtype(), k.dim(0), k.dim(1), k.dim(2), k.dim(3)},

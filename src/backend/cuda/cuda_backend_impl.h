@@ -324,7 +324,11 @@ class CudaBackend final : public Backend {
   std::vector<RopeTable> rope_tables_;
   // Key tiles of attention_packed; the tile sizes are known before the first call (the op
   // harness asks), the query tile is that of the last call (it follows the GQA group).
-  OpStats stats_{0, 32, kPackedKeys};
+  OpStats stats_{.packed_key_tiles = 0,
+                 .packed_query_tile = 32,
+                 .packed_key_tile = kPackedKeys,
+                 .decode_matmul = {},
+                 .decode_attention = {}};
   std::vector<unsigned long long> keys_;  // argmax_rows' keys read back
   std::vector<SampleOut> sampled_;        // sample_rows' choices read back
 };
