@@ -17,6 +17,19 @@ namespace infera::cpu {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
+// max |x[i]| of n floats, and the factor 127 / max that quantizes them (0 for an all-zero group).
+HWY_INLINE float GroupMax(const float* HWY_RESTRICT x, int64_t n, float& inv) {
+  const hn::ScalableTag<float> df;
+  const auto lanes = static_cast<int64_t>(hn::Lanes(df));
+  int64_t i = 0;
+  auto vmax = hn::Zero(df);
+  for (; i + lanes <= n; i += lanes) vmax = hn::Max(vmax, hn::Abs(hn::LoadU(df, x + i)));
+  float amax = hn::GetLane(hn::MaxOfLanes(df, vmax));
+  for (; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
+  inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+  return amax;
+}
+
 // quant_matmul.h's group quantization: d = max|x| / 127, q = x * (127 / max|x|) rounded half to
 // even. The product is the scalar one lane by lane, the conversion rounds to nearest even (the
 // default mode) and |q| <= 127 converts exactly, so every target gives the same bytes.
@@ -24,14 +37,11 @@ float QuantizeGroup(const float* HWY_RESTRICT x, int64_t n, int8_t* HWY_RESTRICT
   const hn::ScalableTag<float> df;
   const hn::Rebind<int8_t, decltype(df)> d8;
   const auto lanes = static_cast<int64_t>(hn::Lanes(df));
-  int64_t i = 0;
-  auto vmax = hn::Zero(df);
-  for (; i + lanes <= n; i += lanes) vmax = hn::Max(vmax, hn::Abs(hn::LoadU(df, x + i)));
-  float amax = hn::GetLane(hn::MaxOfLanes(df, vmax));
-  for (; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
-  const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+  float inv;
+  const float amax = GroupMax(x, n, inv);
   const auto vinv = hn::Set(df, inv);
-  for (i = 0; i + lanes <= n; i += lanes)
+  int64_t i = 0;
+  for (; i + lanes <= n; i += lanes)
     hn::StoreU(hn::DemoteTo(d8, hn::NearestInt(hn::Mul(hn::LoadU(df, x + i), vinv))), d8, q + i);
   for (; i < n; ++i) q[i] = static_cast<int8_t>(std::nearbyint(x[i] * inv));
   return amax / 127.0f;
@@ -44,24 +54,14 @@ void QuantizeRowQ8(const float* HWY_RESTRICT x, int64_t k, ActBlockQ8* HWY_RESTR
   const hn::ScalableTag<float> df;
   const hn::RebindToSigned<decltype(df)> di;
   const hn::Rebind<int8_t, decltype(df)> d8;
+  // Every x86 target's vectors (1 to 16 floats) tile a half block exactly.
+  static_assert(16 % hn::MaxLanes(decltype(df)()) == 0, "a half block is whole vectors");
   const auto lanes = static_cast<int64_t>(hn::Lanes(df));
-  if (lanes > 16 || 16 % lanes != 0) {  // no such x86 target; kept correct anyway
-    for (int64_t b = 0; b < k / 32; ++b) {
-      out[b].d = QuantizeGroup(x + 32 * b, 32, out[b].qs);
-      for (int l = 0; l < 4; ++l) {
-        const int8_t* q = out[b].qs + 4 * l;
-        out[b].offset[l] = out[b].offset[l + 4] =
-            -128 * (q[0] + q[1] + q[2] + q[3] + q[16] + q[17] + q[18] + q[19]);
-      }
-    }
-    return;
-  }
   for (int64_t b = 0; b < k / 32; ++b) {
     const float* xb = x + 32 * b;
-    auto vmax = hn::Zero(df);
-    for (int64_t i = 0; i < 32; i += lanes) vmax = hn::Max(vmax, hn::Abs(hn::LoadU(df, xb + i)));
-    const float amax = hn::GetLane(hn::MaxOfLanes(df, vmax));
-    const auto vinv = hn::Set(df, amax > 0.0f ? 127.0f / amax : 0.0f);
+    float inv;
+    const float amax = GroupMax(xb, 32, inv);
+    const auto vinv = hn::Set(df, inv);
     alignas(64) int32_t pair[16];  // q[j] + q[16 + j]
     for (int64_t i = 0; i < 16; i += lanes) {
       const auto lo = hn::NearestInt(hn::Mul(hn::LoadU(df, xb + i), vinv));

@@ -386,18 +386,17 @@ class CpuBackend final : public Backend {
       const int64_t j_end = std::min(r0 + m, (g0 + end) * cpu::kBf16GroupRows);
       cpu::matmul_rows_bf16_pairs(bf16_rows_.data(), n, k, w, j_begin, j_end, os, m, r0, streams);
     };
-    // Decode sizes: slices taken in turn (cpu::decode_dynamic_rows), as bf16_packed_multi.
+    // Decode sizes: slices taken in turn (cpu::decode_dynamic_rows), as bf16_packed_multi;
+    // otherwise parallel_for's one chunk a thread.
     const bool dynamic =
         n < cpu::kQuantPrefillRows && pool_.size() > 1 && cpu::decode_dynamic_rows();
+    const int64_t slices = std::min<int64_t>(
+        dynamic ? pool_.size() * cpu::kDecodeItemsPerThread : pool_.size(), groups);
     if (n < cpu::kQuantPrefillRows) {
       const cpu::GemvWeight read{w, r0, m, 2.0 * static_cast<double>(k), streams};
-      decode_prefetch_.before_gemv(
-          std::span(&read, 1),
-          dynamic ? std::min<int64_t>(pool_.size() * cpu::kDecodeItemsPerThread, groups)
-                  : std::min<int64_t>(pool_.size(), groups));
+      decode_prefetch_.before_gemv(std::span(&read, 1), slices);
     }
     if (dynamic) {
-      const int64_t slices = std::min<int64_t>(pool_.size() * cpu::kDecodeItemsPerThread, groups);
       pool_.parallel_items(
           slices, [&](int64_t s) { rows(groups * s / slices, groups * (s + 1) / slices); });
     } else {
