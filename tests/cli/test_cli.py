@@ -129,7 +129,7 @@ class Outputs(CliTestCase):
 
     def test_default_precision_of_generation_is_bf16_within_its_bound(self):
         # run's default multiplies bf16 weights in bf16 dot products where the CPU has AVX512-BF16
-        # (elsewhere the f32 path). Its logits stay within ~1.1e-1 of transformers' f32 ones on this
+        # (elsewhere the f32 path) and keeps a bf16 KV cache. Its logits stay within ~1.1e-1 of transformers' f32 ones on this
         # fixture, so greedy ids must equal the reference's up to the first step whose top-1/top-2
         # margin is under BF16_MARGIN (cases 1 and 2: every step), and equal --matmul-precision bf16's.
         BF16_MARGIN = 0.25
@@ -150,6 +150,13 @@ class Outputs(CliTestCase):
         self.assertEqual(text.returncode, 0, text.stderr)
         backend = next(l for l in text.stdout.splitlines() if l.startswith("Backend: "))
         self.assertEqual(", bf16 matmul" in backend, has_bf16, backend)
+        # --kv-dtype auto follows the matmul precision: a bf16 cache by default, f32 with f32.
+        self.assertTrue(backend.endswith("KV cache BF16"), backend)
+        f32 = infera("run", "--model", MICRO, "--prompt-ids", "785,6722", "--greedy", "--max-tokens", "1",
+                     "--matmul-precision", "f32")
+        self.assertEqual(f32.returncode, 0, f32.stderr)
+        backend = next(l for l in f32.stdout.splitlines() if l.startswith("Backend: "))
+        self.assertTrue(backend.endswith("KV cache F32"), backend)
 
     def test_logits_default_to_the_f32_path(self):
         # Commands that report numbers keep f32 activations by default: bit-identical to
@@ -356,6 +363,7 @@ class Bench(CliTestCase):
             self.assertTrue(env[key], key)
         self.assertEqual(env["threads"], 2)
         self.assertEqual(env["weight_format"], "BF16")
+        self.assertEqual(env["kv_cache_format"], "F32")  # --kv-dtype auto with f32 matmuls
         self.assertIn(env["simd_dispatch_target"], env["backend"])  # the kernels' ISA, named twice
         # The config hash is FNV-1a 64 of config.json with sorted keys and no whitespace.
         canonical = json.dumps(json.loads((MICRO / "config.json").read_text()), sort_keys=True,

@@ -22,6 +22,7 @@
 #include "bench_lm_adapter.h"
 #include "bench_lm_report.h"
 #include "commands.h"
+#include "generation_options.h"
 #include "infera/error.h"
 #include "io/gguf_model.h"
 #include "model_options.h"
@@ -39,7 +40,7 @@ struct BenchOptions {
   int threads = 0;
   std::string device = "cpu";
   std::string matmul_precision = kGenerationMatmulPrecision;
-  std::string kv_dtype = "f32";
+  std::string kv_dtype = "auto";
   int64_t kv_block_size = 32;
   std::vector<int64_t> prefill{128, 512, 2048};
   std::vector<int64_t> decode_contexts{128, 2048};
@@ -274,9 +275,7 @@ void run_bench(const BenchOptions& o, const std::string& command_line) {
       .samples.push_back(static_cast<double>(bench::current_rss_bytes()) / (1 << 20));
   progress(o, "loaded %s in %.2f s: %s, weights %s\n", info.summary().c_str(), m.load_seconds,
            m.backend->name().c_str(), info.weight_format.c_str());
-  const KvSettings kv{.dtype = o.kv_dtype == "bf16"  ? DType::BF16
-                               : o.kv_dtype == "f16" ? DType::F16
-                                                     : DType::F32,
+  const KvSettings kv{.dtype = resolve_kv_dtype(o.kv_dtype, o.matmul_precision),
                       .block_size = o.kv_block_size};
   result.environment()["backend"] = m.backend->name();
   result.environment()["weight_format"] = info.weight_format;
@@ -410,8 +409,10 @@ void add_bench_command(CLI::App& app) {
                   "(AVX512-BF16, activations rounded to bf16; elsewhere the f32 path)")
       ->check(CLI::IsMember({"f32", "bf16"}))
       ->capture_default_str();
-  cmd->add_option("--kv-dtype", o->kv_dtype, "KV cache storage: f32, bf16 or f16")
-      ->check(CLI::IsMember({"f32", "bf16", "f16"}))
+  cmd->add_option("--kv-dtype", o->kv_dtype,
+                  "KV cache storage: auto (bf16 where matmuls run in bf16, else f32), f32, bf16 "
+                  "or f16")
+      ->check(CLI::IsMember({"auto", "f32", "bf16", "f16"}))
       ->capture_default_str();
   cmd->add_option("--kv-block-size", o->kv_block_size, "KV cache tokens per block")
       ->check(CLI::Range(int64_t{1}, int64_t{4096}))

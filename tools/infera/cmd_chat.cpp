@@ -20,6 +20,7 @@ namespace {
 struct ChatOptions {
   ModelOptions model;
   GenerationOptions generation;
+  EngineOptions engine;
   std::string system;
   bool no_think = false;
 };
@@ -34,7 +35,7 @@ void chat(const ChatOptions& o) {
               m.model->info().summary().c_str());
   std::vector<ChatMessage> messages;
   if (!o.system.empty()) messages.push_back({.role = "system", .content = o.system});
-  Generator generator(*m.model);
+  Generator generator(*m.model, o.engine.to_generator_options(o.model.matmul_precision));
   std::string line;
   for (;;) {
     std::printf("\n> ");
@@ -75,6 +76,7 @@ void add_chat_command(CLI::App& app) {
   cmd->add_option("--system", opts->system, "System message");
   cmd->add_flag("--no-think", opts->no_think, "Disable thinking (enable_thinking=false)");
   opts->generation.add_to(*cmd);
+  opts->engine.add_to(*cmd);
   cmd->callback([opts] { chat(*opts); });
 }
 

@@ -153,13 +153,14 @@ void run(const RunOptions& o) {
   const std::vector<Prompt> prompts = build_prompts(o, m);
   std::vector<GenerationRequest> requests(prompts.size(), base);
   for (size_t i = 0; i < prompts.size(); ++i) requests[i].prompt = prompts[i].ids;
-  Generator generator(*m.model, o.engine.to_generator_options());
+  const GeneratorOptions engine = o.engine.to_generator_options(o.model.matmul_precision);
+  Generator generator(*m.model, engine);
   const bool single = requests.size() == 1;
 
   if (!o.json) {
     std::printf("Model: %s\n", info.summary().c_str());
     std::printf("Backend: %s, weights %s, KV cache %s\n", m.model->backend().name().c_str(),
-                info.weight_format.c_str(), o.engine.kv_dtype.c_str());
+                info.weight_format.c_str(), std::string(dtype_name(engine.kv_dtype)).c_str());
     if (single) {
       std::printf("Prompt: %s (%zu tokens)\nOutput: ", one_line(prompts[0].shown).c_str(),
                   requests[0].prompt.size());

@@ -40,9 +40,16 @@ GenerationRequest GenerationOptions::to_request(const io::GenerationDefaults& d)
   return r;
 }
 
+DType resolve_kv_dtype(const std::string& kv_dtype, const std::string& matmul_precision) {
+  if (kv_dtype == "auto") return matmul_precision == "bf16" ? DType::BF16 : DType::F32;
+  return kv_dtype == "bf16" ? DType::BF16 : kv_dtype == "f16" ? DType::F16 : DType::F32;
+}
+
 void EngineOptions::add_to(CLI::App& cmd) {
-  cmd.add_option("--kv-dtype", kv_dtype, "KV cache storage: f32, bf16 or f16")
-      ->check(CLI::IsMember({"f32", "bf16", "f16"}))
+  cmd.add_option("--kv-dtype", kv_dtype,
+                 "KV cache storage: auto (bf16 where matmuls run in bf16, else f32), f32, bf16 "
+                 "or f16")
+      ->check(CLI::IsMember({"auto", "f32", "bf16", "f16"}))
       ->capture_default_str();
   cmd.add_option("--kv-block-size", block_size, "KV cache tokens per block")
       ->check(CLI::Range(int64_t{1}, int64_t{4096}))
@@ -57,9 +64,9 @@ void EngineOptions::add_to(CLI::App& cmd) {
       ->capture_default_str();
 }
 
-GeneratorOptions EngineOptions::to_generator_options() const {
+GeneratorOptions EngineOptions::to_generator_options(const std::string& matmul_precision) const {
   GeneratorOptions g;
-  g.kv_dtype = kv_dtype == "bf16" ? DType::BF16 : kv_dtype == "f16" ? DType::F16 : DType::F32;
+  g.kv_dtype = resolve_kv_dtype(kv_dtype, matmul_precision);
   g.block_size = block_size;
   g.max_batch_tokens = max_batch_tokens;
   g.max_kv_bytes = kv_memory_mb << 20;

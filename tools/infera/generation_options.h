@@ -24,15 +24,21 @@ struct GenerationOptions {
   GenerationRequest to_request(const io::GenerationDefaults& defaults) const;
 };
 
+// The KV cache storage that `kv_dtype` (auto, f32, bf16, f16) names for a model whose matmuls
+// run at `matmul_precision`: auto is bf16 where they run in bf16 (run, chat and bench by default:
+// the keys and values then hold bf16 products anyway, and decode at long contexts reads half the
+// bytes; vLLM keeps the model's dtype, llama.cpp f16), f32 where they run in f32.
+DType resolve_kv_dtype(const std::string& kv_dtype, const std::string& matmul_precision);
+
 // How the engine runs requests: KV cache storage and the per-step token budget.
 struct EngineOptions {
-  std::string kv_dtype = "f32";
+  std::string kv_dtype = "auto";
   int64_t block_size = 32;
   int64_t max_batch_tokens = 512;
   int64_t kv_memory_mb = 8192;
 
   void add_to(CLI::App& cmd);
-  GeneratorOptions to_generator_options() const;
+  GeneratorOptions to_generator_options(const std::string& matmul_precision) const;
 };
 
 }  // namespace infera::cli
