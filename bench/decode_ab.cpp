@@ -6,7 +6,7 @@
 //
 //   build/release/bench/decode_ab --model build/gguf-0.6b/qwen3-0.6b-dummy-q8_0.gguf --threads 2
 //       --variant base: --variant s1:streams=1 --variant dyn:dynamic=1 [--rounds 20] [--block 8]
-//       [--context 128] [--out FILE.json]
+//       [--context 128] [--kv-dtype bf16] [--out FILE.json]
 //
 // A variant is NAME:SETTINGS, SETTINGS a comma list of the CPU backend's process-wide decode
 // switches: streams=0|1|2|4|8 (quant_gemv_streams; 0 = auto), dynamic=0|1
@@ -102,6 +102,10 @@ int run(int argc, char** argv) {
   app.add_option("--block", block, "Decode steps per block")->check(CLI::Range(1, 4096));
   app.add_option("--context", context, "Prompt tokens before each round's blocks")
       ->check(CLI::Range(1, 1 << 20));
+  std::string kv_dtype = "bf16";
+  app.add_option("--kv-dtype", kv_dtype, "KV cache storage (infera bench's default here: bf16)")
+      ->check(CLI::IsMember({"f32", "bf16", "f16"}))
+      ->capture_default_str();
   app.add_option("--probe-passes", passes, "Bandwidth passes of each probe")
       ->check(CLI::Range(1, 100));
   app.add_option("--out", out, "JSON file of every block's sample");
@@ -111,7 +115,9 @@ int run(int argc, char** argv) {
   for (const auto& s : specs) variants.push_back(parse_variant(s));
   cli::BenchModel m = cli::start_bench_backend("cpu", threads, "bf16");
   cli::load_bench_model(m, model, LoadOptions{});
-  cli::LmBenchAdapter lm(*m.model);
+  cli::LmBenchAdapter lm(*m.model, {.dtype = kv_dtype == "f32"    ? DType::F32
+                                             : kv_dtype == "f16" ? DType::F16
+                                                                 : DType::BF16});
   const int pool_threads =
       threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency());
   bench::MachineMonitor monitor(pool_threads, 0);
@@ -173,7 +179,8 @@ int run(int argc, char** argv) {
                    {"threads", pool_threads},
                    {"rounds", rounds},
                    {"block", block},
-                   {"context", context}};
+                   {"context", context},
+                   {"kv_dtype", kv_dtype}};
     std::ofstream(out) << j.dump(1) << "\n";
   }
   return 0;

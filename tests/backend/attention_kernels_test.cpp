@@ -7,7 +7,8 @@
 //   once (matmul_rows with 2 or 3 rows): bit-identical to one row at a time, within f32 rounding
 //   of a double dot product;
 // - silu(g) * u (silu_mul_f32): within f32 rounding of the formula in double, saturating at large
-//   |g|, and the same bits whichever range a caller passes.
+//   |g|, and the same bits whichever range a caller passes;
+// - f32 -> bf16 rounding of the KV cache's rows (round_to_bf16): the scalar conversion's bits.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -156,6 +157,33 @@ TEST(CpuKernels, SiluMulFollowsTheFormulaOnEverySimdTarget) {
       const double want = double(g[i]) / (1.0 + std::exp(-double(g[i]))) * u[i];
       ASSERT_TRUE(std::fabs(whole[i] - want) <= 1e-6 * std::fabs(want) + 1e-30)  // NaN fails
           << i << ": silu(" << g[i] << ") * " << u[i] << " = " << whole[i] << ", want " << want;
+    }
+  });
+}
+
+// The KV cache's bf16 rows (kv_write): the vector rounding writes the scalar conversion's bits
+// for any float: random bit patterns (NaNs, infinities, subnormals), exact halfway cases with an
+// even and an odd upper half, and every length up to 67 (the tails). A truncating conversion, a
+// round-half-up one or a signalling NaN fails.
+TEST(CpuKernels, RoundToBf16WritesTheScalarConversionOnEverySimdTarget) {
+  std::mt19937 rng(12);
+  std::vector<float> x(4099);
+  for (size_t i = 0; i < x.size(); ++i) {
+    uint32_t bits = static_cast<uint32_t>(rng());
+    if (i % 4 == 1) bits = (bits & 0xffff0000u) | 0x8000u;  // a tie: to the even neighbour
+    if (i % 4 == 2) bits = (bits & 0x807fffffu) | 0x7f800000u;  // an infinity or a NaN
+    std::memcpy(&x[i], &bits, 4);
+  }
+  for_each_simd_target([&] {
+    std::vector<uint16_t> got(x.size());
+    cpu::round_to_bf16(x.data(), int64_t(x.size()), got.data());
+    for (size_t i = 0; i < x.size(); ++i)
+      ASSERT_EQ(got[i], f32_to_bf16(x[i])) << i << ": " << x[i];
+    for (int64_t n = 0; n <= 67; ++n) {
+      std::vector<uint16_t> part(static_cast<size_t>(n) + 1, 0xabcd);
+      cpu::round_to_bf16(x.data() + 1, n, part.data());
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(part[size_t(i)], got[size_t(i) + 1]) << n;
+      ASSERT_EQ(part[size_t(n)], 0xabcd) << "wrote past " << n;
     }
   });
 }

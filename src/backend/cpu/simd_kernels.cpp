@@ -433,6 +433,28 @@ void ScoresTile(const float* q, int64_t rows, int64_t d, const float* kt, int64_
   for (; r < rows; ++r) ScoreRows<1>(q + r * d, d, kt, cols, out + r * ldo, ldo);
 }
 
+// f32_to_bf16 (core/dtype_convert.h) on vectors: round to nearest even, NaN kept quiet, the same
+// bits. (Highway 1.0.3's DemoteTo to bf16 truncates.)
+void RoundToBf16(const float* HWY_RESTRICT src, int64_t n, uint16_t* HWY_RESTRICT dst) {
+  const hn::RebindToSigned<DF> di;
+  const hn::Rebind<uint16_t, DF> du16;
+  const hn::RebindToUnsigned<DF> du32;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(di));
+  const auto magnitude = hn::Set(di, 0x7fffffff), infinity = hn::Set(di, 0x7f800000);
+  const auto half = hn::Set(di, 0x7fff), one = hn::Set(di, 1), quiet = hn::Set(di, 0x00400000);
+  int64_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto bits = hn::BitCast(di, hn::LoadU(DF(), src + i));
+    const auto nan = hn::Gt(hn::And(bits, magnitude), infinity);
+    const auto odd = hn::And(hn::BitCast(di, hn::ShiftRight<16>(hn::BitCast(du32, bits))), one);
+    const auto rounded = hn::Add(bits, hn::Add(half, odd));
+    const auto top = hn::ShiftRight<16>(hn::BitCast(du32, hn::IfThenElse(nan, hn::Or(bits, quiet), rounded)));
+    // In [0, 0xffff] as an int32: the saturating demotion keeps it.
+    hn::StoreU(hn::DemoteTo(du16, hn::BitCast(di, top)), du16, dst + i);
+  }
+  for (; i < n; ++i) dst[i] = infera::f32_to_bf16(src[i]);
+}
+
 const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
 
 }  // namespace HWY_NAMESPACE
@@ -448,6 +470,7 @@ HWY_EXPORT(SoftmaxNumerators);
 HWY_EXPORT(WeightedRowsSum);
 HWY_EXPORT(SiluMul);
 HWY_EXPORT(ScoresTile);
+HWY_EXPORT(RoundToBf16);
 HWY_EXPORT(TargetName);
 
 void matmul_rows(const float* x, int64_t n, int64_t k, const void* w, DType wtype, int64_t j_begin,
@@ -477,6 +500,9 @@ void weighted_rows_sum(const float* const* p, int rows, int64_t count, const voi
 void scores_tile_f32(const float* q, int64_t rows, int64_t d, const float* kt, int64_t cols,
                      float* out, int64_t ldo) {
   HWY_DYNAMIC_DISPATCH(ScoresTile)(q, rows, d, kt, cols, out, ldo);
+}
+void round_to_bf16(const float* src, int64_t n, uint16_t* dst) {
+  HWY_DYNAMIC_DISPATCH(RoundToBf16)(src, n, dst);
 }
 const char* simd_target_name() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }
 }  // namespace infera::cpu

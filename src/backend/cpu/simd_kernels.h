@@ -47,6 +47,10 @@ constexpr int64_t kScoreTileKeys = 32;
 void scores_tile_f32(const float* q, int64_t rows, int64_t d, const float* kt, int64_t cols,
                      float* out, int64_t ldo);
 
+// dst[i] = f32_to_bf16(src[i]) (round to nearest even, NaN kept quiet): the same bits as the
+// scalar conversion, a vector at a time (the KV cache's bf16 rows).
+void round_to_bf16(const float* src, int64_t n, uint16_t* dst);
+
 // Name of the instruction set chosen at run time ("AVX3", "AVX2", ...).
 const char* simd_target_name();
 
