@@ -61,9 +61,11 @@ CudaOptions harness_cuda_options(const std::string& name) {
     o.flash_wgmma = true;
     o.flash_wgmma_vectors = 128;
   }
-  // The encoders' packed attention on the wgmma kernel (off by default): its tile shape chosen,
-  // 128 vectors forced, 64 with the pipelined loop.
+  // The encoders' packed attention on the wgmma kernel (on by default on sm_90, so the plain
+  // "cuda" target runs it with its tile shape chosen): 128 vectors forced, 64 with the pipelined
+  // loop; and the mma.sync flash kernel it replaced there (every other GPU's kernel).
   if (name.starts_with("cuda_packed_wgmma")) o.packed_wgmma = true;
+  if (name == "cuda_packed_mma") o.packed_wgmma = false;
   if (name == "cuda_packed_wgmma128") o.flash_wgmma_vectors = 128;
   if (name == "cuda_packed_wgmma_pipe") {
     o.flash_wgmma_vectors = 64;
@@ -179,9 +181,9 @@ std::vector<HarnessBackend> harness_backends() {
                              "cuda_flash_wgmma_pipe",
                              "cuda_flash_wgmma_qlate",
                              "cuda_flash_wgmma128_qlate",
-                             "cuda_packed_wgmma",
                              "cuda_packed_wgmma128",
                              "cuda_packed_wgmma_pipe",
+                             "cuda_packed_mma",
                              "cuda_b1fuse"})
       list.push_back({name, [name] { return make_cuda_backend(0, harness_cuda_options(name)); }});
 #endif

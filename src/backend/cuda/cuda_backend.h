@@ -93,9 +93,11 @@ struct CudaOptions {
   // The encoders' packed attention on the wgmma prefill kernel above (attention_packed_wgmma.cu:
   // keys and values are the sequence's own bf16 rows, the windowed schedule; its tile shape as
   // flash_wgmma_vectors chooses it) where flash_wgmma applies, instead of the mma.sync flash
-  // kernel (INFERA_CUDA_PACKED_WGMMA=1). Takes precedence over packed_flash_halves. Off: not yet
-  // run on the H200 (the issue-11-enc run lost its machine; docs/notes/2026-12-04/issue-11-enc.md).
-  bool packed_wgmma = false;
+  // kernel (INFERA_CUDA_PACKED_WGMMA=0: that one). Takes precedence over packed_flash_halves.
+  // encoder_bench ModernBERT-large on the H200, 3 alternating rounds (bench/reference/enc_h200/
+  // run2): one local layer's attention x1.13-1.18, the forward x1.03-1.08 (1x93 1.13 -> 1.05 ms,
+  // 64x512 56.6 -> 54.0 ms), faster in every round and shape.
+  bool packed_wgmma = true;
   // Where the encoder stack's attention runs on it (head_dim 64, not the pipelined loop, the
   // batch's positions its rows' offsets): the queries and keys rotated inside the kernel (RoPE
   // as they are staged) instead of by the staging launch before it, one launch a layer fewer;
