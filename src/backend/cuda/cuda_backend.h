@@ -305,8 +305,9 @@ struct CudaOptions {
   bool decode_stack_smem = false;
   // Registers path: every warp requests its rows of the layer's later weights (o, gate/up, down)
   // and of the next layer's q/k/v into L2 at the layer's start (prefetch.global.L2), so HBM
-  // streams them during the latency-bound phases (INFERA_CUDA_DECODE_STACK_L2=1: on; off until
-  // measured on the H200).
+  // streams them during the latency-bound phases (INFERA_CUDA_DECODE_STACK_L2=1: on). Off: b1
+  // x0.88-0.91 on the H200 (contexts 512, 2048), the q/k/v phase's work 2.8 -> 6.3 us queued
+  // behind the layer's other requests (bench/reference/lead15_h200/run1_results).
   bool decode_stack_l2 = false;
   // The decoder stack where cuBLAS runs the GEMMs (prefill, batched decode past the stream
   // GEMM's rows; bf16 weights): the o and down projections add into the residual in the GEMM
