@@ -13,6 +13,7 @@
 #include <limits>
 #include <string>
 
+#include "core/float_scan.h"
 #include "infera/error.h"
 
 namespace infera {
@@ -226,16 +227,9 @@ void Sampler::unuse_uniform() { has_returned_ = true; }
 
 int32_t argmax(std::span<const float> values) {
   if (values.empty()) throw InvalidArgument("argmax: empty input");
-  // Strict > keeps the first of equal maxima; NaN never compares greater, so it is skipped.
-  int32_t best = 0;
-  float best_value = kNegInf;
-  for (size_t i = 0; i < values.size(); ++i) {
-    if (values[i] > best_value) {
-      best_value = values[i];
-      best = static_cast<int32_t>(i);
-    }
-  }
-  return best;
+  // The first of equal maxima, NaN skipped; 0 when nothing is above -inf.
+  const int64_t best = first_argmax_f32(values.data(), static_cast<int64_t>(values.size()));
+  return best < 0 ? 0 : static_cast<int32_t>(best);
 }
 
 int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> prompt,
@@ -244,12 +238,9 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> prompt
   if (logits.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max()))
     throw InvalidArgument("sampler: vocabulary of " + std::to_string(logits.size()) +
                           " entries does not fit int32 token ids");
-  bool any_live = false;
-  for (float& v : logits) {
-    if (std::isnan(v)) v = kNegInf;
-    any_live |= v != kNegInf;
-  }
-  if (!any_live) throw InvalidArgument("sampler: all logits are -inf/NaN");
+  // NaNs become -inf (in vectors: this and argmax were ~200 us of a 151,936-logit decode step).
+  if (!scrub_nan_any_live(logits.data(), static_cast<int64_t>(logits.size())))
+    throw InvalidArgument("sampler: all logits are -inf/NaN");
 
   if (params_.repetition_penalty != 1.0f)
     apply_repetition_penalty(logits, params_.repetition_penalty, prompt, generated, order_);

@@ -20,6 +20,7 @@
 #include "backend/cpu/simd_kernels.h"
 #include "backend/cpu/thread_pool.h"
 #include "backend/cpu/weight_rowgroups.h"
+#include "core/float_scan.h"
 #include "infera/error.h"
 #include "ops/backend.h"
 
@@ -125,6 +126,18 @@ class CpuBackend final : public Backend {
     expect_f32_cpu(src, "to_host");
     INFERA_CPU_EXPECT(static_cast<int64_t>(dst.size()) == src.numel(), "to_host", "size mismatch");
     std::memcpy(dst.data(), src.data(), dst.size() * sizeof(float));
+  }
+
+  // Greedy ids straight from the logits (the default copies them to a new host vector first),
+  // in SIMD: the first largest value of each row, NaNs skipped, -1 where none is above -inf.
+  void argmax_rows(const Tensor& x, std::span<int32_t> ids) override {
+    expect_f32_cpu(x, "argmax_rows");
+    INFERA_CPU_EXPECT(x.rank() == 2 && static_cast<int64_t>(ids.size()) == x.dim(0), "argmax_rows",
+                      "x " + x.shape().str() + " for " + std::to_string(ids.size()) + " rows");
+    const int64_t width = x.dim(1);
+    const float* p = x.data_as<const float>();
+    for (size_t r = 0; r < ids.size(); ++r)
+      ids[r] = static_cast<int32_t>(first_argmax_f32(p + static_cast<int64_t>(r) * width, width));
   }
 
   Batch upload_batch(const BatchDesc& desc) override {
