@@ -64,6 +64,39 @@ bool ScrubNanAnyLive(float* HWY_RESTRICT p, int64_t n) {
   return live;
 }
 
+template <bool kAtLeast>
+int64_t NextMatch(const float* HWY_RESTRICT p, int64_t n, int64_t from, float t) {
+  const hn::ScalableTag<float> d;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  const auto vt = hn::Set(d, t);
+  int64_t i = from;
+  for (; i + lanes <= n; i += lanes) {
+    const auto v = hn::LoadU(d, p + i);
+    const intptr_t at = hn::FindFirstTrue(d, kAtLeast ? hn::Ge(v, vt) : hn::Gt(v, vt));
+    if (at >= 0) return i + at;
+  }
+  for (; i < n; ++i)
+    if (kAtLeast ? p[i] >= t : p[i] > t) return i;
+  return n;
+}
+int64_t NextAbove(const float* p, int64_t n, int64_t from, float t) {
+  return NextMatch<false>(p, n, from, t);
+}
+int64_t NextAtLeast(const float* p, int64_t n, int64_t from, float t) {
+  return NextMatch<true>(p, n, from, t);
+}
+
+int64_t CountAbove(const float* HWY_RESTRICT p, int64_t n, float t) {
+  const hn::ScalableTag<float> d;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  const auto vt = hn::Set(d, t);
+  int64_t count = 0, i = 0;
+  for (; i + lanes <= n; i += lanes)
+    count += static_cast<int64_t>(hn::CountTrue(d, hn::Gt(hn::LoadU(d, p + i), vt)));
+  for (; i < n; ++i) count += p[i] > t;
+  return count;
+}
+
 const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
 
 }  // namespace HWY_NAMESPACE
@@ -74,6 +107,9 @@ HWY_AFTER_NAMESPACE();
 namespace infera {
 HWY_EXPORT(FirstArgmax);
 HWY_EXPORT(ScrubNanAnyLive);
+HWY_EXPORT(NextAbove);
+HWY_EXPORT(NextAtLeast);
+HWY_EXPORT(CountAbove);
 HWY_EXPORT(TargetName);
 
 int64_t first_argmax_f32(const float* p, int64_t n) {
@@ -81,6 +117,15 @@ int64_t first_argmax_f32(const float* p, int64_t n) {
 }
 bool scrub_nan_any_live(float* p, int64_t n) {
   return n > 0 && HWY_DYNAMIC_DISPATCH(ScrubNanAnyLive)(p, n);
+}
+int64_t next_above_f32(const float* p, int64_t n, int64_t from, float t) {
+  return from < n ? HWY_DYNAMIC_DISPATCH(NextAbove)(p, n, from, t) : n;
+}
+int64_t next_at_least_f32(const float* p, int64_t n, int64_t from, float t) {
+  return from < n ? HWY_DYNAMIC_DISPATCH(NextAtLeast)(p, n, from, t) : n;
+}
+int64_t count_above_f32(const float* p, int64_t n, float t) {
+  return n > 0 ? HWY_DYNAMIC_DISPATCH(CountAbove)(p, n, t) : 0;
 }
 const char* float_scan_target_name() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }
 }  // namespace infera

@@ -107,8 +107,12 @@ void apply_presence_frequency(std::span<float> l, float presence, float frequenc
 // comparison for most logits, cheaper than collecting all of them for nth_element.
 float kth_largest(std::span<const float> l, size_t k, std::vector<float>& heap) {
   heap.clear();
-  for (float v : l) {
-    if (v == kNegInf) continue;
+  // Only values above the heap's least (or, until it holds k, above -inf) change it: the SIMD
+  // scan skips to the next of them (NaNs were scrubbed before).
+  const auto n = static_cast<int64_t>(l.size());
+  for (int64_t i = next_above_f32(l.data(), n, 0, kNegInf); i < n;
+       i = next_above_f32(l.data(), n, i + 1, heap.size() < k ? kNegInf : heap.front())) {
+    const float v = l[static_cast<size_t>(i)];
     if (heap.size() < k) {
       heap.push_back(v);
       std::push_heap(heap.begin(), heap.end(), std::greater<>());
@@ -269,11 +273,17 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> prompt
   const float floor = use_top_k ? kth_largest(logits, params_.top_k, weights_) : kNegInf;
   Candidates c{order_};
   c.ids.clear();
+  const auto n = static_cast<int64_t>(logits.size());
   size_t live = 0;
-  for (int32_t i = 0; i < static_cast<int32_t>(logits.size()); ++i) {
-    if (l[i] == kNegInf) continue;
-    ++live;
-    if (l[i] >= floor) c.ids.push_back(i);
+  if (floor == kNegInf) {  // every live token
+    for (int32_t i = 0; i < static_cast<int32_t>(n); ++i)
+      if (l[i] != kNegInf) c.ids.push_back(i);
+    live = c.ids.size();
+  } else {  // the few >= the top-k floor, found a vector at a time
+    live = static_cast<size_t>(count_above_f32(l, n, kNegInf));
+    for (int64_t i = next_at_least_f32(l, n, 0, floor); i < n;
+         i = next_at_least_f32(l, n, i + 1, floor))
+      c.ids.push_back(static_cast<int32_t>(i));
   }
   if (live == 0)
     throw InvalidArgument("sampler: all logits became -inf after penalties/temperature");

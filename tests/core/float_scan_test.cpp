@@ -1,11 +1,13 @@
-// The SIMD logit scans (core/float_scan.h) against plain scalar loops (the ones they replaced in
-// the sampler and Backend::argmax_rows), on every SIMD target this CPU runs: random rows, the
+// The SIMD logit scans (core/float_scan.h: argmax, NaN scrub, the next value above / at least a
+// threshold, a count above it) against plain scalar loops (the ones they replaced in the sampler
+// and Backend::argmax_rows), on every SIMD target this CPU runs: random rows, the
 // maximum repeated (the first place wins), NaNs anywhere (skipped / scrubbed to -inf), +inf,
 // signed zeros, rows with nothing above -inf, and every length up to 70 (the vector tails) as well
 // as Qwen3's 151,936. An argmax that took the last of equal maxima, let a NaN win or ignored the
 // tail fails here.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -98,6 +100,29 @@ TEST(FloatScan, ScrubTurnsNansIntoMinusInfinityOnEverySimdTarget) {
       }
       ASSERT_EQ(scrub_nan_any_live(got.data(), static_cast<int64_t>(got.size())), live) << r;
       ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float))) << r;
+    }
+  });
+}
+
+TEST(FloatScan, NextMatchAndCountEqualTheScalarLoopsOnEverySimdTarget) {
+  const auto all = rows();
+  for_each_target([&] {
+    for (size_t r = 0; r < all.size(); ++r) {
+      const std::vector<float>& v = all[r];
+      const auto n = static_cast<int64_t>(v.size());
+      for (const float t : {-kInf, -1.0f, 0.0f, -0.0f, 2.5f, 50.0f, kInf}) {
+        int64_t count = 0;
+        for (const float x : v) count += x > t;
+        ASSERT_EQ(count_above_f32(v.data(), n, t), count) << r << " t " << t;
+        // Every match in order from every few starting points, as the sampler walks them.
+        for (int64_t from = 0; from <= n; from += std::max<int64_t>(1, n / 5)) {
+          int64_t above = from, at_least = from;
+          while (above < n && !(v[size_t(above)] > t)) ++above;
+          while (at_least < n && !(v[size_t(at_least)] >= t)) ++at_least;
+          ASSERT_EQ(next_above_f32(v.data(), n, from, t), above) << r << " from " << from;
+          ASSERT_EQ(next_at_least_f32(v.data(), n, from, t), at_least) << r << " from " << from;
+        }
+      }
     }
   });
 }
