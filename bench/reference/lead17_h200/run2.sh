@@ -6,7 +6,8 @@
 # then step_bench b1 alternating default / merge_c at contexts 512 and 2048, and a barrier trace
 # of each. Staging as run1.sh (slim build; test_cuda_backend and step_bench; shared.tar.xz of
 # shared/models/qwen3-0.6b only); run `bash .devcarry/lead17r2/run2.sh`, carry
-# [".devcarry/lead17r2"].
+# [".devcarry/lead17r2"]. Measured slower (b1 x0.93-0.95 at 512, x0.94-0.96 at 2,048) and
+# removed: the code is run2/merge_in_c.patch (apply to a47409f~1 to rerun).
 cd "$(dirname "$0")"; HERE=$PWD
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 DEADLINE=${DEADLINE:-400}

@@ -371,8 +371,6 @@ CudaOptions cuda_options_from_env() {
   if (const char* v = std::getenv("INFERA_CUDA_DECODE_STACK_TRACE"); v) o.decode_stack_trace = v;
   o.decode_stack_smem = cuda::env_flag("INFERA_CUDA_DECODE_STACK_SMEM", o.decode_stack_smem);
   o.decode_stack_l2 = cuda::env_flag("INFERA_CUDA_DECODE_STACK_L2", o.decode_stack_l2);
-  o.decode_stack_merge_in_c =
-      cuda::env_flag("INFERA_CUDA_DECODE_STACK_MERGE_C", o.decode_stack_merge_in_c);
   o.encoder_stack = cuda::env_flag("INFERA_CUDA_ENCODER_STACK", o.encoder_stack);
   o.gemm_stack = cuda::env_flag("INFERA_CUDA_GEMM_STACK", o.gemm_stack);
   o.gemm_stack_qkv16 = cuda::env_flag("INFERA_CUDA_GEMM_STACK_QKV16", o.gemm_stack_qkv16);

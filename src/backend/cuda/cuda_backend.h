@@ -309,11 +309,6 @@ struct CudaOptions {
   // x0.88-0.91 on the H200 (contexts 512, 2048), the q/k/v phase's work 2.8 -> 6.3 us queued
   // behind the layer's other requests (bench/reference/lead15_h200/run1_results).
   bool decode_stack_l2 = false;
-  // Phase B's attention splits write their partials and stop; every block merges them at phase
-  // C's start, where it would otherwise load the merged output, instead of the last split of each
-  // kv head merging them after an atomic (INFERA_CUDA_DECODE_STACK_MERGE_C=1). The same bits.
-  // Off until measured on the H200.
-  bool decode_stack_merge_in_c = false;
   // The decoder stack where cuBLAS runs the GEMMs (prefill, batched decode past the stream
   // GEMM's rows; bf16 weights): the o and down projections add into the residual in the GEMM
   // (beta 1) and the norms after them write only the bf16 input of the next GEMMs, so the f32

@@ -129,7 +129,6 @@ void CudaBackend::decoder_stack(Tensor& x, std::span<const DecoderLayerRefs> lay
   if (a.smem_weights && !fits()) a.smem_weights = 0;
   if (!a.smem_weights && !fits()) return composed();
   a.l2_prefetch = options_.decode_stack_l2 && !a.smem_weights ? 1 : 0;
-  a.merge_in_c = options_.decode_stack_merge_in_c && decode_stack_merge_in_c_fits(a) ? 1 : 0;
 
   // The layer table on the device, uploaded once per model and cache.
   const void* device_table = nullptr;

@@ -218,94 +218,11 @@ __device__ __forceinline__ void norm_rope(float (&v)[HeadLanes<D>::E],
   }
 }
 
-// One head's merge weights, by one warp: m[0, splits) holds the splits' maxima (-inf: an empty
-// split) and becomes e^(m_s - max) (0 for an empty split); returns the denominator
-// sum_s e^(m_s - max) l_s on every lane (the splits' sums l). Phase B's merge spells out the same
-// operations, so the two merges agree bit for bit.
-__device__ __forceinline__ float split_weights(float* m, const float* l, int splits) {
-  const int lane = threadIdx.x % 32;
-  float mx = -INFINITY;
-  for (int sp = lane; sp < splits; sp += 32) mx = fmaxf(mx, m[sp]);
-  mx = warp_max(mx);
-  float ls = 0.0f;
-  for (int sp = lane; sp < splits; sp += 32) {
-    const float ms = m[sp];
-    const float fs = ms == -INFINITY ? 0.0f : expf(ms - mx);
-    m[sp] = fs;
-    ls += fs * l[sp];
-  }
-  return warp_sum(ls);
-}
-
-// The attention output [hq][hd] from the splits' partials ([splits][hq] (max, sum) pairs and
-// [splits][hq][hd] unnormalized outputs) into s[0, qw), by the whole block; s[qw, qw + 2 splits hq
-// + hq) is scratch. The arithmetic of the last split's merge in phase B (the same weights, sums
-// and fma order), so the result is that merge's bits. The first kMergeEarly splits' partials are
-// requested with the (max, sum) pairs, one L2 round trip for both. Synchronizes; the caller
-// synchronizes after.
-constexpr int kMergeEarly = 8;
-__device__ __forceinline__ void merge_splits_into(const float* partial_ml, const float* partial_out,
-                                                  int splits, int hq, int qw, int hd, float* s) {
-  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, pairs = splits * hq;
-  float* sm = s + qw;        // [hq][splits] maxima, then weights
-  float* sl = sm + pairs;    // [hq][splits] sums
-  float* den = sl + pairs;   // [hq]
-  const float4* p4 = reinterpret_cast<const float4*>(partial_out);
-  const int q4 = qw / 4;  // float4s of the output; a split's partials are q4 float4s apart
-  float4 early[kMergeEarly];
-#pragma unroll
-  for (int k = 0; k < kMergeEarly; ++k)
-    early[k] = tid < q4 && k < splits ? __ldcg(p4 + static_cast<int64_t>(k) * q4 + tid)
-                                      : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  for (int i = tid; i < pairs; i += kThreads) {
-    const int sp = i / hq, h = i % hq;
-    const float2 ml = __ldcg(reinterpret_cast<const float2*>(partial_ml) + i);
-    sm[h * splits + sp] = ml.x;
-    sl[h * splits + sp] = ml.y;
-  }
-  __syncthreads();
-  for (int h = warp; h < hq; h += kWarps) {
-    const float ls = split_weights(sm + h * splits, sl + h * splits, splits);
-    if (lane == 0) den[h] = ls;
-  }
-  __syncthreads();
-  for (int i = tid; i < q4; i += kThreads) {
-    const int h = 4 * i / hd;
-    const float* w = sm + h * splits;
-    float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    int sp = 0;
-    if (i == tid) {
-#pragma unroll
-      for (int k = 0; k < kMergeEarly; ++k)
-        if (k < splits) {
-          o.x = fmaf(w[k], early[k].x, o.x);
-          o.y = fmaf(w[k], early[k].y, o.y);
-          o.z = fmaf(w[k], early[k].z, o.z);
-          o.w = fmaf(w[k], early[k].w, o.w);
-        }
-      sp = min(splits, kMergeEarly);
-    }
-#pragma unroll 8
-    for (; sp < splits; ++sp) {
-      const float4 p = __ldcg(p4 + static_cast<int64_t>(sp) * q4 + i);
-      o.x = fmaf(w[sp], p.x, o.x);
-      o.y = fmaf(w[sp], p.y, o.y);
-      o.z = fmaf(w[sp], p.z, o.z);
-      o.w = fmaf(w[sp], p.w, o.w);
-    }
-    const float dn = den[h];
-    reinterpret_cast<float4*>(s)[i] =
-        dn > 0.0f ? make_float4(o.x / dn, o.y / dn, o.z / dn, o.w / dn) : make_float4(0, 0, 0, 0);
-  }
-}
-
 // D: head_dim; G: the largest GQA group it handles (2 or 4: fewer registers for 2); S: the o
 // projection's and the MLP's weight rows of each block stream into shared memory by bulk copies
 // issued at the layer's start (DecodeStackArgs::smem_weights), instead of into registers one
-// barrier ahead of their phase. M: every block merges the attention splits at phase C's start
-// (DecodeStackArgs::merge_in_c; a template argument so that the other kernels carry none of its
-// registers).
-template <int D, int G, bool S, bool M>
+// barrier ahead of their phase.
+template <int D, int G, bool S>
 __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const DecodeStackArgs a) {
   using HL = HeadLanes<D>;
   constexpr int E = HL::E;
@@ -616,9 +533,9 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const DecodeS
       }
       // The split that finishes last merges all of them (merge_splits_if_last's scheme, with one
       // fence a block as the grid barrier has: the block's writes are ordered before thread 0's
-      // by __syncthreads). With merge_in_c every block merges them at C's start instead.
+      // by __syncthreads).
       __syncthreads();
-      if (!M && tid == 0) {
+      if (tid == 0) {
         __threadfence();
         last_split = atomicAdd(&a.sync[2 + g], 1u) == static_cast<unsigned>(splits - 1);
         if (last_split) {
@@ -627,7 +544,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const DecodeS
         }
       }
       __syncthreads();
-      if (!M && last_split) {
+      if (last_split) {
         // Every split's (max, sum) in one round of loads, a warp per head for the weights
         // e^(m_s - M) and the denominator, then each output over the splits with its loads
         // issued together (a rolled loop would wait for one L2 round trip per split).
@@ -644,8 +561,6 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const DecodeS
         }
         __syncthreads();
         if (warp < group) {
-          // split_weights written out: through the helper this kernel spilled more registers
-          // (ptxas: 260 -> 308 bytes of spill stores at head_dim 128, GQA 2).
           float mx = -INFINITY;
           for (int s = lane; s < splits; s += 32) mx = fmaxf(mx, sm[warp * splits + s]);
           mx = warp_max(mx);
@@ -684,10 +599,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const DecodeS
     // warp w takes the block's rows w, w + 16, ... (row b + nb k of the matrix).
     const int r_c = S ? b + nb * warp : gw;
     float x_old = lane == 0 && r_c < d && (!S || warp < n_o) ? __ldcg(a.x + r_c) : 0.0f;
-    if constexpr (M)
-      merge_splits_into(a.partial_ml, a.partial_out, splits, hq, qw, D, svec);
-    else
-      load_vector(a.attn, qw, svec);
+    load_vector(a.attn, qw, svec);
     __syncthreads();
     if constexpr (S) {
       mbar_wait(&weight_bars[0], parity);
@@ -774,48 +686,36 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const DecodeS
 
 // Raises (never lowers: a smaller shape must not break a larger one's launches) the kernel's
 // dynamic shared memory limit to `bytes`.
-template <int D, int G, bool S, bool M>
+template <int D, int G, bool S>
 void allow_smem(int bytes) {
   static int allowed = 0;
   if (bytes <= allowed) return;
   const cudaError_t err = cudaFuncSetAttribute(
-      decode_stack_kernel<D, G, S, M>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+      decode_stack_kernel<D, G, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   if (err != cudaSuccess) throw std::runtime_error(cudaGetErrorString(err));
   allowed = bytes;
 }
 
-// (Both merges: the same launch bounds and shared memory, so the same occupancy.)
 template <int D, int G, bool S>
 int64_t max_blocks_for(int64_t smem) {
   int device = 0, sms = 0, per_sm = 0;
   if (cudaGetDevice(&device) != cudaSuccess ||
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
     return 0;
-  allow_smem<D, G, S, false>(static_cast<int>(smem));
-  allow_smem<D, G, S, true>(static_cast<int>(smem));
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, decode_stack_kernel<D, G, S, false>,
-                                                    kThreads, static_cast<size_t>(smem)) !=
-      cudaSuccess)
+  allow_smem<D, G, S>(static_cast<int>(smem));
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, decode_stack_kernel<D, G, S>, kThreads,
+                                                    static_cast<size_t>(smem)) != cudaSuccess)
     return 0;
   return static_cast<int64_t>(per_sm) * sms;
-}
-
-template <int D, int G, bool S>
-void launch_merge(const DecodeStackArgs& a, size_t bytes, cudaStream_t s) {
-  const auto blocks = static_cast<unsigned>(a.blocks);
-  if (a.merge_in_c)
-    decode_stack_kernel<D, G, S, true><<<blocks, kThreads, bytes, s>>>(a);
-  else
-    decode_stack_kernel<D, G, S, false><<<blocks, kThreads, bytes, s>>>(a);
 }
 
 template <int D, int G>
 void launch_typed(const DecodeStackArgs& a, cudaStream_t s) {
   const auto bytes = static_cast<size_t>(decode_stack_smem_bytes(a));
   if (a.smem_weights)
-    launch_merge<D, G, true>(a, bytes, s);
+    decode_stack_kernel<D, G, true><<<static_cast<unsigned>(a.blocks), kThreads, bytes, s>>>(a);
   else
-    launch_merge<D, G, false>(a, bytes, s);
+    decode_stack_kernel<D, G, false><<<static_cast<unsigned>(a.blocks), kThreads, bytes, s>>>(a);
 }
 
 template <int D, int G>
@@ -839,13 +739,6 @@ int64_t decode_stack_smem_bytes(const DecodeStackArgs& a) {
   // ... then sq, snk, snv, then the layer table (8-byte aligned: head_dim is even).
   return weights + (vec + (kMaxGroup + 2) * a.head_dim) * 4 +
          a.num_layers * static_cast<int64_t>(sizeof(DecodeStackLayer));
-}
-
-bool decode_stack_merge_in_c_fits(const DecodeStackArgs& a) {
-  // merge_splits_into's scratch past the output, inside the phase vector.
-  const int64_t states = int64_t{kWarps} * kMaxGroup * (a.head_dim + 2);
-  const int64_t vec = std::max(std::max(std::max(a.d, a.hq * a.head_dim), a.f), states);
-  return a.hq * a.head_dim + a.hq * (2 * a.splits + 1) <= vec && (a.hq * a.head_dim) % 4 == 0;
 }
 
 int64_t decode_stack_max_blocks(const DecodeStackArgs& a, int64_t smem) {

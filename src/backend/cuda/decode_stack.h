@@ -53,10 +53,6 @@ struct DecodeStackArgs {
   // HBM streams them during the norms, the attention and the barriers and each phase's loads hit
   // L2 (DecodeStackArgs of CudaOptions::decode_stack_l2).
   int64_t l2_prefetch;
-  // 1: phase B's splits write their partials and stop; every block merges them at phase C's start
-  // (instead of the last split of each kv head merging them into `attn` after an atomic), the
-  // same bits (CudaOptions::decode_stack_merge_in_c; decode_stack_merge_in_c_fits must hold).
-  int64_t merge_in_c;
   double eps, scale;
 };
 
@@ -68,8 +64,6 @@ struct DecodeStackLimits {
   int64_t threads, max_hidden, max_q_width, max_f, max_group;
 };
 DecodeStackLimits decode_stack_limits();
-// Whether phase C's merge of the splits (DecodeStackArgs::merge_in_c) has room in shared memory.
-bool decode_stack_merge_in_c_fits(const DecodeStackArgs& a);
 // Dynamic shared memory of a launch with these shapes.
 int64_t decode_stack_smem_bytes(const DecodeStackArgs& a);
 // Blocks of the kernel for a's head_dim, GQA group and smem_weights that fit on the device at
