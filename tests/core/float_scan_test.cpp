@@ -99,7 +99,8 @@ TEST(FloatScan, ScrubTurnsNansIntoMinusInfinityOnEverySimdTarget) {
         live |= x != -kInf;
       }
       ASSERT_EQ(scrub_nan_any_live(got.data(), static_cast<int64_t>(got.size())), live) << r;
-      ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float))) << r;
+      if (!got.empty())  // (memcmp takes no null pointer, even for 0 bytes)
+        ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float))) << r;
     }
   });
 }
