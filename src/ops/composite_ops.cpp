@@ -1,10 +1,10 @@
 // The fused ops' defaults (ops/backend.h): each is the composition it is defined as, so a backend
 // that does not override one stays correct, and the op harness checks an override against the
 // same scalar reference as the default.
-#include <limits>
 #include <string>
 #include <vector>
 
+#include "core/float_scan.h"
 #include "infera/error.h"
 #include "ops/backend.h"
 
@@ -119,19 +119,10 @@ void Backend::argmax_rows(const Tensor& x, std::span<int32_t> ids) {
   const int64_t rows = x.dim(0), width = x.dim(1);
   std::vector<float> host(static_cast<size_t>(x.numel()));
   to_host(x, host);
-  for (int64_t r = 0; r < rows; ++r) {
-    // Strict > keeps the first of equal maxima; NaN never compares greater, so it is skipped.
-    int32_t best = -1;
-    float best_value = -std::numeric_limits<float>::infinity();
-    for (int64_t j = 0; j < width; ++j) {
-      const float v = host[static_cast<size_t>(r * width + j)];
-      if (v > best_value) {
-        best_value = v;
-        best = static_cast<int32_t>(j);
-      }
-    }
-    ids[static_cast<size_t>(r)] = best;
-  }
+  // The first of equal maxima, NaN skipped, -1 where none is above -inf (as the CPU backend's).
+  for (int64_t r = 0; r < rows; ++r)
+    ids[static_cast<size_t>(r)] =
+        static_cast<int32_t>(first_argmax_f32(host.data() + r * width, width));
 }
 
 void Backend::sample_rows(const Tensor&, std::span<const RowSampling>, std::span<SampledId>) {
