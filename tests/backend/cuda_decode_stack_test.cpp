@@ -6,9 +6,10 @@
 // models: both Qwen3 fixtures (head_dim 16 and 32, GQA 2 and 4), a head_dim-128 dummy model and a
 // dummy model of Qwen3-0.6B's layer shape (every register slot of the kernel in use), the last
 // also with a context long enough that each attention split walks more keys than it preloads
-// (and with three splits a kv head); the weights through shared memory (the default) and
-// through registers, and through registers with the L2 prefetch of the rows ahead (the same bits
-// as without it: a prefetch moves no value).
+// (and with three splits a kv head); the weights through the shared-memory ring and through
+// registers, and through registers with the L2 prefetch of the rows ahead (the same bits as
+// without it: a prefetch moves no value). The ring at any size gives the registers path's bits
+// (each row's dot product runs in the same order, whichever warp computes it).
 // Skips, saying so, where no CUDA device is visible.
 #include <gtest/gtest.h>
 
@@ -39,7 +40,7 @@ struct Case {
   const char* config;
   int prompt;  // prompt tokens before the decode steps
   int64_t splits = 0;       // CudaOptions::decode_stack_splits
-  bool smem_weights = true;  // CudaOptions::decode_stack_smem
+  bool smem_weights = true;  // CudaOptions::decode_stack_smem (the weight ring)
 };
 
 // A prompt of `prompt_len` tokens, then `steps` one-row decode steps, in a cache just large enough.
@@ -87,6 +88,7 @@ TEST_P(CudaDecodeStackTest, DecodeFollowsCompositionAndCpu) {
   // One kernel per one-row step (the prompt runs the composition), graphs replayed it.
   const CudaStats s = *cuda_stats(*on_b);
   EXPECT_EQ(s.decode_stack_kernels, kSteps);
+  EXPECT_EQ(s.decode_stack_ring, c.smem_weights ? kSteps : 0) << "the weight ring where asked";
   EXPECT_GE(s.graph_launches, kSteps - 2);
   EXPECT_EQ(cuda_stats(*off_b)->decode_stack_kernels, 0);
   ASSERT_EQ(got.size(), size_t{kSteps});
@@ -143,6 +145,67 @@ TEST(CudaDecodeStackL2, PrefetchChangesNoBit) {
       ASSERT_EQ(a[i].size(), b[i].size());
       for (size_t j = 0; j < a[i].size(); ++j) ASSERT_FALSE(std::isnan(b[i][j])) << m.name;
       EXPECT_EQ(a[i], b[i]) << m.name << ": step " << i;
+    }
+  }
+}
+
+// Variants of the kernel that move no value give the registers path's logits bit for bit:
+// the weight ring (CudaOptions::decode_stack_smem) at the largest size, at sizes near the
+// smallest that holds a phase (its stages wrap at the ring's end and are issued in pieces) and
+// between, and the gate rows loaded a phase early (decode_stack_glu_early). On the 0.6B layer
+// shape with a long context (every register slot in use, the attention walks batches of keys)
+// and a small head_dim-128 model whose whole launch fits the ring (the producer is held back by
+// its 16 barriers, not by room).
+TEST(CudaDecodeStackVariants, SameBitsAsTheRegistersPath) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible: cuda tests not run";
+  struct Variant {
+    std::string name;
+    bool ring = false;
+    int64_t ring_kib = 0;  // 0: as large as fits
+    bool glu_early = false;
+  };
+  struct Model {
+    const char* name;
+    const char* config;
+    int prompt;
+    std::vector<Variant> variants;
+  };
+  const Variant largest{"ring", true}, glu{"gate rows early", false, 0, true};
+  for (const Model& m :
+       {Model{"qwen3_0_6b_layers_long", kQwen3Layer06B, 1100,
+              {largest, {"ring 104 KiB", true, 104}, {"ring 150 KiB", true, 150}, glu}},
+        Model{"head_dim_128", cuda_test::kQwen3, 40,
+              {largest, {"ring 5 KiB", true, 5}, {"ring 7 KiB", true, 7}, glu}}}) {
+    const auto dir = cuda_test::config_dir(std::string("decode_stack_variants_") + m.name, m.config);
+    auto run = [&](const Variant& v, int64_t& ring_kernels) {
+      CudaOptions o;
+      o.stream_gemm = false;
+      o.decode_stack_smem = v.ring;
+      o.decode_stack_ring_kib = v.ring_kib;
+      o.decode_stack_glu_early = v.glu_early;
+      auto b = make_cuda_backend(0, o);
+      auto model = load_causal_lm(dir, *b, LoadOptions{.dummy_weights = true});
+      auto logits = decode_one(*model, m.prompt, 6);
+      EXPECT_EQ(cuda_stats(*b)->decode_stack_kernels, 6) << m.name << ", " << v.name;
+      ring_kernels = cuda_stats(*b)->decode_stack_ring;
+      return logits;
+    };
+    int64_t none = 0;
+    const auto registers = run(Variant{"registers"}, none);
+    EXPECT_EQ(none, 0);
+    for (const Variant& v : m.variants) {
+      int64_t ring_kernels = 0;
+      const auto got = run(v, ring_kernels);
+      EXPECT_EQ(ring_kernels, v.ring ? 6 : 0) << m.name << ", " << v.name;
+      ASSERT_EQ(got.size(), registers.size());
+      double diff = 0;
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_EQ(got[i].size(), registers[i].size());
+        for (size_t j = 0; j < got[i].size(); ++j) ASSERT_FALSE(std::isnan(got[i][j])) << m.name;
+        diff = std::max(diff, test::max_abs_diff(got[i], registers[i]));
+        EXPECT_EQ(got[i], registers[i]) << m.name << ", " << v.name << ": step " << i;
+      }
+      std::printf("  %s, %s: max |logit diff| vs registers %.3g\n", m.name, v.name.c_str(), diff);
     }
   }
 }

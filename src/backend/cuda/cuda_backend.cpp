@@ -300,6 +300,7 @@ CudaStats CudaBackend::stats() const {
           residual_mlp_kernels_,
           fused_gemvs_,
           decode_stack_kernels_,
+          decode_stack_ring_,
           gemm_stacks_,
           encoder_stacks_,
           packed_wgmma_,
@@ -370,7 +371,11 @@ CudaOptions cuda_options_from_env() {
     o.decode_stack_splits = std::max(0, std::atoi(v));
   if (const char* v = std::getenv("INFERA_CUDA_DECODE_STACK_TRACE"); v) o.decode_stack_trace = v;
   o.decode_stack_smem = cuda::env_flag("INFERA_CUDA_DECODE_STACK_SMEM", o.decode_stack_smem);
+  if (const char* v = std::getenv("INFERA_CUDA_DECODE_STACK_RING_KIB"); v && *v)
+    o.decode_stack_ring_kib = std::max(0, std::atoi(v));
   o.decode_stack_l2 = cuda::env_flag("INFERA_CUDA_DECODE_STACK_L2", o.decode_stack_l2);
+  o.decode_stack_glu_early =
+      cuda::env_flag("INFERA_CUDA_DECODE_STACK_GLU_EARLY", o.decode_stack_glu_early);
   o.encoder_stack = cuda::env_flag("INFERA_CUDA_ENCODER_STACK", o.encoder_stack);
   o.gemm_stack = cuda::env_flag("INFERA_CUDA_GEMM_STACK", o.gemm_stack);
   o.gemm_stack_qkv16 = cuda::env_flag("INFERA_CUDA_GEMM_STACK_QKV16", o.gemm_stack_qkv16);

@@ -296,19 +296,28 @@ struct CudaOptions {
   // (INFERA_CUDA_DECODE_STACK=0: off). On the H200 b1 decode x1.22 at context 512
   // (docs/notes/2026-12-03/session-12-lead.md).
   bool decode_stack = true;
-  // Its attention splits per kv head, 0 = SMs / kv heads (INFERA_CUDA_DECODE_STACK_SPLITS);
-  // its o / gate / up / down weight rows through shared memory, copied (TMA) at each layer's
-  // start, where they fit (INFERA_CUDA_DECODE_STACK_SMEM=1; off: through registers, each phase's
-  // rows loaded a barrier ahead, which measured x1.04 faster: its first thread issues the 64
-  // copies a layer before it can wait at the barrier).
+  // Its attention splits per kv head, 0 = SMs / kv heads (INFERA_CUDA_DECODE_STACK_SPLITS).
+  // decode_stack_smem: every weight row through a ring in shared memory, copied (TMA) by a
+  // producer warp of its own as far ahead as the ring has room, where a phase's rows fit
+  // (INFERA_CUDA_DECODE_STACK_SMEM=1; off: through registers, each phase's rows loaded a barrier
+  // ahead). The same bits; off because b1 measured x0.91-0.98 on an H100 (contexts 512, 2048),
+  // smaller rings faster: the copies in flight lengthen the L2 round trips of the phases' chain
+  // (bench/reference/lead18_h200/).
   int64_t decode_stack_splits = 0;
   bool decode_stack_smem = false;
+  // The ring's size in KiB, 0 = as large as a block's shared memory allows
+  // (INFERA_CUDA_DECODE_STACK_RING_KIB; smaller than a phase needs: the registers path).
+  int64_t decode_stack_ring_kib = 0;
   // Registers path: every warp requests its rows of the layer's later weights (o, gate/up, down)
   // and of the next layer's q/k/v into L2 at the layer's start (prefetch.global.L2), so HBM
   // streams them during the latency-bound phases (INFERA_CUDA_DECODE_STACK_L2=1: on). Off: b1
   // x0.88-0.91 on the H200 (contexts 512, 2048), the q/k/v phase's work 2.8 -> 6.3 us queued
   // behind the layer's other requests (bench/reference/lead15_h200/run1_results).
   bool decode_stack_l2 = false;
+  // Registers path: the gate rows are loaded a phase earlier, with the o rows, so that the
+  // barrier before the gate/up phase does not wait behind all 12.6 MB of gate and up loads at once
+  // (DecodeStackArgs::glu_early; INFERA_CUDA_DECODE_STACK_GLU_EARLY=1: on).
+  bool decode_stack_glu_early = false;
   // The decoder stack where cuBLAS runs the GEMMs (prefill, batched decode past the stream
   // GEMM's rows; bf16 weights): the o and down projections add into the residual in the GEMM
   // (beta 1) and the norms after them write only the bf16 input of the next GEMMs, so the f32
@@ -372,6 +381,7 @@ struct CudaStats {
   int64_t residual_mlp_kernels = 0;  // residual_mlp ops run as one kernel (residual_mlp.cu)
   int64_t fused_gemvs = 0;  // GEMVs with a norm prologue or residual epilogue (b1_fused_chain)
   int64_t decode_stack_kernels = 0;  // decoder_stack ops run as one kernel (decode_stack.cu)
+  int64_t decode_stack_ring = 0;     // ... of which with the weight ring (decode_stack_smem)
   int64_t gemm_stacks = 0;           // decoder_stack ops on the GEMM path (gemm_stack)
   int64_t encoder_stacks = 0;        // encoder_stack ops without f32 round trips (encoder_stack)
   int64_t packed_wgmma = 0;          // packed attentions on the wgmma kernel (packed_wgmma)

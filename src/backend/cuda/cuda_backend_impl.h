@@ -302,7 +302,7 @@ class CudaBackend final : public Backend {
   // stay; launches recorded (CudaStats::decode_stack_kernels).
   std::map<std::pair<int64_t, int64_t>, int64_t> decode_stack_fit_;
   std::vector<std::pair<std::vector<const void*>, Tensor>> decode_stack_tables_;
-  int64_t decode_stack_kernels_ = 0;
+  int64_t decode_stack_kernels_ = 0, decode_stack_ring_ = 0;  // CudaStats::decode_stack_ring
   int64_t encoder_stacks_ = 0;  // record_encoder_stack's stacks (CudaStats::encoder_stacks)
   int64_t packed_wgmma_ = 0, packed_rope_inside_ = 0;  // CudaStats::packed_wgmma, ...rope_inside
   int64_t gemm_stacks_ = 0;  // record_gemm_stack's stacks (CudaStats::gemm_stacks)

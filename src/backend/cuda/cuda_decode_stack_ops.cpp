@@ -113,22 +113,31 @@ void CudaBackend::decoder_stack(Tensor& x, std::span<const DecoderLayerRefs> lay
   a.blocks = blocks;
   a.eps = p.eps;
   a.scale = p.scale;
-  // The weights in shared memory where the block's rows fit (the device's per-block limit),
-  // else in registers.
+  // The weights through the shared-memory ring, as large as a block may have (less 1 KiB for the
+  // static shared memory) or CudaOptions::decode_stack_ring_kib, where it holds the largest
+  // stage and the grid stays co-resident; else through registers.
   auto fits = [&] {
     const int64_t smem = decode_stack_smem_bytes(a);
-    const std::pair<int64_t, int64_t> key{hd + 1024 * (hq / hkv) + (a.smem_weights << 20), smem};
+    const std::pair<int64_t, int64_t> key{hd + 1024 * (hq / hkv) + ((a.ring_bytes > 0) << 20), smem};
     auto fit = decode_stack_fit_.find(key);
     if (fit == decode_stack_fit_.end())
       fit = decode_stack_fit_.emplace(key, decode_stack_max_blocks(a, smem)).first;
     return blocks <= fit->second;
   };
-  a.smem_weights = options_.decode_stack_smem ? 1 : 0;
-  const int64_t optin = ctx_->properties().sharedMemPerBlockOptin;
-  if (a.smem_weights && decode_stack_smem_bytes(a) > optin - 1024) a.smem_weights = 0;
-  if (a.smem_weights && !fits()) a.smem_weights = 0;
-  if (!a.smem_weights && !fits()) return composed();
-  a.l2_prefetch = options_.decode_stack_l2 && !a.smem_weights ? 1 : 0;
+  a.ring_bytes = 0;
+  if (options_.decode_stack_smem) {
+    const int64_t optin = ctx_->properties().sharedMemPerBlockOptin;
+    int64_t ring = (optin - 1024 - decode_stack_smem_bytes(a)) / 128 * 128;
+    if (options_.decode_stack_ring_kib > 0)
+      ring = std::min(ring, options_.decode_stack_ring_kib * 1024 / 128 * 128);
+    if (ring >= decode_stack_ring_min_bytes(a)) {
+      a.ring_bytes = ring;
+      if (!fits()) a.ring_bytes = 0;
+    }
+  }
+  if (!a.ring_bytes && !fits()) return composed();
+  a.l2_prefetch = options_.decode_stack_l2 && !a.ring_bytes ? 1 : 0;
+  a.glu_early = options_.decode_stack_glu_early && !a.ring_bytes ? 1 : 0;
 
   // The layer table on the device, uploaded once per model and cache.
   const void* device_table = nullptr;
@@ -173,6 +182,7 @@ void CudaBackend::decoder_stack(Tensor& x, std::span<const DecoderLayerRefs> lay
   }
   ctx_->record(launch_decode_stack, a, note(op, "decode_stack", {&x, first.q_proj, &cache0->keys}));
   ++decode_stack_kernels_;
+  if (a.ring_bytes) ++decode_stack_ring_;
   shadow_ = {};  // x changed; no shadow of it is fresh
 }
 

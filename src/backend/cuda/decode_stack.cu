@@ -37,6 +37,8 @@ namespace {
 
 using bf16 = __nv_bfloat16;
 
+// kThreads compute; the S variant adds one producer warp (kWarps) that only issues the ring's
+// copies, so the block's own synchronization is a named barrier of the kThreads (sync_compute).
 constexpr int kThreads = 512, kWarps = kThreads / 32;
 // Register budget per lane, in 16-byte chunks of 8 bf16 (chunk c = lane + 32 i of a row):
 constexpr int kChunksD = 4;    // a row of k = hidden <= 1024
@@ -47,6 +49,127 @@ constexpr int kGluRows = 2;    // gate/up pairs per warp
 constexpr int kMaxGroup = 4;   // q heads per kv head (the kernel's G: 2 or 4)
 constexpr int kKeyPre = 2;     // keys a warp loads with the layer's q/k/v weights
 constexpr int kKeyBatch = 4;   // keys a warp loads at once past those
+
+// The shared-memory weight ring (the kernel's S variant). Each block owns contiguous rows of every
+// matrix: the grid's share of q/k/v rows, of o and down rows (the hidden size) and of gate/up rows
+// (the intermediate size), so a layer is 7 stages per block: its q, k, v, o, gate, up and down rows,
+// each one contiguous range of the weight file. A producer warp of its own (one lane) copies them
+// in that order (bulk copies, TMA) into a ring of shared memory as far ahead as the ring has room,
+// whatever the compute warps are doing: weights never depend on activations, so HBM streams the
+// next phases' rows through the attention, the norms and the barriers, where the registers path
+// can only load one phase ahead. The compute warps free a phase's stages at the barrier arrival
+// after it (RingShared::consumed). A copy's issue can stall its thread for as long as the copy
+// engine is busy, which is why the producer is not one of the compute threads (session 18: as
+// thread 32 issuing at each arrival it held its block's departure up to ~3 us).
+// A stage that does not fit before the ring's end leaves that tail empty and continues at its
+// start at a row boundary, so every row is contiguous; addresses are "virtual" byte counts since
+// the launch's start, physical = virtual mod ring bytes.
+constexpr int kRingBars = 16;       // stages issued and not yet freed, at most (a barrier each)
+constexpr int kStagesPerLayer = 7;  // q, k, v, o, gate, up, down
+
+__device__ __forceinline__ void sync_compute() {
+  asm volatile("bar.sync 1, %0;" ::"n"(kThreads) : "memory");
+}
+// block_sum (device_util.cuh) over the compute threads: the same summation order.
+__device__ __forceinline__ float compute_sum(float v, float* part) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  v = warp_sum(v);
+  sync_compute();  // part may still be read from the previous call
+  if (lane == 0) part[warp] = v;
+  sync_compute();
+  float t = lane < kWarps ? part[lane] : 0.0f;
+  return warp_sum(t);
+}
+__device__ __forceinline__ int load_acquire_shared(const int* p) {
+  int v;
+  asm volatile("ld.acquire.cta.shared::cta.u32 %0, [%1];" : "=r"(v) : "r"(smem_u32(p)) : "memory");
+  return v;
+}
+__device__ __forceinline__ void store_release_shared(int* p, int v) {
+  asm volatile("st.release.cta.shared::cta.u32 [%0], %1;" ::"r"(smem_u32(p)), "r"(v) : "memory");
+}
+
+struct RingShared {
+  uint64_t bars[kRingBars];
+  int consumed;              // stages every compute warp is done with (set at barrier arrivals)  // stage s completes phase s / kRingBars of bars[s % kRingBars]
+  uint32_t off[kRingBars];   // the stage's first row (physical offset)
+  int rows1[kRingBars];      // its rows before the wrap; the rest from offset 0
+  uint32_t vend[kRingBars];  // its virtual end
+};
+
+// One stage: `rows` rows of `row_bytes` from `src` (nothing when rows is 0).
+struct RingStage {
+  const bf16* src;
+  int rows;
+  uint32_t row_bytes;
+};
+
+// The producer lane's state.
+struct RingProducer {
+  int next = 0;          // the first stage not fully issued
+  int freed = 0;         // stages every warp is done with
+  uint32_t freed_v = 0;  // the virtual end of those
+  uint32_t alloc_v = 0;  // stage `next`'s virtual start
+  uint32_t done = 0;     // its bytes issued
+};
+
+// Issues stages in order while the ring has room (virtual end <= the freed end + ring bytes) and
+// fewer than kRingBars stages are outstanding; a stage may be issued in pieces over several calls
+// (its barrier's phase ends at the arrival after the last piece).
+template <class StageAt>
+__device__ void ring_produce(RingProducer& p, RingShared& rs, unsigned char* ring, uint32_t ring_bytes,
+                            int total, const StageAt& stage_at) {
+  // The block's reads of the freed rows (ordered before this thread by sync_compute and the
+  // release / acquire of RingShared::consumed) come before the async proxy's writes over them.
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  const uint32_t limit = p.freed_v + ring_bytes;
+  while (p.next < total && p.next < p.freed + kRingBars) {
+    const RingStage st = stage_at(p.next);
+    const int slot = p.next % kRingBars;
+    uint64_t* bar = &rs.bars[slot];
+    const uint32_t bytes = static_cast<uint32_t>(st.rows) * st.row_bytes;
+    const uint32_t phys = p.alloc_v % ring_bytes;
+    const int rows1 = bytes == 0 ? 0 : min(st.rows, static_cast<int>((ring_bytes - phys) / st.row_bytes));
+    const uint32_t first = static_cast<uint32_t>(rows1) * st.row_bytes;
+    const uint32_t second_v = rows1 < st.rows ? p.alloc_v + (ring_bytes - phys) : p.alloc_v + first;
+    const uint32_t vend = second_v + (bytes - first);
+    if (p.done == 0) {
+      rs.off[slot] = phys;
+      rs.rows1[slot] = rows1;
+      rs.vend[slot] = vend;
+    }
+    // Data bytes [s0, s1) of the stage at virtual v0 on: the part below the limit.
+    auto issue = [&](uint32_t s0, uint32_t s1, uint32_t v0) {
+      if (p.done < s0 || p.done >= s1) return;
+      const uint32_t v = v0 + (p.done - s0);
+      if (v >= limit) return;
+      const uint32_t n = min(s1 - p.done, limit - v);
+      mbar_add_tx(bar, n);
+      bulk_copy_g2s(ring + v % ring_bytes, reinterpret_cast<const unsigned char*>(st.src) + p.done, n, bar);
+      p.done += n;
+    };
+    issue(0, first, p.alloc_v);
+    issue(first, bytes, second_v);
+    if (p.done < bytes) return;
+    mbar_arrive(bar);
+    p.alloc_v = vend;
+    p.done = 0;
+    ++p.next;
+  }
+}
+
+// Row i of stage s in the ring, once its barrier completed.
+__device__ __forceinline__ const bf16* ring_row(const RingShared& rs, const unsigned char* ring,
+                                                int s, int i, uint32_t row_bytes) {
+  const int slot = s % kRingBars, rows1 = rs.rows1[slot];
+  return reinterpret_cast<const bf16*>(
+      ring + (i < rows1 ? rs.off[slot] + static_cast<uint32_t>(i) * row_bytes
+                        : static_cast<uint32_t>(i - rows1) * row_bytes));
+}
+
+__device__ __forceinline__ void ring_wait(RingShared& rs, int s) {
+  mbar_wait(&rs.bars[s % kRingBars], static_cast<uint32_t>(s / kRingBars) & 1u);
+}
 
 __device__ __forceinline__ uint64_t global_ns() {
   uint64_t t;
@@ -63,7 +186,7 @@ struct GridBarrier {
     if (trace) trace[(static_cast<uint64_t>(k) * gridDim.x + blockIdx.x) * 2 + which] = global_ns();
   }
   __device__ __forceinline__ void arrive() {
-    __syncthreads();
+    sync_compute();
     if (threadIdx.x == 0) {
       mark(index, 0);
       target += gridDim.x;
@@ -77,7 +200,7 @@ struct GridBarrier {
       }
       mark(index++, 1);
     }
-    __syncthreads();
+    sync_compute();
   }
 };
 
@@ -154,9 +277,9 @@ __device__ __forceinline__ void load_normed(const float* x, const bf16* w, int d
     reinterpret_cast<float4*>(s)[i] = v;
     sq += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
   }
-  const float inv = 1.0f / sqrtf(block_sum(sq, part) / static_cast<float>(d) + eps);
+  const float inv = 1.0f / sqrtf(compute_sum(sq, part) / static_cast<float>(d) + eps);
   for (int i = threadIdx.x; i < d; i += kThreads) s[i] = __bfloat162float(w[i]) * (s[i] * inv);
-  __syncthreads();
+  sync_compute();
 }
 
 // A head's elements per lane: lane holds [lane * E, lane * E + E) (lanes >= D hold none at
@@ -218,16 +341,20 @@ __device__ __forceinline__ void norm_rope(float (&v)[HeadLanes<D>::E],
   }
 }
 
-// D: head_dim; G: the largest GQA group it handles (2 or 4: fewer registers for 2); S: the o
-// projection's and the MLP's weight rows of each block stream into shared memory by bulk copies
-// issued at the layer's start (DecodeStackArgs::smem_weights), instead of into registers one
-// barrier ahead of their phase.
-template <int D, int G, bool S>
-__global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const DecodeStackArgs a) {
+// D: head_dim; G: the largest GQA group it handles (2 or 4: fewer registers and less shared
+// memory for 2); S: every weight row streams through the shared-memory ring (see kRingBars;
+// DecodeStackArgs::ring_bytes) instead of into registers one barrier ahead of its phase; GE
+// (registers path): DecodeStackArgs::glu_early, a variant of its own so that the default's
+// registers are not shared with the gate rows held through phase C.
+template <bool S>
+constexpr int kBlockThreads = S ? kThreads + 32 : kThreads;
+
+template <int D, int G, bool S, bool GE>
+__global__ void __launch_bounds__(kBlockThreads<S>, 1) decode_stack_kernel(const DecodeStackArgs a) {
   using HL = HeadLanes<D>;
   constexpr int E = HL::E;
   extern __shared__ __align__(128) unsigned char smem_bytes[];
-  __shared__ __align__(8) uint64_t weight_bars[3];  // S: o rows, gate/up rows, down rows
+  __shared__ RingShared ring_meta;  // S
   __shared__ float part[kWarps];
   __shared__ int last_split;
   const int d = static_cast<int>(a.d), f = static_cast<int>(a.f), hq = static_cast<int>(a.hq),
@@ -236,24 +363,31 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const DecodeS
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int gw = blockIdx.x * kWarps + warp, nw = gridDim.x * kWarps;
   const float eps = static_cast<float>(a.eps), scale = static_cast<float>(a.scale);
-  // Shared memory: the phase's vector (xn, attn or h), or in B the warps' softmax states; then
-  // the group's rotated queries and the new key and value.
-  const int states = kWarps * kMaxGroup * (D + 2);
+  // Shared memory: S: the weight ring first. Then the phase's vector (xn, attn or h), or in B
+  // the warps' softmax states; then the group's rotated queries and the new key and value.
+  const int states = kWarps * G * (D + 2);
   const int vec_floats = max(max(max(d, qw), f), states);
-  // S: block b's weight rows first: o rows b + nb k ([n_o][qw]), gate then up rows b + nb k
-  // ([n_gu][d] each), down rows b + nb k ([n_dn][f]); nb = the grid.
   const int nb = static_cast<int>(gridDim.x), b = static_cast<int>(blockIdx.x);
-  const int n_o = S ? (d - b + nb - 1) / nb : 0, n_gu = S ? (f - b + nb - 1) / nb : 0;
-  const int max_o = S ? (d + nb - 1) / nb : 0, max_gu = S ? (f + nb - 1) / nb : 0;
-  bf16* s_o = reinterpret_cast<bf16*>(smem_bytes);
-  bf16* s_g = s_o + static_cast<int64_t>(max_o) * qw;
-  bf16* s_u = s_g + static_cast<int64_t>(max_gu) * d;
-  bf16* s_d = s_u + static_cast<int64_t>(max_gu) * d;
-  float* smem = reinterpret_cast<float*>(s_d + static_cast<int64_t>(max_o) * f);
+  const uint32_t ring_bytes = S ? static_cast<uint32_t>(a.ring_bytes) : 0u;
+  unsigned char* ring = smem_bytes;
+  float* smem = reinterpret_cast<float*>(smem_bytes + ring_bytes);
   float* svec = smem;
-  float* sq = smem + vec_floats;  // [kMaxGroup][D]
-  float* snk = sq + kMaxGroup * D;
+  float* sq = smem + vec_floats;  // [G][D]
+  float* snk = sq + G * D;
   float* snv = snk + D;
+  // S: this block's rows [lo, hi) of a matrix of n rows (balanced over the grid), and of the
+  // q/k/v rows as one matrix (the stages cut it at q | k | v).
+  auto own = [&](int n) {
+    return make_int2(static_cast<int>(static_cast<int64_t>(b) * n / nb),
+                     static_cast<int>(static_cast<int64_t>(b + 1) * n / nb));
+  };
+  const int2 own_qkv = own(rows_qkv), own_d = own(d), own_f = own(f);
+  // Stage k of a layer: its first row in the q/k/v numbering (q/k/v stages) or its matrix.
+  auto qkv_cut = [&](int k) {  // k = 0 q, 1 k, 2 v: the block's rows of that part, q/k/v numbering
+    const int from = k == 0 ? 0 : k == 1 ? qw : qw + kvw, to = k == 0 ? qw : k == 1 ? qw + kvw : rows_qkv;
+    const int lo = max(own_qkv.x, from), hi = min(own_qkv.y, to);
+    return make_int3(lo, max(lo, hi), from);
+  };
 
   // The step's row: its position, cache slot and the keys it attends to.
   const int pos = a.positions[0], slot = a.slots[0];
@@ -296,12 +430,15 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const DecodeS
   if (tid == 0) barrier.mark(ends, 0);
   uint4 wqkv[kQkvRows][kChunksD];
   typename HL::Raw kpre[kKeyPre] = {}, vpre[kKeyPre] = {};
-  // The layer's q/k/v rows of this warp and the first keys it will read, into registers.
+  // The layer's q/k/v rows of this warp (registers path) and the first keys it will read, into
+  // registers.
   auto load_layer_start = [&](const DecodeStackLayer& L) {
+    if constexpr (!S) {
 #pragma unroll
-    for (int i = 0; i < kQkvRows; ++i) {
-      const int r = gw + i * nw;
-      load_row(wqkv[i], qkv_row(L, r), d / 8, r < rows_qkv);
+      for (int i = 0; i < kQkvRows; ++i) {
+        const int r = gw + i * nw;
+        load_row(wqkv[i], qkv_row(L, r), d / 8, r < rows_qkv);
+      }
     }
 #pragma unroll
     for (int j = 0; j < kKeyPre; ++j)
@@ -309,35 +446,6 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const DecodeS
         kpre[j] = HL::load(static_cast<const bf16*>(L.keys) + pre_at[j]);
         vpre[j] = HL::load(static_cast<const bf16*>(L.values) + pre_at[j]);
       }
-    if constexpr (S) {
-      // Every warp of the block is past its last read of these rows (the barrier's arrival
-      // synchronized the block); the bulk copies write through the async proxy.
-      if (tid == 0) {
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-        const auto row_o = static_cast<uint32_t>(qw) * 2, row_d = static_cast<uint32_t>(d) * 2,
-                   row_f = static_cast<uint32_t>(f) * 2;
-        mbar_expect_tx(&weight_bars[0], n_o * row_o);
-        mbar_expect_tx(&weight_bars[1], 2 * n_gu * row_d);
-        mbar_expect_tx(&weight_bars[2], n_o * row_f);
-        for (int k = 0; k < n_o; ++k) {
-          const int64_t r = b + static_cast<int64_t>(nb) * k;
-          bulk_copy_g2s(s_o + static_cast<int64_t>(k) * qw, static_cast<const bf16*>(L.wo) + r * qw,
-                        row_o, &weight_bars[0]);
-        }
-        for (int k = 0; k < n_gu; ++k) {
-          const int64_t j = b + static_cast<int64_t>(nb) * k;
-          bulk_copy_g2s(s_g + static_cast<int64_t>(k) * d, static_cast<const bf16*>(L.wg) + j * d,
-                        row_d, &weight_bars[1]);
-          bulk_copy_g2s(s_u + static_cast<int64_t>(k) * d, static_cast<const bf16*>(L.wu) + j * d,
-                        row_d, &weight_bars[1]);
-        }
-        for (int k = 0; k < n_o; ++k) {
-          const int64_t r = b + static_cast<int64_t>(nb) * k;
-          bulk_copy_g2s(s_d + static_cast<int64_t>(k) * f, static_cast<const bf16*>(L.wd) + r * f,
-                        row_f, &weight_bars[2]);
-        }
-      }
-    }
   };
   // The layer table in shared memory: the phases read their pointers there, not from global
   // memory between a barrier's arrival and its wait.
@@ -346,13 +454,60 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const DecodeS
     const auto* src = reinterpret_cast<const uint64_t*>(a.layers);
     auto* dst = reinterpret_cast<uint64_t*>(layers);
     const int words = static_cast<int>(a.num_layers) * static_cast<int>(sizeof(DecodeStackLayer) / 8);
-    for (int i = tid; i < words; i += kThreads) dst[i] = src[i];
+    for (int i = tid; i < words; i += static_cast<int>(blockDim.x)) dst[i] = src[i];
     if (S && tid == 0) {
-      for (uint64_t& bar : weight_bars) mbar_init(&bar, 1);
+      ring_meta.consumed = 0;
+      for (uint64_t& bar : ring_meta.bars) mbar_init(&bar, 1);
       asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     __syncthreads();
   }
+  // S: stage s's rows (s = layer * kStagesPerLayer + k) and the producer's state.
+  auto stage_at = [&](int s) -> RingStage {
+    const DecodeStackLayer& L = layers[s / kStagesPerLayer];
+    const int k = s % kStagesPerLayer;
+    const auto rd = static_cast<uint32_t>(d) * 2;
+    if (k < 3) {
+      const int3 c = qkv_cut(k);
+      const void* m = k == 0 ? L.wq : k == 1 ? L.wk : L.wv;
+      return {static_cast<const bf16*>(m) + static_cast<int64_t>(c.x - c.z) * d, c.y - c.x, rd};
+    }
+    if (k == 3)
+      return {static_cast<const bf16*>(L.wo) + static_cast<int64_t>(own_d.x) * qw, own_d.y - own_d.x,
+              static_cast<uint32_t>(qw) * 2};
+    if (k < 6)
+      return {static_cast<const bf16*>(k == 4 ? L.wg : L.wu) + static_cast<int64_t>(own_f.x) * d,
+              own_f.y - own_f.x, rd};
+    return {static_cast<const bf16*>(L.wd) + static_cast<int64_t>(own_d.x) * f, own_d.y - own_d.x,
+            static_cast<uint32_t>(f) * 2};
+  };
+  const int total_stages = kStagesPerLayer * static_cast<int>(a.num_layers);
+  if constexpr (S) {
+    if (warp == kWarps) {
+      // The producer warp (one lane): issue what fits, then whenever the compute warps free
+      // stages, free them in the ring and issue more, until every stage is issued. Its copies
+      // may stall it (the copy engine's queue), never the compute warps.
+      if (lane == 0) {
+        RingProducer p;
+        ring_produce(p, ring_meta, ring, ring_bytes, total_stages, stage_at);
+        while (p.next < total_stages) {
+          const int c = load_acquire_shared(&ring_meta.consumed);
+          if (c == p.freed) continue;
+          p.freed = c;
+          p.freed_v = ring_meta.vend[(c - 1) % kRingBars];
+          ring_produce(p, ring_meta, ring, ring_bytes, total_stages, stage_at);
+        }
+      }
+      return;  // the compute threads synchronize by sync_compute, which counts only them
+    }
+  }
+  // S, at a barrier's arrival (the compute threads are past every read of the stages before
+  // `consumed`): tell the producer.
+  auto ring_advance = [&](int consumed) {
+    if constexpr (S) {
+      if (tid == 32) store_release_shared(&ring_meta.consumed, consumed);
+    }
+  };
   load_layer_start(layers[0]);
 
   for (int l = 0; l < static_cast<int>(a.num_layers); ++l) {
@@ -381,16 +536,29 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const DecodeS
     }
     // --- A: norm + q/k/v -------------------------------------------------------------------
     load_normed(a.x, static_cast<const bf16*>(L.attn_norm), d, eps, svec, part);
+    const int stage0 = l * kStagesPerLayer;
+    if constexpr (S) {
+      for (int k = 0; k < 3; ++k) {
+        const int3 c = qkv_cut(k);
+        if (c.y > c.x) ring_wait(ring_meta, stage0 + k);
+        for (int r = c.x + warp; r < c.y; r += kWarps) {
+          const float v = warp_dot_smem(ring_row(ring_meta, ring, stage0 + k, r - c.x, d * 2), svec, d / 8);
+          if (lane == 0) a.qkv[r] = v;
+        }
+      }
+    } else {
 #pragma unroll
-    for (int i = 0; i < kQkvRows; ++i) {
-      const int r = gw + i * nw;
-      if (r < rows_qkv) {
-        const float v = dot_row(wqkv[i], svec, d / 8);
-        if (lane == 0) a.qkv[r] = v;
+      for (int i = 0; i < kQkvRows; ++i) {
+        const int r = gw + i * nw;
+        if (r < rows_qkv) {
+          const float v = dot_row(wqkv[i], svec, d / 8);
+          if (lane == 0) a.qkv[r] = v;
+        }
       }
     }
     // The q/k norm weights of the heads this warp normalizes in B, while the barrier completes.
     barrier.arrive();
+    ring_advance(stage0 + 3);
     float qk_w[E];
     load_norm_lane<D>(static_cast<const bf16*>(warp < group ? L.q_norm : L.k_norm), qk_w);
     barrier.wait();
@@ -427,7 +595,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const DecodeS
             sn[lane * E + c] = __bfloat162float(b);
           }
       }
-      __syncthreads();
+      sync_compute();
       float qv[G][E], m[G], lsum[G], acc[G][E];
 #pragma unroll
       for (int i = 0; i < G; ++i) {
@@ -497,11 +665,11 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const DecodeS
         }
       }
       // The warps' states into shared memory (svec is free in B), merged per (head, element).
-      float* st = svec;  // [kWarps][kMaxGroup][2 + D]
+      float* st = svec;  // [kWarps][G][2 + D]
 #pragma unroll
       for (int i = 0; i < G; ++i) {
         if (i < group) {
-          float* s = st + (warp * kMaxGroup + i) * (D + 2);
+          float* s = st + (warp * G + i) * (D + 2);
           if (lane == 0) {
             s[0] = m[i];
             s[1] = lsum[i];
@@ -511,15 +679,15 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const DecodeS
             for (int c = 0; c < E; ++c) s[2 + lane * E + c] = acc[i][c];
         }
       }
-      __syncthreads();
+      sync_compute();
       if (tid < group * D) {
         const int i = tid / D, e = tid % D, h = g * group + i;
         float mx = -INFINITY;
-        for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, st[(w * kMaxGroup + i) * (D + 2)]);
+        for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, st[(w * G + i) * (D + 2)]);
         float ls = 0.0f, o = 0.0f;
         if (mx != -INFINITY)
           for (int w = 0; w < kWarps; ++w) {
-            const float* s = st + (w * kMaxGroup + i) * (D + 2);
+            const float* s = st + (w * G + i) * (D + 2);
             const float fw = s[0] == -INFINITY ? 0.0f : expf(s[0] - mx);
             ls += fw * s[1];
             o += fw * s[2 + e];
@@ -533,8 +701,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const DecodeS
       }
       // The split that finishes last merges all of them (merge_splits_if_last's scheme, with one
       // fence a block as the grid barrier has: the block's writes are ordered before thread 0's
-      // by __syncthreads).
-      __syncthreads();
+      // by sync_compute).
+      sync_compute();
       if (tid == 0) {
         __threadfence();
         last_split = atomicAdd(&a.sync[2 + g], 1u) == static_cast<unsigned>(splits - 1);
@@ -543,7 +711,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const DecodeS
           __threadfence();
         }
       }
-      __syncthreads();
+      sync_compute();
       if (last_split) {
         // Every split's (max, sum) in one round of loads, a warp per head for the weights
         // e^(m_s - M) and the denominator, then each output over the splits with its loads
@@ -559,7 +727,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const DecodeS
           sm[hi2 * splits + s] = ml.x;
           sl[hi2 * splits + s] = ml.y;
         }
-        __syncthreads();
+        sync_compute();
         if (warp < group) {
           float mx = -INFINITY;
           for (int s = lane; s < splits; s += 32) mx = fmaxf(mx, sm[warp * splits + s]);
@@ -574,7 +742,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const DecodeS
           ls = warp_sum(ls);
           if (lane == 0) den[warp] = ls;
         }
-        __syncthreads();
+        sync_compute();
         if (tid < group * D) {
           const int i = tid / D, e = tid % D, h = g * group + i;
           float o = 0.0f;
@@ -589,36 +757,44 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const DecodeS
     // shared memory since the layer's start).
     barrier.arrive();
     uint4 wo[kChunksA];
-    if constexpr (!S)
+    uint4 wg[kGluRows][kChunksD], wu[kGluRows][kChunksD];
+    auto load_gate = [&] {
+#pragma unroll
+      for (int i = 0; i < kGluRows; ++i) {
+        const int j = gw + i * nw;
+        load_row(wg[i], static_cast<const bf16*>(L.wg) + static_cast<int64_t>(j) * d, d / 8, j < f);
+      }
+    };
+    if constexpr (!S) {
       load_row(wo, static_cast<const bf16*>(L.wo) + static_cast<int64_t>(gw) * qw, qw / 8, gw < d);
+      if constexpr (GE) load_gate();
+    }
     barrier.wait();
-    const uint32_t parity = static_cast<uint32_t>(l) & 1u;  // S: this layer's phase of the bars
 
     // --- C: o projection + residual --------------------------------------------------------
     // (The residual's old value is requested with the vector, not after the dot product.) S:
-    // warp w takes the block's rows w, w + 16, ... (row b + nb k of the matrix).
-    const int r_c = S ? b + nb * warp : gw;
-    float x_old = lane == 0 && r_c < d && (!S || warp < n_o) ? __ldcg(a.x + r_c) : 0.0f;
+    // warp w takes the block's rows w, w + 16, ... of its own.
+    const int r_c = S ? own_d.x + warp : gw, r_end = S ? own_d.y : d;
+    float x_old = lane == 0 && r_c < r_end ? __ldcg(a.x + r_c) : 0.0f;
     load_vector(a.attn, qw, svec);
-    __syncthreads();
+    sync_compute();
     if constexpr (S) {
-      mbar_wait(&weight_bars[0], parity);
-      for (int k = warp; k < n_o; k += kWarps) {
-        const int r = b + nb * k;
-        const float o = warp_dot_smem(s_o + static_cast<int64_t>(k) * qw, svec, qw / 8);
-        if (lane == 0) a.x[r] = (k == warp ? x_old : __ldcg(a.x + r)) + o;
+      if (own_d.y > own_d.x) ring_wait(ring_meta, stage0 + 3);
+      for (int r = r_c; r < r_end; r += kWarps) {
+        const float o = warp_dot_smem(ring_row(ring_meta, ring, stage0 + 3, r - own_d.x, qw * 2), svec, qw / 8);
+        if (lane == 0) a.x[r] = (r == r_c ? x_old : __ldcg(a.x + r)) + o;
       }
     } else if (gw < d) {
       const float o = dot_row(wo, svec, qw / 8);
       if (lane == 0) a.x[gw] = x_old + o;
     }
     barrier.arrive();
-    uint4 wg[kGluRows][kChunksD], wu[kGluRows][kChunksD];
+    ring_advance(stage0 + 4);
     if constexpr (!S) {
+      if constexpr (!GE) load_gate();
 #pragma unroll
       for (int i = 0; i < kGluRows; ++i) {
         const int j = gw + i * nw;
-        load_row(wg[i], static_cast<const bf16*>(L.wg) + static_cast<int64_t>(j) * d, d / 8, j < f);
         load_row(wu[i], static_cast<const bf16*>(L.wu) + static_cast<int64_t>(j) * d, d / 8, j < f);
       }
     }
@@ -627,11 +803,14 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const DecodeS
     // --- D: norm + gate/up + SwiGLU --------------------------------------------------------
     load_normed(a.x, static_cast<const bf16*>(L.mlp_norm), d, eps, svec, part);
     if constexpr (S) {
-      mbar_wait(&weight_bars[1], parity);
-      for (int k = warp; k < n_gu; k += kWarps) {
-        const float gv = warp_dot_smem(s_g + static_cast<int64_t>(k) * d, svec, d / 8);
-        const float uv = warp_dot_smem(s_u + static_cast<int64_t>(k) * d, svec, d / 8);
-        if (lane == 0) a.h[b + nb * k] = gv / (1.0f + expf(-gv)) * uv;  // as swiglu_kernel
+      if (own_f.y > own_f.x) {
+        ring_wait(ring_meta, stage0 + 4);
+        ring_wait(ring_meta, stage0 + 5);
+      }
+      for (int j = own_f.x + warp; j < own_f.y; j += kWarps) {
+        const float gv = warp_dot_smem(ring_row(ring_meta, ring, stage0 + 4, j - own_f.x, d * 2), svec, d / 8);
+        const float uv = warp_dot_smem(ring_row(ring_meta, ring, stage0 + 5, j - own_f.x, d * 2), svec, d / 8);
+        if (lane == 0) a.h[j] = gv / (1.0f + expf(-gv)) * uv;  // as swiglu_kernel
       }
     } else {
 #pragma unroll
@@ -644,21 +823,21 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const DecodeS
       }
     }
     barrier.arrive();
+    ring_advance(stage0 + 6);
     uint4 wd[kChunksF];
     if constexpr (!S)
       load_row(wd, static_cast<const bf16*>(L.wd) + static_cast<int64_t>(gw) * f, f / 8, gw < d);
     barrier.wait();
 
     // --- E: down projection + residual -----------------------------------------------------
-    x_old = lane == 0 && r_c < d && (!S || warp < n_o) ? __ldcg(a.x + r_c) : 0.0f;
+    x_old = lane == 0 && r_c < r_end ? __ldcg(a.x + r_c) : 0.0f;
     load_vector(a.h, f, svec);
-    __syncthreads();
+    sync_compute();
     if constexpr (S) {
-      mbar_wait(&weight_bars[2], parity);
-      for (int k = warp; k < n_o; k += kWarps) {
-        const int r = b + nb * k;
-        const float o = warp_dot_smem(s_d + static_cast<int64_t>(k) * f, svec, f / 8);
-        if (lane == 0) a.x[r] = (k == warp ? x_old : __ldcg(a.x + r)) + o;
+      if (own_d.y > own_d.x) ring_wait(ring_meta, stage0 + 6);
+      for (int r = r_c; r < r_end; r += kWarps) {
+        const float o = warp_dot_smem(ring_row(ring_meta, ring, stage0 + 6, r - own_d.x, f * 2), svec, f / 8);
+        if (lane == 0) a.x[r] = (r == r_c ? x_old : __ldcg(a.x + r)) + o;
       }
     } else if (gw < d) {
       const float o = dot_row(wd, svec, f / 8);
@@ -666,6 +845,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const DecodeS
     }
     if (l + 1 < static_cast<int>(a.num_layers)) {
       barrier.arrive();
+      ring_advance(stage0 + kStagesPerLayer);
       load_layer_start(layers[l + 1]);
       barrier.wait();
     }
@@ -673,7 +853,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const DecodeS
 
   // Every block has passed every barrier once it arrives here: the last one resets the counters
   // for the next launch (graph replays reuse them).
-  __syncthreads();
+  sync_compute();
   if (tid == 0) {
     barrier.mark(ends, 1);
     __threadfence();
@@ -686,12 +866,12 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const DecodeS
 
 // Raises (never lowers: a smaller shape must not break a larger one's launches) the kernel's
 // dynamic shared memory limit to `bytes`.
-template <int D, int G, bool S>
+template <int D, int G, bool S, bool GE = false>
 void allow_smem(int bytes) {
   static int allowed = 0;
   if (bytes <= allowed) return;
   const cudaError_t err = cudaFuncSetAttribute(
-      decode_stack_kernel<D, G, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+      decode_stack_kernel<D, G, S, GE>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   if (err != cudaSuccess) throw std::runtime_error(cudaGetErrorString(err));
   allowed = bytes;
 }
@@ -703,7 +883,8 @@ int64_t max_blocks_for(int64_t smem) {
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
     return 0;
   allow_smem<D, G, S>(static_cast<int>(smem));
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, decode_stack_kernel<D, G, S>, kThreads,
+  if (!S) allow_smem<D, G, false, true>(static_cast<int>(smem));  // the same registers and threads
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, decode_stack_kernel<D, G, S, false>, kBlockThreads<S>,
                                                     static_cast<size_t>(smem)) != cudaSuccess)
     return 0;
   return static_cast<int64_t>(per_sm) * sms;
@@ -712,16 +893,21 @@ int64_t max_blocks_for(int64_t smem) {
 template <int D, int G>
 void launch_typed(const DecodeStackArgs& a, cudaStream_t s) {
   const auto bytes = static_cast<size_t>(decode_stack_smem_bytes(a));
-  if (a.smem_weights)
-    decode_stack_kernel<D, G, true><<<static_cast<unsigned>(a.blocks), kThreads, bytes, s>>>(a);
+  if (a.ring_bytes)
+    decode_stack_kernel<D, G, true, false><<<static_cast<unsigned>(a.blocks), kBlockThreads<true>, bytes, s>>>(a);
+  else if (a.glu_early)
+    decode_stack_kernel<D, G, false, true><<<static_cast<unsigned>(a.blocks), kBlockThreads<false>, bytes, s>>>(a);
   else
-    decode_stack_kernel<D, G, false><<<static_cast<unsigned>(a.blocks), kThreads, bytes, s>>>(a);
+    decode_stack_kernel<D, G, false, false><<<static_cast<unsigned>(a.blocks), kBlockThreads<false>, bytes, s>>>(a);
 }
 
 template <int D, int G>
-int64_t max_blocks_either(bool smem_weights, int64_t smem) {
-  return smem_weights ? max_blocks_for<D, G, true>(smem) : max_blocks_for<D, G, false>(smem);
+int64_t max_blocks_either(bool ring, int64_t smem) {
+  return ring ? max_blocks_for<D, G, true>(smem) : max_blocks_for<D, G, false>(smem);
 }
+
+// The instantiation's G for a's shapes (launch_decode_stack's choice).
+int64_t kernel_group(const DecodeStackArgs& a) { return a.head_dim == 128 && a.hq / a.hkv <= 2 ? 2 : 4; }
 
 }  // namespace
 
@@ -729,20 +915,30 @@ DecodeStackLimits decode_stack_limits() {
   return {kThreads, 32 * 8 * kChunksD, 32 * 8 * kChunksA, 32 * 8 * kChunksF, kMaxGroup};
 }
 
+int64_t decode_stack_ring_min_bytes(const DecodeStackArgs& a) {
+  // The producer issues only at barrier arrivals, so a phase's stages (q/k/v; o; gate/up; down)
+  // must all be in the ring at once when the phase starts (else its waits would wait for an
+  // issue that comes after the phase). Their span is their bytes plus at most one skipped tail
+  // (less than a row): the ring wraps at most once within its own size.
+  const int64_t qw = a.hq * a.head_dim, rows_qkv = qw + 2 * a.hkv * a.head_dim;
+  auto most = [&](int64_t n) { return (n + a.blocks - 1) / a.blocks; };  // rows of a block, at most
+  const int64_t phase = std::max(std::max(most(rows_qkv) * a.d, most(a.d) * qw),
+                                 std::max(2 * most(a.f) * a.d, most(a.d) * a.f)) * 2;
+  return phase + std::max(std::max(a.d, qw), a.f) * 2;
+}
+
 int64_t decode_stack_smem_bytes(const DecodeStackArgs& a) {
-  // smem_weights: the block's o, gate/up and down rows ahead of the rest (see the kernel).
-  const int64_t rows_o = (a.d + a.blocks - 1) / a.blocks, rows_gu = (a.f + a.blocks - 1) / a.blocks;
-  const int64_t weights =
-      a.smem_weights ? (rows_o * a.hq * a.head_dim + 2 * rows_gu * a.d + rows_o * a.f) * 2 : 0;
-  const int64_t states = int64_t{kWarps} * kMaxGroup * (a.head_dim + 2);
+  // The ring (S) ahead of the rest (see the kernel).
+  const int64_t g = kernel_group(a);
+  const int64_t states = int64_t{kWarps} * g * (a.head_dim + 2);
   const int64_t vec = std::max(std::max(std::max(a.d, a.hq * a.head_dim), a.f), states);
   // ... then sq, snk, snv, then the layer table (8-byte aligned: head_dim is even).
-  return weights + (vec + (kMaxGroup + 2) * a.head_dim) * 4 +
+  return a.ring_bytes + (vec + (g + 2) * a.head_dim) * 4 +
          a.num_layers * static_cast<int64_t>(sizeof(DecodeStackLayer));
 }
 
 int64_t decode_stack_max_blocks(const DecodeStackArgs& a, int64_t smem) {
-  const bool g2 = a.hq / a.hkv <= 2, w = a.smem_weights != 0;
+  const bool g2 = a.hq / a.hkv <= 2, w = a.ring_bytes != 0;
   switch (a.head_dim) {
     case 16:
       return max_blocks_either<16, 4>(w, smem);

@@ -45,14 +45,19 @@ struct DecodeStackArgs {
   // it arrives at barrier k and when it leaves it (k = barriers: the kernel's start and end),
   // for INFERA_CUDA_DECODE_STACK_TRACE; barriers = 5 * layers - 1.
   uint64_t* trace;
-  // 1: the o, gate/up and down rows of each block stream into shared memory by bulk copies (TMA)
-  // issued at the layer's start; 0: into registers before the barrier ahead of their phase.
-  int64_t smem_weights;
+  // > 0: every weight row of the block streams through a ring of this many bytes of shared memory
+  // (a multiple of 128, >= decode_stack_ring_min_bytes), copied (TMA) by one thread as far ahead
+  // as the ring has room; 0: into registers before the barrier ahead of their phase.
+  int64_t ring_bytes;
   // 1 (registers path only): at each layer's start every warp requests into L2 the rows it will
   // load into registers later in the layer (o, gate/up, down) and the next layer's q/k/v rows, so
   // HBM streams them during the norms, the attention and the barriers and each phase's loads hit
   // L2 (DecodeStackArgs of CudaOptions::decode_stack_l2).
   int64_t l2_prefetch;
+  // 1 (registers path only): the gate rows load with the o rows at the barrier before C, the up
+  // rows alone at the barrier before D, so the largest burst of weight loads (gate and up, 12.6 MB
+  // at Qwen3-0.6B) is split over two barriers (CudaOptions::decode_stack_glu_early).
+  int64_t glu_early;
   double eps, scale;
 };
 
@@ -64,9 +69,11 @@ struct DecodeStackLimits {
   int64_t threads, max_hidden, max_q_width, max_f, max_group;
 };
 DecodeStackLimits decode_stack_limits();
-// Dynamic shared memory of a launch with these shapes.
+// Dynamic shared memory of a launch with these shapes (ring included).
 int64_t decode_stack_smem_bytes(const DecodeStackArgs& a);
-// Blocks of the kernel for a's head_dim, GQA group and smem_weights that fit on the device at
+// The smallest ring that holds any one phase's stages of a's shapes and grid (a.blocks).
+int64_t decode_stack_ring_min_bytes(const DecodeStackArgs& a);
+// Blocks of the kernel for a's head_dim, GQA group and ring (or none) that fit on the device at
 // once with `smem` bytes (0: none or an unsupported head_dim); also allows the kernel that much
 // dynamic shared memory.
 int64_t decode_stack_max_blocks(const DecodeStackArgs& a, int64_t smem);
