@@ -152,7 +152,7 @@ TEST(CudaDecodeStackL2, PrefetchChangesNoBit) {
 // Variants of the kernel that move no value give the registers path's logits bit for bit:
 // the weight ring (CudaOptions::decode_stack_smem) at the largest size, at sizes near the
 // smallest that holds a phase (its stages wrap at the ring's end and are issued in pieces) and
-// between, and the gate rows loaded a phase early (decode_stack_glu_early). On the 0.6B layer
+// between. On the 0.6B layer
 // shape with a long context (every register slot in use, the attention walks batches of keys)
 // and a small head_dim-128 model whose whole launch fits the ring (the producer is held back by
 // its 16 barriers, not by room).
@@ -162,7 +162,6 @@ TEST(CudaDecodeStackVariants, SameBitsAsTheRegistersPath) {
     std::string name;
     bool ring = false;
     int64_t ring_kib = 0;  // 0: as large as fits
-    bool glu_early = false;
   };
   struct Model {
     const char* name;
@@ -170,19 +169,18 @@ TEST(CudaDecodeStackVariants, SameBitsAsTheRegistersPath) {
     int prompt;
     std::vector<Variant> variants;
   };
-  const Variant largest{"ring", true}, glu{"gate rows early", false, 0, true};
+  const Variant largest{"ring", true};
   for (const Model& m :
        {Model{"qwen3_0_6b_layers_long", kQwen3Layer06B, 1100,
-              {largest, {"ring 104 KiB", true, 104}, {"ring 150 KiB", true, 150}, glu}},
+              {largest, {"ring 104 KiB", true, 104}, {"ring 150 KiB", true, 150}}},
         Model{"head_dim_128", cuda_test::kQwen3, 40,
-              {largest, {"ring 5 KiB", true, 5}, {"ring 7 KiB", true, 7}, glu}}}) {
+              {largest, {"ring 5 KiB", true, 5}, {"ring 7 KiB", true, 7}}}}) {
     const auto dir = cuda_test::config_dir(std::string("decode_stack_variants_") + m.name, m.config);
     auto run = [&](const Variant& v, int64_t& ring_kernels) {
       CudaOptions o;
       o.stream_gemm = false;
       o.decode_stack_smem = v.ring;
       o.decode_stack_ring_kib = v.ring_kib;
-      o.decode_stack_glu_early = v.glu_early;
       auto b = make_cuda_backend(0, o);
       auto model = load_causal_lm(dir, *b, LoadOptions{.dummy_weights = true});
       auto logits = decode_one(*model, m.prompt, 6);

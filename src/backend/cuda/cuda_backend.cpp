@@ -374,8 +374,6 @@ CudaOptions cuda_options_from_env() {
   if (const char* v = std::getenv("INFERA_CUDA_DECODE_STACK_RING_KIB"); v && *v)
     o.decode_stack_ring_kib = std::max(0, std::atoi(v));
   o.decode_stack_l2 = cuda::env_flag("INFERA_CUDA_DECODE_STACK_L2", o.decode_stack_l2);
-  o.decode_stack_glu_early =
-      cuda::env_flag("INFERA_CUDA_DECODE_STACK_GLU_EARLY", o.decode_stack_glu_early);
   o.encoder_stack = cuda::env_flag("INFERA_CUDA_ENCODER_STACK", o.encoder_stack);
   o.gemm_stack = cuda::env_flag("INFERA_CUDA_GEMM_STACK", o.gemm_stack);
   o.gemm_stack_qkv16 = cuda::env_flag("INFERA_CUDA_GEMM_STACK_QKV16", o.gemm_stack_qkv16);

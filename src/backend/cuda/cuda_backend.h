@@ -314,10 +314,6 @@ struct CudaOptions {
   // x0.88-0.91 on the H200 (contexts 512, 2048), the q/k/v phase's work 2.8 -> 6.3 us queued
   // behind the layer's other requests (bench/reference/lead15_h200/run1_results).
   bool decode_stack_l2 = false;
-  // Registers path: the gate rows are loaded a phase earlier, with the o rows, so that the
-  // barrier before the gate/up phase does not wait behind all 12.6 MB of gate and up loads at once
-  // (DecodeStackArgs::glu_early; INFERA_CUDA_DECODE_STACK_GLU_EARLY=1: on).
-  bool decode_stack_glu_early = false;
   // The decoder stack where cuBLAS runs the GEMMs (prefill, batched decode past the stream
   // GEMM's rows; bf16 weights): the o and down projections add into the residual in the GEMM
   // (beta 1) and the norms after them write only the bf16 input of the next GEMMs, so the f32

@@ -137,7 +137,6 @@ void CudaBackend::decoder_stack(Tensor& x, std::span<const DecoderLayerRefs> lay
   }
   if (!a.ring_bytes && !fits()) return composed();
   a.l2_prefetch = options_.decode_stack_l2 && !a.ring_bytes ? 1 : 0;
-  a.glu_early = options_.decode_stack_glu_early && !a.ring_bytes ? 1 : 0;
 
   // The layer table on the device, uploaded once per model and cache.
   const void* device_table = nullptr;

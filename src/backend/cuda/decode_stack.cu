@@ -343,13 +343,11 @@ __device__ __forceinline__ void norm_rope(float (&v)[HeadLanes<D>::E],
 
 // D: head_dim; G: the largest GQA group it handles (2 or 4: fewer registers and less shared
 // memory for 2); S: every weight row streams through the shared-memory ring (see kRingBars;
-// DecodeStackArgs::ring_bytes) instead of into registers one barrier ahead of its phase; GE
-// (registers path): DecodeStackArgs::glu_early, a variant of its own so that the default's
-// registers are not shared with the gate rows held through phase C.
+// DecodeStackArgs::ring_bytes) instead of into registers one barrier ahead of its phase.
 template <bool S>
 constexpr int kBlockThreads = S ? kThreads + 32 : kThreads;
 
-template <int D, int G, bool S, bool GE>
+template <int D, int G, bool S>
 __global__ void __launch_bounds__(kBlockThreads<S>, 1) decode_stack_kernel(const DecodeStackArgs a) {
   using HL = HeadLanes<D>;
   constexpr int E = HL::E;
@@ -757,18 +755,8 @@ __global__ void __launch_bounds__(kBlockThreads<S>, 1) decode_stack_kernel(const
     // shared memory since the layer's start).
     barrier.arrive();
     uint4 wo[kChunksA];
-    uint4 wg[kGluRows][kChunksD], wu[kGluRows][kChunksD];
-    auto load_gate = [&] {
-#pragma unroll
-      for (int i = 0; i < kGluRows; ++i) {
-        const int j = gw + i * nw;
-        load_row(wg[i], static_cast<const bf16*>(L.wg) + static_cast<int64_t>(j) * d, d / 8, j < f);
-      }
-    };
-    if constexpr (!S) {
+    if constexpr (!S)
       load_row(wo, static_cast<const bf16*>(L.wo) + static_cast<int64_t>(gw) * qw, qw / 8, gw < d);
-      if constexpr (GE) load_gate();
-    }
     barrier.wait();
 
     // --- C: o projection + residual --------------------------------------------------------
@@ -790,11 +778,12 @@ __global__ void __launch_bounds__(kBlockThreads<S>, 1) decode_stack_kernel(const
     }
     barrier.arrive();
     ring_advance(stage0 + 4);
+    uint4 wg[kGluRows][kChunksD], wu[kGluRows][kChunksD];
     if constexpr (!S) {
-      if constexpr (!GE) load_gate();
 #pragma unroll
       for (int i = 0; i < kGluRows; ++i) {
         const int j = gw + i * nw;
+        load_row(wg[i], static_cast<const bf16*>(L.wg) + static_cast<int64_t>(j) * d, d / 8, j < f);
         load_row(wu[i], static_cast<const bf16*>(L.wu) + static_cast<int64_t>(j) * d, d / 8, j < f);
       }
     }
@@ -866,12 +855,12 @@ __global__ void __launch_bounds__(kBlockThreads<S>, 1) decode_stack_kernel(const
 
 // Raises (never lowers: a smaller shape must not break a larger one's launches) the kernel's
 // dynamic shared memory limit to `bytes`.
-template <int D, int G, bool S, bool GE = false>
+template <int D, int G, bool S>
 void allow_smem(int bytes) {
   static int allowed = 0;
   if (bytes <= allowed) return;
   const cudaError_t err = cudaFuncSetAttribute(
-      decode_stack_kernel<D, G, S, GE>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+      decode_stack_kernel<D, G, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   if (err != cudaSuccess) throw std::runtime_error(cudaGetErrorString(err));
   allowed = bytes;
 }
@@ -883,8 +872,7 @@ int64_t max_blocks_for(int64_t smem) {
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
     return 0;
   allow_smem<D, G, S>(static_cast<int>(smem));
-  if (!S) allow_smem<D, G, false, true>(static_cast<int>(smem));  // the same registers and threads
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, decode_stack_kernel<D, G, S, false>, kBlockThreads<S>,
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, decode_stack_kernel<D, G, S>, kBlockThreads<S>,
                                                     static_cast<size_t>(smem)) != cudaSuccess)
     return 0;
   return static_cast<int64_t>(per_sm) * sms;
@@ -894,11 +882,9 @@ template <int D, int G>
 void launch_typed(const DecodeStackArgs& a, cudaStream_t s) {
   const auto bytes = static_cast<size_t>(decode_stack_smem_bytes(a));
   if (a.ring_bytes)
-    decode_stack_kernel<D, G, true, false><<<static_cast<unsigned>(a.blocks), kBlockThreads<true>, bytes, s>>>(a);
-  else if (a.glu_early)
-    decode_stack_kernel<D, G, false, true><<<static_cast<unsigned>(a.blocks), kBlockThreads<false>, bytes, s>>>(a);
+    decode_stack_kernel<D, G, true><<<static_cast<unsigned>(a.blocks), kBlockThreads<true>, bytes, s>>>(a);
   else
-    decode_stack_kernel<D, G, false, false><<<static_cast<unsigned>(a.blocks), kBlockThreads<false>, bytes, s>>>(a);
+    decode_stack_kernel<D, G, false><<<static_cast<unsigned>(a.blocks), kBlockThreads<false>, bytes, s>>>(a);
 }
 
 template <int D, int G>

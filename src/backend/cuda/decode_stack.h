@@ -54,10 +54,6 @@ struct DecodeStackArgs {
   // HBM streams them during the norms, the attention and the barriers and each phase's loads hit
   // L2 (DecodeStackArgs of CudaOptions::decode_stack_l2).
   int64_t l2_prefetch;
-  // 1 (registers path only): the gate rows load with the o rows at the barrier before C, the up
-  // rows alone at the barrier before D, so the largest burst of weight loads (gate and up, 12.6 MB
-  // at Qwen3-0.6B) is split over two barriers (CudaOptions::decode_stack_glu_early).
-  int64_t glu_early;
   double eps, scale;
 };
 
