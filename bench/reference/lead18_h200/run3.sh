@@ -6,7 +6,7 @@
 # the barrier's atomics and polls queue behind it. Here the gate rows go with the o rows (4 MB)
 # one barrier earlier. The variants' bit-for-bit test (ring sizes and this), memcheck of it; then
 # step_bench b1 alternating default / glu_early at contexts 512 and 2048, and a barrier trace of
-# each. Staging as run1.sh; run `bash .devcarry/lead18r3/run3.sh` with carry [".devcarry/lead18r3"].
+# each. Staging as run1.sh (run 2 reran run1.sh itself); run `bash .devcarry/lead18r3/run3.sh` with carry [".devcarry/lead18r3"].
 cd "$(dirname "$0")"; HERE=$PWD
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 DEADLINE=${DEADLINE:-540}

@@ -72,13 +72,7 @@ __device__ __forceinline__ void sync_compute() {
 }
 // block_sum (device_util.cuh) over the compute threads: the same summation order.
 __device__ __forceinline__ float compute_sum(float v, float* part) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  v = warp_sum(v);
-  sync_compute();  // part may still be read from the previous call
-  if (lane == 0) part[warp] = v;
-  sync_compute();
-  float t = lane < kWarps ? part[lane] : 0.0f;
-  return warp_sum(t);
+  return warps_sum(v, part, kWarps, [] { sync_compute(); });
 }
 __device__ __forceinline__ int load_acquire_shared(const int* p) {
   int v;

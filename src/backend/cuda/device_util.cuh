@@ -84,15 +84,22 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
-// Sum over the block (every thread gets it); `part` holds a float per warp of the block.
-__device__ __forceinline__ float block_sum(float v, float* part) {
+// Sum over the first `warps` warps of the block (each of their threads gets it), which
+// synchronize by sync() (a named barrier where other warps of the block do other work); `part`
+// holds a float per warp.
+template <class Sync>
+__device__ __forceinline__ float warps_sum(float v, float* part, int warps, Sync sync) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   v = warp_sum(v);
-  __syncthreads();  // part may still be read from the previous call
+  sync();  // part may still be read from the previous call
   if (lane == 0) part[warp] = v;
-  __syncthreads();
-  float t = lane < static_cast<int>(blockDim.x / 32) ? part[lane] : 0.0f;
+  sync();
+  float t = lane < warps ? part[lane] : 0.0f;
   return warp_sum(t);
+}
+// Sum over the block (every thread gets it); `part` holds a float per warp of the block.
+__device__ __forceinline__ float block_sum(float v, float* part) {
+  return warps_sum(v, part, static_cast<int>(blockDim.x / 32), [] { __syncthreads(); });
 }
 
 // The dot product of a bf16 row with an f32 vector, both in shared memory, by one warp over
