@@ -11,7 +11,8 @@
 // A variant is NAME:SETTINGS, SETTINGS a comma list of the CPU backend's process-wide decode
 // switches: streams=0|1|2|4|8 (quant_gemv_streams; 0 = auto), dynamic=0|1
 // (decode_dynamic_rows), prefetch=KiB (decode_idle_prefetch_bytes: what each thread prefetches
-// of the next GEMV while idle; 0 = off). Each round starts a new sequence
+// of the next GEMV while idle; 0 = off), paired=0|1 (attention_paired_heads: a decode row's kv
+// heads two at a time). Each round starts a new sequence
 // (a --context prompt, untimed) and runs one block per variant. Printed per variant: median
 // tokens/s, the median of per-round ratios to the first variant [min, max], and the median
 // fraction of the adjacent probes (block tokens/s x bytes per token / the mean of the probes
@@ -25,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/cpu_attention.h"
 #include "backend/cpu/decode_prefetch.h"
 #include "backend/cpu/quant_matmul.h"
 #include "bench/machine_monitor.h"
@@ -41,6 +43,7 @@ struct Variant {
   int streams = 0;
   bool dynamic = false;
   int64_t prefetch_kib = 0;
+  bool paired = true;
   std::vector<double> tokens_per_second, fraction;
 };
 
@@ -53,6 +56,7 @@ Variant parse_variant(const std::string& spec) {
   v.streams = cpu::quant_gemv_streams();
   v.dynamic = cpu::decode_dynamic_rows();
   v.prefetch_kib = cpu::decode_idle_prefetch_bytes() >> 10;
+  v.paired = cpu::attention_paired_heads();
   std::stringstream in(spec.substr(colon + 1));
   for (std::string kv; std::getline(in, kv, ',');) {
     if (kv.empty()) continue;
@@ -68,6 +72,8 @@ Variant parse_variant(const std::string& spec) {
       v.streams = static_cast<int>(n);
     } else if (key == "dynamic" && (value == "0" || value == "1")) {
       v.dynamic = value == "1";
+    } else if (key == "paired" && (value == "0" || value == "1")) {
+      v.paired = value == "1";
     } else if (key == "prefetch") {
       char* end = nullptr;
       const long long kib = std::strtoll(value.c_str(), &end, 10);
@@ -85,6 +91,7 @@ void apply(const Variant& v) {
   cpu::set_quant_gemv_streams(v.streams);
   cpu::set_decode_dynamic_rows(v.dynamic);
   cpu::set_decode_idle_prefetch_bytes(v.prefetch_kib << 10);
+  cpu::set_attention_paired_heads(v.paired);
 }
 
 int run(int argc, char** argv) {
@@ -172,7 +179,8 @@ int run(int argc, char** argv) {
                              {"adjacent_roofline_fraction", v.fraction},
                              {"ratio_to_first", ratio},
                              {"streams", v.streams},
-                             {"dynamic", v.dynamic}};
+                             {"dynamic", v.dynamic},
+                             {"paired", v.paired}};
   }
   if (!out.empty()) {
     j["config"] = {{"model", model},

@@ -29,6 +29,13 @@ using PagedKv = PagedPools<const void*>;
 void kv_write(const float* k, const float* v, int64_t n, const int32_t* slots,
               const PagedPools<void*>& pools);
 
+// Whether attention_paged takes a decode row's kv heads two at a time, their key passes key by
+// key in turn (matmul_rows_pair: two streams in flight on the thread, where one core's misses in
+// flight on one stream bound the pass). The same results. INFERA_CPU_ATTN_PAIRED_HEADS=0|1 (read
+// once; anything else throws InvalidArgument naming it); default on.
+bool attention_paired_heads();
+void set_attention_paired_heads(bool on);  // tests, benchmarks
+
 // q, out [T, hq, head_dim]; see Backend::attention.
 void attention_paged(ThreadPool& pool, const float* q, int64_t hq, const PagedKv& kv,
                      const BatchDesc& batch, const AttentionParams& params, float* out);

@@ -172,6 +172,52 @@ void MatmulRowsT(const float* x, int64_t n, int64_t k, const WT* w, int64_t j_be
   }
 }
 
+// Two independent products of n (< kTileX) x rows against `rows` weight rows each, row j of the
+// first then row j of the second: two sequential weight streams in flight instead of one (one
+// core's misses in flight on one stream bound a decode step's key pass). Each output is
+// RowStream's, as Block computes it, bit for bit.
+template <int NX, typename WT>
+void MatmulRowsPairT(const float* xa, const float* xb, int64_t k, const WT* wa, const WT* wb,
+                     int64_t rows, float* outa, float* outb, int64_t ldo) {
+  for (int64_t j = 0; j < rows; ++j) {
+    RowStream<NX>(xa, k, wa + j * k, outa + j, ldo);
+    RowStream<NX>(xb, k, wb + j * k, outb + j, ldo);
+  }
+}
+
+template <typename WT>
+void MatmulRowsPairN(const float* xa, const float* xb, int64_t n, int64_t k, const void* wa,
+                     const void* wb, int64_t rows, float* outa, float* outb, int64_t ldo) {
+  const auto* a = static_cast<const WT*>(wa);
+  const auto* b = static_cast<const WT*>(wb);
+  if (n == 1) return MatmulRowsPairT<1>(xa, xb, k, a, b, rows, outa, outb, ldo);
+  if (n == 2) return MatmulRowsPairT<2>(xa, xb, k, a, b, rows, outa, outb, ldo);
+  return MatmulRowsPairT<3>(xa, xb, k, a, b, rows, outa, outb, ldo);  // n < kTileX <= 4
+}
+
+void MatmulRows(const float* x, int64_t n, int64_t k, const void* w, DType wtype, int64_t j_begin,
+                int64_t j_end, float* out, int64_t ldo, float* panel);
+
+void MatmulRowsPair(const float* xa, const float* xb, int64_t n, int64_t k, const void* wa,
+                    const void* wb, DType wtype, int64_t rows, float* outa, float* outb,
+                    int64_t ldo, float* panel) {
+  if (n >= kTileX || n < 1) {  // not a decode row block: one product after the other
+    MatmulRows(xa, n, k, wa, wtype, 0, rows, outa, ldo, panel);
+    MatmulRows(xb, n, k, wb, wtype, 0, rows, outb, ldo, panel);
+    return;
+  }
+  switch (wtype) {
+    case DType::F32:
+      return MatmulRowsPairN<float>(xa, xb, n, k, wa, wb, rows, outa, outb, ldo);
+    case DType::BF16:
+      return MatmulRowsPairN<hwy::bfloat16_t>(xa, xb, n, k, wa, wb, rows, outa, outb, ldo);
+    case DType::F16:
+      return MatmulRowsPairN<hwy::float16_t>(xa, xb, n, k, wa, wb, rows, outa, outb, ldo);
+    default:
+      return;
+  }
+}
+
 void MatmulRows(const float* x, int64_t n, int64_t k, const void* w, DType wtype, int64_t j_begin,
                 int64_t j_end, float* out, int64_t ldo, float* panel) {
   switch (wtype) {
@@ -464,6 +510,7 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace infera::cpu {
 HWY_EXPORT(MatmulRows);
+HWY_EXPORT(MatmulRowsPair);
 HWY_EXPORT(WidenRow);
 HWY_EXPORT(Dot);
 HWY_EXPORT(SoftmaxNumerators);
@@ -476,6 +523,11 @@ HWY_EXPORT(TargetName);
 void matmul_rows(const float* x, int64_t n, int64_t k, const void* w, DType wtype, int64_t j_begin,
                  int64_t j_end, float* out, int64_t ldo, float* panel) {
   HWY_DYNAMIC_DISPATCH(MatmulRows)(x, n, k, w, wtype, j_begin, j_end, out, ldo, panel);
+}
+void matmul_rows_pair(const float* xa, const float* xb, int64_t n, int64_t k, const void* wa,
+                      const void* wb, DType wtype, int64_t rows, float* outa, float* outb,
+                      int64_t ldo, float* panel) {
+  HWY_DYNAMIC_DISPATCH(MatmulRowsPair)(xa, xb, n, k, wa, wb, wtype, rows, outa, outb, ldo, panel);
 }
 void widen_row(const void* src, DType wtype, int64_t n, float* dst) {
   HWY_DYNAMIC_DISPATCH(WidenRow)(src, wtype, n, dst);

@@ -17,6 +17,13 @@ constexpr int64_t kPanelRows = 16;
 void matmul_rows(const float* x, int64_t n, int64_t k, const void* w, DType wtype, int64_t j_begin,
                  int64_t j_end, float* out, int64_t ldo, float* panel);
 
+// matmul_rows twice, x_a against rows [0, rows) of w_a into out_a and x_b against w_b into out_b
+// (the same ldo), the same bits; for a decode block of x rows (fewer than the register tile's)
+// row j of w_a and row j of w_b take turns, so two weight streams are in flight on the thread.
+void matmul_rows_pair(const float* xa, const float* xb, int64_t n, int64_t k, const void* wa,
+                      const void* wb, DType wtype, int64_t rows, float* outa, float* outb,
+                      int64_t ldo, float* panel);
+
 float dot_f32(const float* a, const float* b, int64_t n);
 // dst[i] = float(src[i]) for a weight row of `wtype`.
 void widen_row(const void* src, DType wtype, int64_t n, float* dst);
