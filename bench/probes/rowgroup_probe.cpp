@@ -34,11 +34,13 @@ int main(int argc, char** argv) {
     for (int rep = 0; rep < 5; ++rep) {
       const int iters = 4000;
       auto t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < iters; ++i) cpu::matmul_rows_rowgroups(t, acts.data(), 1, k, g.data(), 0, m, out.data(), m);
+      for (int i = 0; i < iters; ++i)
+        cpu::matmul_rows_rowgroups(t, acts.data(), 1, k, g.data(), 0, m, out.data(), m);
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       best = std::max(best, double(iters) * m * rb / s / 1e9);
     }
     double sum = 0; for (float v : out) sum += v;
-    std::printf("%-5s %6.1f GB/s (best of 5)  checksum %.6g\n", std::string(dtype_name(t)).c_str(), best, sum);
+    std::printf("%-5s %6.1f GB/s (best of 5)  checksum %.6g\n",
+                std::string(dtype_name(t)).c_str(), best, sum);
   }
 }

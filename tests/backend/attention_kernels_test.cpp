@@ -173,6 +173,7 @@ TEST(AttentionKernels, PairedScoresEqualOneCallPerHeadOnEverySimdTarget) {
             ASSERT_EQ(0, std::memcmp(pa.data(), sa.data(), pa.size() * 4));
             ASSERT_EQ(0, std::memcmp(pb.data(), sb.data(), pb.size() * 4));
             for (float x : pa) ASSERT_FALSE(std::isnan(x));
+            for (float x : pb) ASSERT_FALSE(std::isnan(x));
           }
         }
       }

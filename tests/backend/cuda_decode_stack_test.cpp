@@ -175,7 +175,8 @@ TEST(CudaDecodeStackVariants, SameBitsAsTheRegistersPath) {
               {largest, {"ring 104 KiB", true, 104}, {"ring 150 KiB", true, 150}}},
         Model{"head_dim_128", cuda_test::kQwen3, 40,
               {largest, {"ring 5 KiB", true, 5}, {"ring 7 KiB", true, 7}}}}) {
-    const auto dir = cuda_test::config_dir(std::string("decode_stack_variants_") + m.name, m.config);
+    const auto dir =
+        cuda_test::config_dir(std::string("decode_stack_variants_") + m.name, m.config);
     auto run = [&](const Variant& v, int64_t& ring_kernels) {
       CudaOptions o;
       o.stream_gemm = false;

@@ -13,15 +13,13 @@
 // Decode (one row per sequence) is the same path with B = 1.
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <cstring>
-#include <string>
 #include <vector>
 
 #include "backend/cpu/cpu_attention.h"
+#include "backend/cpu/env_switch.h"
 #include "backend/cpu/simd_kernels.h"
 #include "core/dtype_convert.h"
-#include "infera/error.h"
 
 namespace infera::cpu {
 namespace {
@@ -34,14 +32,7 @@ struct Item {
 };
 
 std::atomic<bool>& paired_heads_setting() {
-  static std::atomic<bool> on{[] {
-    const char* v = std::getenv("INFERA_CPU_ATTN_PAIRED_HEADS");
-    if (!v || !*v) return true;
-    const std::string s = v;
-    if (s != "0" && s != "1")
-      throw InvalidArgument("INFERA_CPU_ATTN_PAIRED_HEADS='" + s + "': expected 0 or 1");
-    return s == "1";
-  }()};
+  static std::atomic<bool> on{on_off_from_env("INFERA_CPU_ATTN_PAIRED_HEADS", true)};
   return on;
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/env_switch.h"
 #include "backend/cpu/matmul_int8_gemm.h"
 #include "backend/cpu/simd_kernels.h"
 #include "backend/cpu/weight_rowgroups.h"
@@ -93,14 +94,6 @@ void set_quant_gemv_streams(int streams) {
 }
 
 namespace {
-bool on_off_from_env(const char* name, bool fallback) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return fallback;
-  if (std::strcmp(v, "1") == 0) return true;
-  if (std::strcmp(v, "0") == 0) return false;
-  throw InvalidArgument(std::string(name) + " must be 0 or 1, not '" + v + "'");
-}
-
 std::atomic<bool>& dynamic_rows_setting() {
   // Off by default: measured slower on this project's 2-core VM (bench/reference/lead11_cpu/quiet:
   // q8_0 decode x0.93 of the fixed split in each of 3 quiet rounds).

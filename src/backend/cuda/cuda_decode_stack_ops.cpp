@@ -118,7 +118,8 @@ void CudaBackend::decoder_stack(Tensor& x, std::span<const DecoderLayerRefs> lay
   // stage and the grid stays co-resident; else through registers.
   auto fits = [&] {
     const int64_t smem = decode_stack_smem_bytes(a);
-    const std::pair<int64_t, int64_t> key{hd + 1024 * (hq / hkv) + ((a.ring_bytes > 0) << 20), smem};
+    const int64_t variant = hd + 1024 * (hq / hkv) + (int64_t{a.ring_bytes > 0} << 20);
+    const std::pair<int64_t, int64_t> key{variant, smem};
     auto fit = decode_stack_fit_.find(key);
     if (fit == decode_stack_fit_.end())
       fit = decode_stack_fit_.emplace(key, decode_stack_max_blocks(a, smem)).first;

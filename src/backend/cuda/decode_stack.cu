@@ -52,12 +52,12 @@ constexpr int kKeyBatch = 4;   // keys a warp loads at once past those
 
 // The shared-memory weight ring (the kernel's S variant). Each block owns contiguous rows of every
 // matrix: the grid's share of q/k/v rows, of o and down rows (the hidden size) and of gate/up rows
-// (the intermediate size), so a layer is 7 stages per block: its q, k, v, o, gate, up and down rows,
-// each one contiguous range of the weight file. A producer warp of its own (one lane) copies them
-// in that order (bulk copies, TMA) into a ring of shared memory as far ahead as the ring has room,
-// whatever the compute warps are doing: weights never depend on activations, so HBM streams the
-// next phases' rows through the attention, the norms and the barriers, where the registers path
-// can only load one phase ahead. The compute warps free a phase's stages at the barrier arrival
+// (the intermediate size), so a layer is 7 stages per block: its q, k, v, o, gate, up and down
+// rows, each one contiguous range of the weight file. A producer warp of its own (one lane)
+// copies them in that order (bulk copies, TMA) into a ring of shared memory as far ahead as the
+// ring has room, whatever the compute warps are doing: weights never depend on activations, so
+// HBM streams the next phases' rows through the attention, the norms and the barriers, where the
+// registers path can only load one phase ahead. The compute warps free a phase's stages at the barrier arrival
 // after it (RingShared::consumed). A copy's issue can stall its thread for as long as the copy
 // engine is busy, which is why the producer is not one of the compute threads (session 18: as
 // thread 32 issuing at each arrival it held its block's departure up to ~3 us).
@@ -84,8 +84,8 @@ __device__ __forceinline__ void store_release_shared(int* p, int v) {
 }
 
 struct RingShared {
-  uint64_t bars[kRingBars];
-  int consumed;              // stages every compute warp is done with (set at barrier arrivals)  // stage s completes phase s / kRingBars of bars[s % kRingBars]
+  uint64_t bars[kRingBars];  // stage s completes phase s / kRingBars of bars[s % kRingBars]
+  int consumed;              // stages every compute warp is done with (set at barrier arrivals)
   uint32_t off[kRingBars];   // the stage's first row (physical offset)
   int rows1[kRingBars];      // its rows before the wrap; the rest from offset 0
   uint32_t vend[kRingBars];  // its virtual end
@@ -111,8 +111,8 @@ struct RingProducer {
 // fewer than kRingBars stages are outstanding; a stage may be issued in pieces over several calls
 // (its barrier's phase ends at the arrival after the last piece).
 template <class StageAt>
-__device__ void ring_produce(RingProducer& p, RingShared& rs, unsigned char* ring, uint32_t ring_bytes,
-                            int total, const StageAt& stage_at) {
+__device__ void ring_produce(RingProducer& p, RingShared& rs, unsigned char* ring,
+                             uint32_t ring_bytes, int total, const StageAt& stage_at) {
   // The block's reads of the freed rows (ordered before this thread by sync_compute and the
   // release / acquire of RingShared::consumed) come before the async proxy's writes over them.
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
@@ -123,7 +123,8 @@ __device__ void ring_produce(RingProducer& p, RingShared& rs, unsigned char* rin
     uint64_t* bar = &rs.bars[slot];
     const uint32_t bytes = static_cast<uint32_t>(st.rows) * st.row_bytes;
     const uint32_t phys = p.alloc_v % ring_bytes;
-    const int rows1 = bytes == 0 ? 0 : min(st.rows, static_cast<int>((ring_bytes - phys) / st.row_bytes));
+    const int rows1 =
+        bytes == 0 ? 0 : min(st.rows, static_cast<int>((ring_bytes - phys) / st.row_bytes));
     const uint32_t first = static_cast<uint32_t>(rows1) * st.row_bytes;
     const uint32_t second_v = rows1 < st.rows ? p.alloc_v + (ring_bytes - phys) : p.alloc_v + first;
     const uint32_t vend = second_v + (bytes - first);
@@ -139,7 +140,8 @@ __device__ void ring_produce(RingProducer& p, RingShared& rs, unsigned char* rin
       if (v >= limit) return;
       const uint32_t n = min(s1 - p.done, limit - v);
       mbar_add_tx(bar, n);
-      bulk_copy_g2s(ring + v % ring_bytes, reinterpret_cast<const unsigned char*>(st.src) + p.done, n, bar);
+      bulk_copy_g2s(ring + v % ring_bytes, reinterpret_cast<const unsigned char*>(st.src) + p.done,
+                    n, bar);
       p.done += n;
     };
     issue(0, first, p.alloc_v);
@@ -335,14 +337,16 @@ __device__ __forceinline__ void norm_rope(float (&v)[HeadLanes<D>::E],
   }
 }
 
-// D: head_dim; G: the largest GQA group it handles (2 or 4: fewer registers and less shared
-// memory for 2); S: every weight row streams through the shared-memory ring (see kRingBars;
-// DecodeStackArgs::ring_bytes) instead of into registers one barrier ahead of its phase.
+// Threads of a block: the compute threads, and with the ring its producer warp.
 template <bool S>
 constexpr int kBlockThreads = S ? kThreads + 32 : kThreads;
 
+// D: head_dim; G: the largest GQA group it handles (2 or 4: fewer registers and less shared
+// memory for 2); S: every weight row streams through the shared-memory ring (see kRingBars;
+// DecodeStackArgs::ring_bytes) instead of into registers one barrier ahead of its phase.
 template <int D, int G, bool S>
-__global__ void __launch_bounds__(kBlockThreads<S>, 1) decode_stack_kernel(const DecodeStackArgs a) {
+__global__ void __launch_bounds__(kBlockThreads<S>, 1)
+    decode_stack_kernel(const DecodeStackArgs a) {
   using HL = HeadLanes<D>;
   constexpr int E = HL::E;
   extern __shared__ __align__(128) unsigned char smem_bytes[];
@@ -374,11 +378,18 @@ __global__ void __launch_bounds__(kBlockThreads<S>, 1) decode_stack_kernel(const
                      static_cast<int>(static_cast<int64_t>(b + 1) * n / nb));
   };
   const int2 own_qkv = own(rows_qkv), own_d = own(d), own_f = own(f);
-  // Stage k of a layer: its first row in the q/k/v numbering (q/k/v stages) or its matrix.
-  auto qkv_cut = [&](int k) {  // k = 0 q, 1 k, 2 v: the block's rows of that part, q/k/v numbering
-    const int from = k == 0 ? 0 : k == 1 ? qw : qw + kvw, to = k == 0 ? qw : k == 1 ? qw + kvw : rows_qkv;
+  // Part k (0 q, 1 k, 2 v) of the q/k/v rows: the block's rows of it [x, y) in the q/k/v
+  // numbering, and z the part's first row there.
+  auto qkv_cut = [&](int k) {
+    const int from = k == 0 ? 0 : k == 1 ? qw : qw + kvw;
+    const int to = k == 0 ? qw : k == 1 ? qw + kvw : rows_qkv;
     const int lo = max(own_qkv.x, from), hi = min(own_qkv.y, to);
     return make_int3(lo, max(lo, hi), from);
+  };
+  // S: row i of stage s (rows of `width` elements) dotted with svec, summed over the warp.
+  auto ring_dot = [&](int s, int i, int width) {
+    return warp_dot_smem(ring_row(ring_meta, ring, s, i, static_cast<uint32_t>(width) * 2), svec,
+                         width / 8);
   };
 
   // The step's row: its position, cache slot and the keys it attends to.
@@ -454,7 +465,7 @@ __global__ void __launch_bounds__(kBlockThreads<S>, 1) decode_stack_kernel(const
     }
     __syncthreads();
   }
-  // S: stage s's rows (s = layer * kStagesPerLayer + k) and the producer's state.
+  // S: stage s's rows (s = layer * kStagesPerLayer + k).
   auto stage_at = [&](int s) -> RingStage {
     const DecodeStackLayer& L = layers[s / kStagesPerLayer];
     const int k = s % kStagesPerLayer;
@@ -465,8 +476,8 @@ __global__ void __launch_bounds__(kBlockThreads<S>, 1) decode_stack_kernel(const
       return {static_cast<const bf16*>(m) + static_cast<int64_t>(c.x - c.z) * d, c.y - c.x, rd};
     }
     if (k == 3)
-      return {static_cast<const bf16*>(L.wo) + static_cast<int64_t>(own_d.x) * qw, own_d.y - own_d.x,
-              static_cast<uint32_t>(qw) * 2};
+      return {static_cast<const bf16*>(L.wo) + static_cast<int64_t>(own_d.x) * qw,
+              own_d.y - own_d.x, static_cast<uint32_t>(qw) * 2};
     if (k < 6)
       return {static_cast<const bf16*>(k == 4 ? L.wg : L.wu) + static_cast<int64_t>(own_f.x) * d,
               own_f.y - own_f.x, rd};
@@ -534,7 +545,7 @@ __global__ void __launch_bounds__(kBlockThreads<S>, 1) decode_stack_kernel(const
         const int3 c = qkv_cut(k);
         if (c.y > c.x) ring_wait(ring_meta, stage0 + k);
         for (int r = c.x + warp; r < c.y; r += kWarps) {
-          const float v = warp_dot_smem(ring_row(ring_meta, ring, stage0 + k, r - c.x, d * 2), svec, d / 8);
+          const float v = ring_dot(stage0 + k, r - c.x, d);
           if (lane == 0) a.qkv[r] = v;
         }
       }
@@ -763,7 +774,7 @@ __global__ void __launch_bounds__(kBlockThreads<S>, 1) decode_stack_kernel(const
     if constexpr (S) {
       if (own_d.y > own_d.x) ring_wait(ring_meta, stage0 + 3);
       for (int r = r_c; r < r_end; r += kWarps) {
-        const float o = warp_dot_smem(ring_row(ring_meta, ring, stage0 + 3, r - own_d.x, qw * 2), svec, qw / 8);
+        const float o = ring_dot(stage0 + 3, r - own_d.x, qw);
         if (lane == 0) a.x[r] = (r == r_c ? x_old : __ldcg(a.x + r)) + o;
       }
     } else if (gw < d) {
@@ -791,8 +802,8 @@ __global__ void __launch_bounds__(kBlockThreads<S>, 1) decode_stack_kernel(const
         ring_wait(ring_meta, stage0 + 5);
       }
       for (int j = own_f.x + warp; j < own_f.y; j += kWarps) {
-        const float gv = warp_dot_smem(ring_row(ring_meta, ring, stage0 + 4, j - own_f.x, d * 2), svec, d / 8);
-        const float uv = warp_dot_smem(ring_row(ring_meta, ring, stage0 + 5, j - own_f.x, d * 2), svec, d / 8);
+        const float gv = ring_dot(stage0 + 4, j - own_f.x, d);
+        const float uv = ring_dot(stage0 + 5, j - own_f.x, d);
         if (lane == 0) a.h[j] = gv / (1.0f + expf(-gv)) * uv;  // as swiglu_kernel
       }
     } else {
@@ -819,7 +830,7 @@ __global__ void __launch_bounds__(kBlockThreads<S>, 1) decode_stack_kernel(const
     if constexpr (S) {
       if (own_d.y > own_d.x) ring_wait(ring_meta, stage0 + 6);
       for (int r = r_c; r < r_end; r += kWarps) {
-        const float o = warp_dot_smem(ring_row(ring_meta, ring, stage0 + 6, r - own_d.x, f * 2), svec, f / 8);
+        const float o = ring_dot(stage0 + 6, r - own_d.x, f);
         if (lane == 0) a.x[r] = (r == r_c ? x_old : __ldcg(a.x + r)) + o;
       }
     } else if (gw < d) {
@@ -866,8 +877,9 @@ int64_t max_blocks_for(int64_t smem) {
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
     return 0;
   allow_smem<D, G, S>(static_cast<int>(smem));
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, decode_stack_kernel<D, G, S>, kBlockThreads<S>,
-                                                    static_cast<size_t>(smem)) != cudaSuccess)
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, decode_stack_kernel<D, G, S>,
+                                                    kBlockThreads<S>, static_cast<size_t>(smem)) !=
+      cudaSuccess)
     return 0;
   return static_cast<int64_t>(per_sm) * sms;
 }
@@ -875,10 +887,11 @@ int64_t max_blocks_for(int64_t smem) {
 template <int D, int G>
 void launch_typed(const DecodeStackArgs& a, cudaStream_t s) {
   const auto bytes = static_cast<size_t>(decode_stack_smem_bytes(a));
+  const auto grid = static_cast<unsigned>(a.blocks);
   if (a.ring_bytes)
-    decode_stack_kernel<D, G, true><<<static_cast<unsigned>(a.blocks), kBlockThreads<true>, bytes, s>>>(a);
+    decode_stack_kernel<D, G, true><<<grid, kBlockThreads<true>, bytes, s>>>(a);
   else
-    decode_stack_kernel<D, G, false><<<static_cast<unsigned>(a.blocks), kBlockThreads<false>, bytes, s>>>(a);
+    decode_stack_kernel<D, G, false><<<grid, kBlockThreads<false>, bytes, s>>>(a);
 }
 
 template <int D, int G>
@@ -887,7 +900,9 @@ int64_t max_blocks_either(bool ring, int64_t smem) {
 }
 
 // The instantiation's G for a's shapes (launch_decode_stack's choice).
-int64_t kernel_group(const DecodeStackArgs& a) { return a.head_dim == 128 && a.hq / a.hkv <= 2 ? 2 : 4; }
+int64_t kernel_group(const DecodeStackArgs& a) {
+  return a.head_dim == 128 && a.hq / a.hkv <= 2 ? 2 : 4;
+}
 
 }  // namespace
 
@@ -918,7 +933,7 @@ int64_t decode_stack_smem_bytes(const DecodeStackArgs& a) {
 }
 
 int64_t decode_stack_max_blocks(const DecodeStackArgs& a, int64_t smem) {
-  const bool g2 = a.hq / a.hkv <= 2, w = a.ring_bytes != 0;
+  const bool g2 = kernel_group(a) == 2, w = a.ring_bytes != 0;
   switch (a.head_dim) {
     case 16:
       return max_blocks_either<16, 4>(w, smem);
@@ -943,7 +958,7 @@ void launch_decode_stack(const void* p, cudaStream_t s) {
     case 64:
       return launch_typed<64, 4>(a, s);
     case 128:
-      return a.hq / a.hkv <= 2 ? launch_typed<128, 2>(a, s) : launch_typed<128, 4>(a, s);
+      return kernel_group(a) == 2 ? launch_typed<128, 2>(a, s) : launch_typed<128, 4>(a, s);
     default:
       throw std::runtime_error("decode_stack: unsupported head_dim");
   }
