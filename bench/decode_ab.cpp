@@ -12,15 +12,20 @@
 // switches: streams=0|1|2|4|8 (quant_gemv_streams; 0 = auto), dynamic=0|1
 // (decode_dynamic_rows), prefetch=KiB (decode_idle_prefetch_bytes: what each thread prefetches
 // of the next GEMV while idle; 0 = off), paired=0|1 (attention_paired_heads: a decode row's kv
-// heads two at a time). Each round starts a new sequence
+// heads two at a time), repack=LIST (INFERA_CPU_REPACK for this variant's copy of the model:
+// "0", "all" or type names such as q4_k,q8_0,q6_k,bf16; variants with different lists load the
+// model once each, on backends of their own, and the others share the first's). Each round
+// starts a new sequence on every loaded copy
 // (a --context prompt, untimed) and runs one block per variant. Printed per variant: median
 // tokens/s, the median of per-round ratios to the first variant [min, max], and the median
 // fraction of the adjacent probes (block tokens/s x bytes per token / the mean of the probes
 // before and after it, as `infera bench` computes decode.<c>.adjacent_roofline_fraction).
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -44,6 +49,8 @@ struct Variant {
   bool dynamic = false;
   int64_t prefetch_kib = 0;
   bool paired = true;
+  std::string repack;  // INFERA_CPU_REPACK while its model loads ("": the process's setting)
+  size_t model = 0;    // which loaded copy it runs
   std::vector<double> tokens_per_second, fraction;
 };
 
@@ -61,8 +68,8 @@ Variant parse_variant(const std::string& spec) {
   for (std::string kv; std::getline(in, kv, ',');) {
     if (kv.empty()) continue;
     const auto eq = kv.find('=');
-    const std::string key = kv.substr(0, eq),
-                      value = eq == std::string::npos ? "" : kv.substr(eq + 1);
+    const std::string key = kv.substr(0, eq);
+    std::string value = eq == std::string::npos ? "" : kv.substr(eq + 1);
     if (key == "streams") {
       char* end = nullptr;
       const long n = std::strtol(value.c_str(), &end, 10);
@@ -80,6 +87,10 @@ Variant parse_variant(const std::string& spec) {
       if (value.empty() || *end != '\0' || kib < 0 || kib > 8192)
         throw InvalidArgument("--variant " + spec + ": prefetch must be KiB in [0, 8192]");
       v.prefetch_kib = kib;
+    } else if (key == "repack" && !value.empty()) {
+      for (char& c : value)
+        if (c == ';') c = ',';  // a list inside the comma list: q4_k;q6_k
+      v.repack = value;
     } else {
       throw InvalidArgument("--variant " + spec + ": unknown setting '" + kv + "'");
     }
@@ -120,11 +131,35 @@ int run(int argc, char** argv) {
 
   std::vector<Variant> variants;
   for (const auto& s : specs) variants.push_back(parse_variant(s));
-  cli::BenchModel m = cli::start_bench_backend("cpu", threads, "bf16");
-  cli::load_bench_model(m, model, LoadOptions{});
-  cli::LmBenchAdapter lm(*m.model, {.dtype = kv_dtype == "f32"    ? DType::F32
-                                             : kv_dtype == "f16" ? DType::F16
-                                                                 : DType::BF16});
+  // One copy of the model per distinct repack list (the repacking happens as a model loads).
+  std::vector<std::string> repacks;
+  std::vector<cli::BenchModel> models;
+  std::vector<std::unique_ptr<cli::LmBenchAdapter>> lms;
+  const char* env_repack = std::getenv("INFERA_CPU_REPACK");
+  const std::string process_repack = env_repack ? env_repack : "";
+  for (Variant& v : variants) {
+    const std::string wanted = v.repack.empty() ? process_repack : v.repack;
+    auto it = std::find(repacks.begin(), repacks.end(), wanted);
+    if (it == repacks.end()) {
+      if (wanted.empty())
+        unsetenv("INFERA_CPU_REPACK");
+      else
+        setenv("INFERA_CPU_REPACK", wanted.c_str(), 1);
+      models.push_back(cli::start_bench_backend("cpu", threads, "bf16"));
+      cli::load_bench_model(models.back(), model, LoadOptions{});
+      lms.push_back(std::make_unique<cli::LmBenchAdapter>(
+          *models.back().model, cli::KvSettings{.dtype = kv_dtype == "f32"   ? DType::F32
+                                                         : kv_dtype == "f16" ? DType::F16
+                                                                             : DType::BF16}));
+      repacks.push_back(wanted);
+      it = repacks.end() - 1;
+    }
+    v.model = static_cast<size_t>(it - repacks.begin());
+  }
+  if (env_repack)
+    setenv("INFERA_CPU_REPACK", process_repack.c_str(), 1);
+  else
+    unsetenv("INFERA_CPU_REPACK");
   const int pool_threads =
       threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency());
   bench::MachineMonitor monitor(pool_threads, 0);
@@ -133,20 +168,24 @@ int run(int argc, char** argv) {
     const std::vector<double> s = monitor.adjacent_bandwidth(passes);
     return bench::summarize(s).p50;
   };
-  const std::vector<int32_t> prompt = lm.synthetic_prompt(context);
+  const std::vector<int32_t> prompt = lms[0]->synthetic_prompt(context);
   const int64_t capacity = context + block * static_cast<int64_t>(variants.size()) + 1;
-  std::fprintf(stderr, "%d rounds of %zu variants x %lld steps, context %lld\n", rounds,
-               variants.size(), static_cast<long long>(block), static_cast<long long>(context));
-  lm.run_prefill(prompt, capacity, 512);  // warm-up: every path touched once
-  apply(variants[0]);
-  lm.run_decode_steps(block);
-  lm.end_sequence();
+  std::fprintf(stderr, "%d rounds of %zu variants x %lld steps, context %lld, %zu model copies\n",
+               rounds, variants.size(), static_cast<long long>(block),
+               static_cast<long long>(context), lms.size());
+  for (auto& lm : lms) {  // warm-up: every path touched once
+    lm->run_prefill(prompt, capacity, 512);
+    apply(variants[0]);
+    lm->run_decode_steps(block);
+    lm->end_sequence();
+  }
   for (int r = 0; r < rounds; ++r) {
-    lm.run_prefill(prompt, capacity, 512);
+    for (auto& lm : lms) lm->run_prefill(prompt, capacity, 512);
     double before = probe();
     for (size_t i = 0; i < variants.size(); ++i) {
       Variant& v = variants[(i + static_cast<size_t>(r)) % variants.size()];
       apply(v);
+      cli::LmBenchAdapter& lm = *lms[v.model];
       const int64_t start = lm.context_length();
       const std::vector<cli::StageSeconds> steps = lm.run_decode_steps(block);
       double seconds = 0, bytes = 0;
@@ -159,7 +198,7 @@ int run(int argc, char** argv) {
       v.fraction.push_back(bytes / seconds / (0.5 * (before + after) * 1e9));
       before = after;
     }
-    lm.end_sequence();
+    for (auto& lm : lms) lm->end_sequence();
   }
   monitor.end_adjacent();
 
@@ -180,7 +219,8 @@ int run(int argc, char** argv) {
                              {"ratio_to_first", ratio},
                              {"streams", v.streams},
                              {"dynamic", v.dynamic},
-                             {"paired", v.paired}};
+                             {"paired", v.paired},
+                             {"repack", v.repack.empty() ? process_repack : v.repack}};
   }
   if (!out.empty()) {
     j["config"] = {{"model", model},

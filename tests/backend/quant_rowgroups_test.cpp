@@ -49,15 +49,16 @@ size_t rowgroup_offset(DType dtype, int64_t k, int64_t j, int64_t i) {
   }
   if (dtype == DType::Q6_K) {  // ql[128], qh[64], scales[16], d in the file
     const int64_t unit = group + (i / 210) * 840, byte = i % 210;
-    if (byte >= 208) return size_t(unit + 832 + 2 * r + byte - 208);
-    if (byte >= 192) return size_t(unit + 768 + 16 * r + byte - 192);
+    if (byte >= 208) return size_t(unit + 64 + 2 * r + byte - 208);  // d
+    if (byte >= 192) return size_t(unit + 16 * r + byte - 192);      // scales
+    const int64_t quants = unit + 72;
     if (byte >= 128) {  // qh byte 32h + 16t + l
       const int64_t q = byte - 128, h = q / 32, t = (q % 32) / 16;
-      return size_t(unit + 192 * (2 * h + t) + 128 + 16 * r + q % 16);
+      return size_t(quants + 192 * (2 * h + t) + 128 + 16 * r + q % 16);
     }
     // ql byte 64h + 32c + 16t + l: line c of s = 2h + t
     const int64_t h = byte / 64, c = (byte % 64) / 32, t = (byte % 32) / 16;
-    return size_t(unit + 192 * (2 * h + t) + 64 * c + 16 * r + byte % 16);
+    return size_t(quants + 192 * (2 * h + t) + 64 * c + 16 * r + byte % 16);
   }
   const int64_t unit = group + (i / 144) * 576, byte = i % 144;
   if (byte < 2) return size_t(unit + 2 * r + byte);
@@ -211,10 +212,10 @@ TEST(QuantMatmul, PreparedRowGroupWeightsGiveTheSameResults) {
         ASSERT_EQ(w.shape(), host.shape());
         ASSERT_EQ(w.dtype(), dtype);
         // Repacked exactly where the kernel runs natively and the setting asks for it (by default
-        // Q4_0, Q4_K and Q8_0): on a native CPU both layouts of every type meet the checks below.
+        // every row-group type): on a native CPU both layouts of every type meet the checks below.
         const bool repacked = w.data() != host.data();
         const std::string e = env ? env : "";
-        const bool asked = !env                     ? dtype != DType::Q6_K
+        const bool asked = !env                     ? true
                            : e == "all" || e == "0" ? e == "all"
                                                     : dtype == DType::Q4_K || dtype == DType::Q6_K;
         EXPECT_EQ(repacked, cpu::rowgroups_native(dtype) && asked)

@@ -282,9 +282,9 @@ struct GroupQ6_K {
     const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
     // Scales widened to int16: rows 0, 1 (words 16r + G) and rows 2, 3.
     const __m512i sc01 =
-        _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 768)));
+        _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
     const __m512i sc23 =
-        _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 800)));
+        _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32)));
     // Word 8r + i -> index 16r (the first scale of row r across sc01 | sc23); + G picks group G.
     const __m512i row_words =
         _mm512_setr_epi32(0x00000000, 0x00000000, 0x00000000, 0x00000000, 0x00100010, 0x00100010,
@@ -294,11 +294,11 @@ struct GroupQ6_K {
     const __m512 dr = _mm512_permutexvar_ps(
         _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
         _mm512_castps128_ps512(
-            _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 832)))));
+            _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 64)))));
     __m512i sumi[NX];
     for (int x = 0; x < NX; ++x) sumi[x] = _mm512_setzero_si512();
     for (int s = 0; s < 4; ++s) {
-      const uint8_t* line = p + 192 * s;
+      const uint8_t* line = p + kQ6_KQuantsOffset + 192 * s;
       const __m512i qa = _mm512_loadu_si512(line), qb = _mm512_loadu_si512(line + 64);
       const __m512i qh = _mm512_loadu_si512(line + 128);
       // g = 0..3: elements 128h + 32g + 16t + [0, 16) of each row, group G = 8h + 2g + t; the

@@ -21,8 +21,8 @@ namespace {
 bool repack_enabled(DType dtype) {
   const char* v = std::getenv("INFERA_CPU_REPACK");
   // The default set (bf16 only where the backend asks for it, see the constructor).
-  bool wanted =
-      dtype == DType::Q4_0 || dtype == DType::Q4_K || dtype == DType::Q8_0 || dtype == DType::BF16;
+  bool wanted = dtype == DType::Q4_0 || dtype == DType::Q4_K || dtype == DType::Q6_K ||
+                dtype == DType::Q8_0 || dtype == DType::BF16;
   if (v && std::strcmp(v, "0") == 0) {
     wanted = false;
   } else if (v && std::strcmp(v, "all") == 0) {

@@ -10,8 +10,11 @@
 // What is repacked by default (issue 8; numbers in the quant4 / quant5 notes): Q4_0 (whole-model
 // decode x1.47 per CPU second at one thread) and Q4_K (level at one thread, x1.5 on
 // cache-resident matrices, q4_k_m decode +6-12 % at two threads, prefill GEMM -1 to -6 %). Q6_K
-// row groups are built and tested but off by default: slower than the plain Q6_K kernel on
-// DRAM-streamed matrices (x0.84-0.96), which already streams at the core's rate. Q8_0 (issue 8,
+// (the LM head and half of v / down in Q4_K_M files, 45 % of the 0.6B file's bytes): row groups
+// since session 19, when their unit's scales moved ahead of its quants (weight_rowgroups.h); on
+// the old layout they streamed slower than the file's rows (x0.84-0.96), now faster (2 threads
+// from DRAM x1.06 in a 35 GB/s window, x1.20 at 48 GB/s: bench/probes/rowgroup_dram_probe.cpp;
+// q4_k_m decode x1.018, 42 of 60 rounds, prefill level). Q8_0 (issue 8,
 // the cpuq8 note): row groups by default; the file layout's kernel is compute-bound (~34 GB/s per
 // core) where the row-group kernel needs a quarter of its instructions per byte.
 // The environment variable INFERA_CPU_REPACK=0 turns repacking off, =all turns every type on,

@@ -49,14 +49,14 @@ void for_each_run(DType dtype, int64_t k, int64_t r, Visit visit) {
     const int64_t unit = u * rowgroup_unit_bytes(dtype);
     if (dtype == DType::Q6_K) {  // ql[128], qh[64], scales[16], d
       const int64_t src = u * 210;
+      visit(src + 192, unit + 16 * r, Len<16>{});
+      visit(src + 208, unit + 64 + 2 * r, Len<2>{});
       for (int64_t s = 0; s < 4; ++s) {
-        const int64_t h = s / 2, t = s % 2, line = unit + 192 * s + 16 * r;
+        const int64_t h = s / 2, t = s % 2, line = unit + kQ6_KQuantsOffset + 192 * s + 16 * r;
         visit(src + 64 * h + 16 * t, line, Len<16>{});
         visit(src + 64 * h + 32 + 16 * t, line + 64, Len<16>{});
         visit(src + 128 + 32 * h + 16 * t, line + 128, Len<16>{});
       }
-      visit(src + 192, unit + 768 + 16 * r, Len<16>{});
-      visit(src + 208, unit + 832 + 2 * r, Len<2>{});
     } else if (dtype == DType::Q8_0) {
       for (int64_t b = 0; b < 8; ++b) {
         const int64_t src = (8 * u + b) * 34, line = unit + 64 + 128 * b + 16 * r;

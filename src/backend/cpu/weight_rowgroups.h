@@ -21,12 +21,16 @@
 //   [64, 576)  qs bytes [32c + 16t, 32c + 16t + 16) of row r at 64 + 128c + 64t + 16r
 // Q6_K unit (one super-block of each row; 16 elements of one row per 16 bytes, so a 64-byte line
 // holds one 16-element group of each of the 4 rows, the group one scale covers):
-//   [0, 768)   for s = 2h + t (h, t in {0, 1}), at 192s: ql bytes [64h + 16t, +16) of row r at
-//              + 16r (low nibbles: elements 128h + 16t + [0, 16), high: + 64), ql bytes
+//   [0, 64)    the int8 scales, row r's 16 at 16r
+//   [64, 72)   d of rows 0..3 (f16)
+//   [72, 840)  for s = 2h + t (h, t in {0, 1}), at 72 + 192s: ql bytes [64h + 16t, +16) of row r
+//              at + 16r (low nibbles: elements 128h + 16t + [0, 16), high: + 64), ql bytes
 //              [64h + 32 + 16t, +16) at + 64 + 16r (elements + 32 and + 96), qh bytes
 //              [32h + 16t, +16) at + 128 + 16r (their 2-bit highs, bits 2g for element + 32g)
-//   [768, 832) the int8 scales, row r's 16 at 768 + 16r
-//   [832, 840) d of rows 0..3 (f16)
+//   The scales and d come first, as in every other unit: the kernel reads them before the
+//   quants, and with them at the unit's end each unit's first access jumped past the lines it
+//   then read, which measured x0.77 from DRAM on the Zen 4 VM (the hardware prefetchers follow
+//   ascending streams; bench/probes/rowgroup_dram_probe.cpp, session 19).
 // Q8_0 unit (8 blocks of each row; the Q4_0 unit with whole bytes instead of nibbles):
 //   [0, 64)     the 32 f16 scales, row r's block b at index 4 * b + r
 //   [64, 1088)  block b's qs at 64 + 128 * b: bytes [0, 16) of row r at + 16 * r, bytes
@@ -43,6 +47,7 @@ constexpr int64_t kGroupRows = 4;
 constexpr int64_t kUnitElements = 256;    // elements of each row per unit
 constexpr int64_t kUnitBytes = 576;       // Q4_0, Q4_K: 4 rows x 256 elements x 4.5 bits
 constexpr int64_t kUnitBytesQ6_K = 840;   // 4 rows x 256 elements x 6.5625 bits
+constexpr int64_t kQ6_KQuantsOffset = 72;  // the Q6_K unit's quants after its scales and d
 constexpr int64_t kUnitBytesQ8_0 = 1088;  // 4 rows x 256 elements x 8.5 bits
 // Bytes of one unit of `dtype` (a row-group type).
 int64_t rowgroup_unit_bytes(DType dtype);
