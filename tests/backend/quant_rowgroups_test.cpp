@@ -64,8 +64,8 @@ size_t rowgroup_offset(DType dtype, int64_t k, int64_t j, int64_t i) {
   if (byte < 2) return size_t(unit + 2 * r + byte);
   if (byte < 4) return size_t(unit + 8 + 2 * r + byte - 2);
   if (byte < 16) return size_t(unit + 16 + 16 * ((byte - 4) / 4) + 4 * r + (byte - 4) % 4);
-  const int64_t q = byte - 16, c = q / 32, t = (q % 32) / 16;
-  return size_t(unit + 64 + 128 * c + 64 * t + 16 * r + q % 16);
+  const int64_t q = byte - 16, l = q / 32, line = (q % 32) / 4;  // qs byte 32l + 4 line + t
+  return size_t(unit + 64 + 64 * line + 16 * r + 4 * l + q % 4);
 }
 
 // The row-group layouts (weight_rowgroups.h): bytes where the header comment says, and every row

@@ -259,6 +259,19 @@ void MatmulRowGroupsQ(DType dtype, const void* acts, int64_t n, int64_t k, const
   const auto row_bytes = static_cast<int64_t>(dtype_bytes(dtype, static_cast<size_t>(k)));
 #if INFERA_VNNI512
   const int64_t units = k / kUnitElements;
+  // Kernels that read their activation bytes in another order (Group::PermuteActs) get a copy so
+  // ordered, in a buffer that only grows (no allocation once the largest call has been seen).
+  if constexpr (requires { Group::PermuteActs; }) {
+    using Act = typename Group::Act;  // one block a unit (ActBlockQ8K), rows act_bytes apart
+    thread_local std::vector<Act> permuted;
+    const int64_t blocks = k / kUnitElements;
+    if (permuted.size() < static_cast<size_t>(n * blocks))
+      permuted.resize(static_cast<size_t>(n * blocks));
+    for (int64_t i = 0; i < n; ++i)
+      Group::PermuteActs(reinterpret_cast<const Act*>(ab + i * act_bytes), blocks,
+                         permuted.data() + i * blocks);
+    ab = reinterpret_cast<const uint8_t*>(permuted.data());
+  }
   const int64_t ahead = rowgroup_prefetch_bytes();
   if (n == 1) {
     const int streams = quant_gemv_streams();

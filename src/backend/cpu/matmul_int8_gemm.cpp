@@ -289,9 +289,26 @@ INFERA_VNNI_TARGET void unpack_q4_k_group_row(const uint8_t* group, int64_t rr, 
       scale[8 * b + s] = d * static_cast<float>(sc);
       min[8 * b + s] = dmin * static_cast<float>(mn);
     }
+    // The row's 16 bytes of line j hold qs dwords 8l + j (l < 4): two vectors of those lines,
+    // one dword permute back to qs order (dword 8l + j from line j, dword l).
+    __m512i lines[2];
+    for (int h = 0; h < 2; ++h)
+      lines[h] = _mm512_inserti32x4(
+          _mm512_inserti32x4(
+              _mm512_inserti32x4(_mm512_castsi128_si512(load16(unit + 64 + 256 * h + 16 * rr)),
+                                 load16(unit + 128 + 256 * h + 16 * rr), 1),
+              load16(unit + 192 + 256 * h + 16 * rr), 2),
+          load16(unit + 256 + 256 * h + 16 * rr), 3);
+    alignas(16) uint8_t qs[128];
+    for (int half = 0; half < 2; ++half) {  // qs dwords 16 half + i: l = 2 half + i / 8, j = i % 8
+      alignas(64) int32_t idx[16];
+      for (int i = 0; i < 16; ++i) idx[i] = 4 * (i % 8) + 2 * half + i / 8;
+      _mm512_store_si512(qs + 64 * half, _mm512_permutex2var_epi32(
+                                              lines[0], _mm512_load_si512(idx), lines[1]));
+    }
     for (int c = 0; c < 4; ++c)  // qs bytes [32c + 16t, +16): sub-block 2c low, 2c + 1 high
       for (int t = 0; t < 2; ++t) {
-        const __m128i q = load16(unit + 64 + 128 * c + 64 * t + 16 * rr);
+        const __m128i q = load16(qs + 32 * c + 16 * t);
         store16(v + 256 * b + 64 * c + 16 * t, _mm_and_si128(q, low4x16));
         store16(v + 256 * b + 64 * c + 32 + 16 * t, _mm_and_si128(_mm_srli_epi16(q, 4), low4x16));
       }

@@ -174,13 +174,45 @@ void MatmulRowsQ4_K(const void* acts, int64_t n, int64_t k, const void* w, int64
 
 #if INFERA_VNNI512
 // One unit (a super-block of 4 rows, weight_rowgroups.h) against NX activation rows into acc[x]
-// (lane 4r + l: row r's partial sums). The 4 rows' packed scales and mins unpack together in
-// 128-bit words; per sub-block s two vpdpbusd per activation row (16 elements each, against
-// 128-bit broadcasts of the activation bytes), one convert and one multiply-add by d * sc[s] per
-// lane; the mins by one vpdpwssd of [m[r][s]] with the activation sub-block sums.
+// (lane 4r + l: row r's partial sums). Each 64-byte line holds, in 128-bit lane r, 4 bytes of each
+// of row r's four qs chunks (dword l from chunk l), so after the AND / shift every dword lane
+// 4r + l belongs to one sub-block: 2l in the low nibbles, 2l + 1 in the high ones. The 8 lines'
+// vpdpbusd products therefore add up in two int32 accumulators whose lane 4r + l is the whole
+// integer dot of row r's sub-block 2l (2l + 1), and the 6-bit scales are applied once a unit, by
+// one convert and one multiply-add each: no per-sub-block scale permute, convert or multiply-add
+// (the previous layout's 24 of ~85 vector operations a unit; the kernel is bound by its vector
+// operations in the VM's fast memory windows). The activation bytes come permuted to match
+// (PermuteActs: 16 bytes of each line's broadcast = 4 elements of each of the 4 sub-blocks). The
+// mins: one vpdpwssd of [m[r][s]] with the activation sub-block sums.
 struct GroupQ4_K {
   using Act = ActBlockQ8K;
   static constexpr int64_t kBytes = kUnitBytes;
+  // out = in with each block's qs reordered for Unit: dword 8j + 4h + l of the block takes qs
+  // dword 16l + 8h + j (elements 64l + 32h + 4j + [0, 4): sub-block 2l + h), for line j's low
+  // (h = 0) and high (h = 1) nibbles; d and bsums unchanged. The same bytes, another order.
+  static HWY_INLINE void PermuteActs(const ActBlockQ8K* in, int64_t blocks, ActBlockQ8K* out) {
+    // Output vector m (dwords 16m + i, i = 8(j - 2m) + 4h + l) from inputs l (dwords 8h + j):
+    // l = 0, 1 from the first two input vectors, l = 2, 3 from the last two, then a blend.
+    alignas(64) int32_t lo_idx[4][16], hi_idx[4][16];
+    for (int m = 0; m < 4; ++m)
+      for (int i = 0; i < 16; ++i) {
+        const int j = 2 * m + i / 8, h = (i / 4) % 2, l = i % 4;
+        lo_idx[m][i] = (l % 2) * 16 + 8 * h + j;  // from vectors l = 0 (0-15) and 1 (16-31)
+        hi_idx[m][i] = lo_idx[m][i];              // from vectors l = 2 and 3, the same offsets
+      }
+    const __mmask16 high_l = 0xCCCC;  // lanes with l >= 2
+    for (int64_t b = 0; b < blocks; ++b) {
+      out[b].d = in[b].d;
+      std::memcpy(out[b].bsums, in[b].bsums, sizeof(in[b].bsums));
+      __m512i v[4];
+      for (int l = 0; l < 4; ++l) v[l] = _mm512_loadu_si512(in[b].qs + 64 * l);
+      for (int m = 0; m < 4; ++m) {
+        const __m512i from01 = _mm512_permutex2var_epi32(v[0], _mm512_load_si512(lo_idx[m]), v[1]);
+        const __m512i from23 = _mm512_permutex2var_epi32(v[2], _mm512_load_si512(hi_idx[m]), v[3]);
+        _mm512_storeu_si512(out[b].qs + 64 * m, _mm512_mask_blend_epi32(high_l, from01, from23));
+      }
+    }
+  }
   template <int NX>
   static HWY_INLINE void Unit(const uint8_t* p, const ActBlockQ8K* const* a, int64_t u, __m512* acc,
                               __m512* /*acc1: one chain per row suffices here*/) {
@@ -202,13 +234,34 @@ struct GroupQ4_K {
     const __m128i mn_lo = _mm_and_si128(w1, m6);
     const __m128i mn_hi = _mm_or_si128(_mm_and_si128(_mm_srli_epi32(w2, 4), m4),
                                        _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(w1, 6), m2), 4));
-    // d * sc as f32, lane 4r + s (sub-blocks 0..3, then 4..7).
-    const __m512 scf[2] = {_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sc_lo)), d),
-                           _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sc_hi)), d)};
+    // Byte 4r + l: the scale of sub-block 2l (even) / 2l + 1 (odd) of row r. Each row's (s0, s2)
+    // and (s1, s3) pairs of sc_lo (and s4..s7 of sc_hi) as words, then interleaved by words.
+    const __m128i pairs = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    const __m128i lo_pairs = _mm_shuffle_epi8(sc_lo, pairs), hi_pairs = _mm_shuffle_epi8(sc_hi, pairs);
+    const __m128i sc_even = _mm_unpacklo_epi16(lo_pairs, hi_pairs);
+    const __m128i sc_odd = _mm_unpackhi_epi16(lo_pairs, hi_pairs);
+    const __m512 scale_even = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sc_even)), d);
+    const __m512 scale_odd = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sc_odd)), d);
     // Mins as int16, entry 8r + s.
     const __m512i mins16 = _mm512_cvtepu8_epi16(
         _mm256_set_m128i(_mm_unpackhi_epi32(mn_lo, mn_hi), _mm_unpacklo_epi32(mn_lo, mn_hi)));
-    __m512 part[NX];
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    __m512i even[NX], odd[NX];
+    for (int x = 0; x < NX; ++x) even[x] = odd[x] = _mm512_setzero_si512();
+    for (int j = 0; j < 8; ++j) {
+      const __m512i q = _mm512_loadu_si512(p + 64 + 64 * j);
+      const __m512i lo = _mm512_and_si512(q, low4);
+      const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);
+      for (int x = 0; x < NX; ++x) {
+        const int8_t* aq = a[x][u].qs + 32 * j;
+        even[x] = _mm512_dpbusd_epi32(
+            even[x], lo,
+            _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(aq))));
+        odd[x] = _mm512_dpbusd_epi32(
+            odd[x], hi,
+            _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(aq + 16))));
+      }
+    }
     for (int x = 0; x < NX; ++x) {
       const ActBlockQ8K& ab = a[x][u];
       const __m128i sums = _mm_hadd_epi16(  // sub-block sums of the activations, s = 0..7
@@ -216,34 +269,11 @@ struct GroupQ4_K {
           _mm_loadu_si128(reinterpret_cast<const __m128i*>(ab.bsums + 8)));
       const __m512i msum =
           _mm512_dpwssd_epi32(_mm512_setzero_si512(), mins16, _mm512_broadcast_i32x4(sums));
-      part[x] = _mm512_mul_ps(_mm512_cvtepi32_ps(msum), neg_dmin);
+      __m512 part = _mm512_mul_ps(_mm512_cvtepi32_ps(msum), neg_dmin);
+      part = _mm512_fmadd_ps(_mm512_cvtepi32_ps(even[x]), scale_even, part);
+      part = _mm512_fmadd_ps(_mm512_cvtepi32_ps(odd[x]), scale_odd, part);
+      acc[x] = _mm512_fmadd_ps(part, _mm512_set1_ps(ab.d), acc[x]);
     }
-    const __m512i low4 = _mm512_set1_epi8(0x0F);
-    for (int c = 0; c < 4; ++c) {
-      const __m512i q0 = _mm512_loadu_si512(p + 64 + 128 * c);
-      const __m512i q1 = _mm512_loadu_si512(p + 128 + 128 * c);
-      const __m512i nib[2][2] = {{_mm512_and_si512(q0, low4), _mm512_and_si512(q1, low4)},
-                                 {_mm512_and_si512(_mm512_srli_epi16(q0, 4), low4),
-                                  _mm512_and_si512(_mm512_srli_epi16(q1, 4), low4)}};
-      for (int e = 0; e < 2; ++e) {
-        const int s = 2 * c + e;
-        const __m512i idx =
-            _mm512_add_epi32(_mm512_slli_epi32(row_of_lane, 2), _mm512_set1_epi32(s % 4));
-        const __m512 scale = _mm512_permutexvar_ps(idx, scf[s / 4]);
-        for (int x = 0; x < NX; ++x) {
-          const int8_t* aq = a[x][u].qs + 32 * s;
-          __m512i dot = _mm512_dpbusd_epi32(
-              _mm512_setzero_si512(), nib[e][0],
-              _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(aq))));
-          dot = _mm512_dpbusd_epi32(
-              dot, nib[e][1],
-              _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(aq + 16))));
-          part[x] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), scale, part[x]);
-        }
-      }
-    }
-    for (int x = 0; x < NX; ++x)
-      acc[x] = _mm512_fmadd_ps(part[x], _mm512_set1_ps(a[x][u].d), acc[x]);
   }
 };
 #else

@@ -75,9 +75,9 @@ void for_each_run(DType dtype, int64_t k, int64_t r, Visit visit) {
       visit(src, unit + 2 * r, Len<2>{});
       visit(src + 2, unit + 8 + 2 * r, Len<2>{});
       for (int64_t w = 0; w < 3; ++w) visit(src + 4 + 4 * w, unit + 16 + 16 * w + 4 * r, Len<4>{});
-      for (int64_t c = 0; c < 4; ++c)
-        for (int64_t t = 0; t < 2; ++t)
-          visit(src + 16 + 32 * c + 16 * t, unit + 64 + 128 * c + 64 * t + 16 * r, Len<16>{});
+      for (int64_t j = 0; j < 8; ++j)
+        for (int64_t l = 0; l < 4; ++l)
+          visit(src + 16 + 32 * l + 4 * j, unit + 64 + 64 * j + 16 * r + 4 * l, Len<4>{});
     }
   }
 }

@@ -18,7 +18,10 @@
 //   [0, 8)     d of rows 0..3 (f16);  [8, 16) dmin of rows 0..3
 //   [16, 64)   the packed 6-bit scales / mins by 32-bit word: word w of row r at 16 + 16w + 4r
 //              (so one 128-bit load holds word w of all 4 rows and unpacks them at once)
-//   [64, 576)  qs bytes [32c + 16t, 32c + 16t + 16) of row r at 64 + 128c + 64t + 16r
+//   [64, 576)  line j (j < 8) at 64 + 64j: row r's 16 bytes at + 16r, qs bytes [32l + 4j, +4)
+//              (4 bytes of chunk l) at + 4l, so that every dword of a line holds one sub-block's
+//              elements of one row (2l in the low nibbles, 2l + 1 in the high ones) and the
+//              kernel applies each sub-block's scale once a unit (matmul_q4_k.cpp)
 // Q6_K unit (one super-block of each row; 16 elements of one row per 16 bytes, so a 64-byte line
 // holds one 16-element group of each of the 4 rows, the group one scale covers):
 //   [0, 64)    the int8 scales, row r's 16 at 16r
