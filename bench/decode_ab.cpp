@@ -14,7 +14,9 @@
 // of the next GEMV while idle; 0 = off), paired=0|1 (attention_paired_heads: a decode row's kv
 // heads two at a time), repack=LIST (INFERA_CPU_REPACK for this variant's copy of the model:
 // "0", "all" or type names such as q4_k,q8_0,q6_k,bf16; variants with different lists load the
-// model once each, on backends of their own, and the others share the first's). Each round
+// model once each, on backends of their own, and the others share the first's), huge=0|1 (the
+// copy's repacked weights on transparent huge pages or not, INFERA_HUGE_PAGES; a copy of its
+// own as for repack). Each round
 // starts a new sequence on every loaded copy
 // (a --context prompt, untimed) and runs one block per variant. Printed per variant: median
 // tokens/s, the median of per-round ratios to the first variant [min, max], and the median
@@ -36,6 +38,7 @@
 #include "backend/cpu/quant_matmul.h"
 #include "bench/machine_monitor.h"
 #include "bench/stats.h"
+#include "core/huge_pages.h"
 #include "bench_lm_adapter.h"
 #include "infera/error.h"
 
@@ -50,6 +53,7 @@ struct Variant {
   int64_t prefetch_kib = 0;
   bool paired = true;
   std::string repack;  // INFERA_CPU_REPACK while its model loads ("": the process's setting)
+  int huge = -1;       // huge pages for its copy's weights (-1: the process's setting)
   size_t model = 0;    // which loaded copy it runs
   std::vector<double> tokens_per_second, fraction;
 };
@@ -87,6 +91,8 @@ Variant parse_variant(const std::string& spec) {
       if (value.empty() || *end != '\0' || kib < 0 || kib > 8192)
         throw InvalidArgument("--variant " + spec + ": prefetch must be KiB in [0, 8192]");
       v.prefetch_kib = kib;
+    } else if (key == "huge" && (value == "0" || value == "1")) {
+      v.huge = value == "1";
     } else if (key == "repack" && !value.empty()) {
       for (char& c : value)
         if (c == ';') c = ',';  // a list inside the comma list: q4_k;q6_k
@@ -132,30 +138,34 @@ int run(int argc, char** argv) {
   std::vector<Variant> variants;
   for (const auto& s : specs) variants.push_back(parse_variant(s));
   // One copy of the model per distinct repack list (the repacking happens as a model loads).
-  std::vector<std::string> repacks;
+  std::vector<std::pair<std::string, bool>> copies;  // (repack list, huge pages) of each copy
   std::vector<cli::BenchModel> models;
   std::vector<std::unique_ptr<cli::LmBenchAdapter>> lms;
   const char* env_repack = std::getenv("INFERA_CPU_REPACK");
   const std::string process_repack = env_repack ? env_repack : "";
+  const bool process_huge = huge_pages_wanted();
   for (Variant& v : variants) {
-    const std::string wanted = v.repack.empty() ? process_repack : v.repack;
-    auto it = std::find(repacks.begin(), repacks.end(), wanted);
-    if (it == repacks.end()) {
-      if (wanted.empty())
+    const std::pair<std::string, bool> wanted = {v.repack.empty() ? process_repack : v.repack,
+                                                 v.huge < 0 ? process_huge : v.huge == 1};
+    auto it = std::find(copies.begin(), copies.end(), wanted);
+    if (it == copies.end()) {
+      if (wanted.first.empty())
         unsetenv("INFERA_CPU_REPACK");
       else
-        setenv("INFERA_CPU_REPACK", wanted.c_str(), 1);
+        setenv("INFERA_CPU_REPACK", wanted.first.c_str(), 1);
+      set_huge_pages_wanted(wanted.second);
       models.push_back(cli::start_bench_backend("cpu", threads, "bf16"));
       cli::load_bench_model(models.back(), model, LoadOptions{});
       lms.push_back(std::make_unique<cli::LmBenchAdapter>(
           *models.back().model, cli::KvSettings{.dtype = kv_dtype == "f32"   ? DType::F32
                                                          : kv_dtype == "f16" ? DType::F16
                                                                              : DType::BF16}));
-      repacks.push_back(wanted);
-      it = repacks.end() - 1;
+      copies.push_back(wanted);
+      it = copies.end() - 1;
     }
-    v.model = static_cast<size_t>(it - repacks.begin());
+    v.model = static_cast<size_t>(it - copies.begin());
   }
+  set_huge_pages_wanted(process_huge);
   if (env_repack)
     setenv("INFERA_CPU_REPACK", process_repack.c_str(), 1);
   else
@@ -220,7 +230,8 @@ int run(int argc, char** argv) {
                              {"streams", v.streams},
                              {"dynamic", v.dynamic},
                              {"paired", v.paired},
-                             {"repack", v.repack.empty() ? process_repack : v.repack}};
+                             {"repack", copies[v.model].first},
+                             {"huge_pages", copies[v.model].second}};
   }
   if (!out.empty()) {
     j["config"] = {{"model", model},

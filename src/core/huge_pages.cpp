@@ -2,18 +2,24 @@
 
 #include <sys/mman.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
 namespace infera {
 
-bool huge_pages_wanted() {
-  static const bool wanted = [] {
+namespace {
+std::atomic<bool>& huge_pages_setting() {
+  static std::atomic<bool> wanted{[] {
     const char* v = std::getenv("INFERA_HUGE_PAGES");
     return v && std::strcmp(v, "1") == 0;
-  }();
+  }()};
   return wanted;
 }
+}  // namespace
+
+bool huge_pages_wanted() { return huge_pages_setting().load(); }
+void set_huge_pages_wanted(bool on) { huge_pages_setting().store(on); }
 
 void* alloc_streamed(size_t bytes) { return alloc_streamed(bytes, huge_pages_wanted()); }
 
