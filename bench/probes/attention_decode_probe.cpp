@@ -9,7 +9,9 @@
 // 14.6 / 11.5 (the pass is compute-bound at short contexts); 2,048 cold 269 / 264 us (~31 GB/s,
 // ~16 GB/s a thread, where the GEMVs reach ~27). Four heads an item (four key streams in turn,
 // bench/reference/lead19_cpu/attention_four_heads.patch): 19.1 / 12.1 at 128, 301 at 2,048
-// (slower: two items for two threads, and the value passes still one stream each).
+// (slower: two items for two threads, and the value passes still one stream each). A pair's value
+// passes together, half of head_dim a pass with both heads' rows in turn
+// (attention_paired_values_half_dims.patch): 25.1 cold at 128, 342 at 2,048 (24.5 GB/s): slower.
 // Build (after build/release):
 //   g++ -O2 -std=c++20 -Isrc -Iinclude bench/probes/attention_decode_probe.cpp
 //       build/release/src/bench/libinfera_bench.a build/release/src/backend/cpu/libinfera_cpu.a
