@@ -274,7 +274,11 @@ INFERA_VNNI_TARGET void unpack_q8_0_group_row(const uint8_t* group, int64_t rr, 
 // file's layout (restoring the row first cost the prefill GEMM 6 % at 128 rows).
 INFERA_VNNI_TARGET void unpack_q4_k_group_row(const uint8_t* group, int64_t rr, int64_t k,
                                               uint8_t* v, float* scale, float* min) {
-  const __m128i low4x16 = _mm_set1_epi8(0x0F);
+  const __m512i low4x64 = _mm512_set1_epi8(0x0F);
+  // Dword i of a chunk pair's gather: chunk 2 pair + i / 8's dword i % 8 (index 4j + c, j = i % 8).
+  alignas(64) static constexpr int32_t chunk_pair_idx[2][16] = {
+      {0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29},
+      {2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31}};
   for (int64_t b = 0; b < k / 256; ++b) {
     const uint8_t* unit = group + b * kUnitBytes;
     uint16_t d16, dmin16;
@@ -289,29 +293,27 @@ INFERA_VNNI_TARGET void unpack_q4_k_group_row(const uint8_t* group, int64_t rr, 
       scale[8 * b + s] = d * static_cast<float>(sc);
       min[8 * b + s] = dmin * static_cast<float>(mn);
     }
-    // The row's 16 bytes of line j hold qs dwords 8l + j (l < 4): two vectors of those lines,
-    // one dword permute back to qs order (dword 8l + j from line j, dword l).
-    __m512i lines[2];
-    for (int h = 0; h < 2; ++h)
-      lines[h] = _mm512_inserti32x4(
+    // The row's 16 bytes of line j hold qs dwords 8c + j (c < 4): the 8 lines as 32 dwords
+    // (index 4j + c), split into low and high nibbles, then chunk c's values (64 bytes: its low
+    // nibbles, then its high ones, in qs order) gathered by one dword permute a pair of chunks.
+    __m512i low[2], high[2];
+    for (int h = 0; h < 2; ++h) {
+      const __m512i lines = _mm512_inserti32x4(
           _mm512_inserti32x4(
               _mm512_inserti32x4(_mm512_castsi128_si512(load16(unit + 64 + 256 * h + 16 * rr)),
                                  load16(unit + 128 + 256 * h + 16 * rr), 1),
               load16(unit + 192 + 256 * h + 16 * rr), 2),
           load16(unit + 256 + 256 * h + 16 * rr), 3);
-    alignas(16) uint8_t qs[128];
-    for (int half = 0; half < 2; ++half) {  // qs dwords 16 half + i: l = 2 half + i / 8, j = i % 8
-      alignas(64) int32_t idx[16];
-      for (int i = 0; i < 16; ++i) idx[i] = 4 * (i % 8) + 2 * half + i / 8;
-      _mm512_store_si512(qs + 64 * half, _mm512_permutex2var_epi32(
-                                              lines[0], _mm512_load_si512(idx), lines[1]));
+      low[h] = _mm512_and_si512(lines, low4x64);
+      high[h] = _mm512_and_si512(_mm512_srli_epi16(lines, 4), low4x64);
     }
-    for (int c = 0; c < 4; ++c)  // qs bytes [32c + 16t, +16): sub-block 2c low, 2c + 1 high
-      for (int t = 0; t < 2; ++t) {
-        const __m128i q = load16(qs + 32 * c + 16 * t);
-        store16(v + 256 * b + 64 * c + 16 * t, _mm_and_si128(q, low4x16));
-        store16(v + 256 * b + 64 * c + 32 + 16 * t, _mm_and_si128(_mm_srli_epi16(q, 4), low4x16));
-      }
+    for (int pair = 0; pair < 2; ++pair) {  // chunks 2 pair and 2 pair + 1
+      const __m512i idx = _mm512_load_si512(chunk_pair_idx[pair]);
+      const __m512i lo = _mm512_permutex2var_epi32(low[0], idx, low[1]);
+      const __m512i hi = _mm512_permutex2var_epi32(high[0], idx, high[1]);
+      _mm512_storeu_si512(v + 256 * b + 128 * pair, _mm512_shuffle_i64x2(lo, hi, 0x44));
+      _mm512_storeu_si512(v + 256 * b + 128 * pair + 64, _mm512_shuffle_i64x2(lo, hi, 0xEE));
+    }
   }
 }
 
