@@ -10,10 +10,14 @@
 // "q6_k_tail" case keeps the old layout (a copy of the kernel compiled here) for comparison, and
 // "q6_k_copy" the same copy on the library's layout (the control for the copy's compilation);
 // "q6_k_file" is the plain Q6_K kernel on the file's rows (what decode ran before session 19).
+// "q4_k_before" is the Q4_K unit and layout before session 19's (a copy compiled here), against
+// the library's "q4_k". The Q4_K and Q6_K A/Bs rewrite two buffers with their two layouts in
+// turn every round: where a buffer's pages lie moved one kernel x0.8-1.25 against itself.
 //
 // Build (after build/release; the library's flags: -O3, the AVX-512 VNNI target), one line:
 //   g++ -O3 -std=c++20 -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mf16c -mfma
-//       -Isrc -Iinclude bench/probes/rowgroup_dram_probe.cpp build/release/src/bench/libinfera_bench.a
+//       -Isrc -Iinclude bench/probes/rowgroup_dram_probe.cpp
+//       build/release/src/bench/libinfera_bench.a
 //       build/release/src/backend/cpu/libinfera_cpu.a build/release/src/quant/libinfera_quant.a
 //       build/release/src/core/libinfera_core.a -lhwy -lpthread -o /tmp/rowgroup_dram_probe
 //   /tmp/rowgroup_dram_probe [rounds]
@@ -112,7 +116,8 @@ void gemv_q6(const uint8_t* w, const uint8_t* acts, int64_t units, int64_t g0, i
     for (int s = 0; s < S; ++s) acc0[s] = acc1[s] = _mm512_setzero_ps();
     for (int64_t u = 0; u < units; ++u) {
 #pragma GCC unroll 8
-      for (int s = 0; s < S; ++s) unit_q6<kHeadFirst>(g[s] + u * 840, a[u], (u & 1) ? acc1[s] : acc0[s]);
+      for (int s = 0; s < S; ++s)
+        unit_q6<kHeadFirst>(g[s] + u * 840, a[u], (u & 1) ? acc1[s] : acc0[s]);
     }
     for (int s = 0; s < S; ++s) {
       alignas(64) float lanes[16];
@@ -223,107 +228,6 @@ void gemv_q4_k_before(const uint8_t* w, const uint8_t* acts, int64_t units, int6
   }
 }
 
-// GroupQ4_K::Unit<1> of the library compiled here (activations already permuted).
-template <bool kSplit>
-__attribute__((always_inline)) inline void unit_q4_k_here(const uint8_t* p,
-                                                           const cpu::ActBlockQ8K& ab0,
-                                                           __m512* acc) {
-  constexpr int NX = 1;
-  const cpu::ActBlockQ8K* a[1] = {&ab0};
-  const int64_t u = 0;
-    const __m512i row_of_lane = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-  const __m512 dd = _mm512_castps256_ps512(
-      _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
-  const __m512 d = _mm512_permutexvar_ps(row_of_lane, dd);  // lane 4r + l: d of row r
-  const __m512 neg_dmin = _mm512_sub_ps(
-      _mm512_setzero_ps(),
-      _mm512_permutexvar_ps(_mm512_add_epi32(row_of_lane, _mm512_set1_epi32(4)), dd));
-  // Word w of the 4 rows' packed scales (UnpackScalesMins, 4 rows at a time).
-  const __m128i w0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16));
-  const __m128i w1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 32));
-  const __m128i w2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 48));
-  const __m128i m6 = _mm_set1_epi8(0x3F), m4 = _mm_set1_epi8(0x0F), m2 = _mm_set1_epi8(0x03);
-  const __m128i sc_lo = _mm_and_si128(w0, m6);  // byte 4r + s: scale s of row r (s < 4)
-  const __m128i sc_hi = _mm_or_si128(_mm_and_si128(w2, m4),
-                                     _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(w0, 6), m2), 4));
-  const __m128i mn_lo = _mm_and_si128(w1, m6);
-  const __m128i mn_hi = _mm_or_si128(_mm_and_si128(_mm_srli_epi32(w2, 4), m4),
-                                     _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(w1, 6), m2), 4));
-  // Byte 4r + l: the scale of sub-block 2l (even) / 2l + 1 (odd) of row r. Each row's (s0, s2)
-  // and (s1, s3) pairs of sc_lo (and s4..s7 of sc_hi) as words, then interleaved by words.
-  const __m128i pairs = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
-  const __m128i lo_pairs = _mm_shuffle_epi8(sc_lo, pairs), hi_pairs = _mm_shuffle_epi8(sc_hi, pairs);
-  const __m128i sc_even = _mm_unpacklo_epi16(lo_pairs, hi_pairs);
-  const __m128i sc_odd = _mm_unpackhi_epi16(lo_pairs, hi_pairs);
-  const __m512 scale_even = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sc_even)), d);
-  const __m512 scale_odd = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sc_odd)), d);
-  // Mins as int16, entry 8r + s.
-  const __m512i mins16 = _mm512_cvtepu8_epi16(
-      _mm256_set_m128i(_mm_unpackhi_epi32(mn_lo, mn_hi), _mm_unpacklo_epi32(mn_lo, mn_hi)));
-  const __m512i low4 = _mm512_set1_epi8(0x0F);
-  __m512i even[NX], odd[NX], even2[NX], odd2[NX];
-  for (int x = 0; x < NX; ++x) even[x] = odd[x] = even2[x] = odd2[x] = _mm512_setzero_si512();
-  for (int j = 0; j < 8; ++j) {
-    const __m512i q = _mm512_loadu_si512(p + 64 + 64 * j);
-    const __m512i lo = _mm512_and_si512(q, low4);
-    const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);
-    for (int x = 0; x < NX; ++x) {
-      const int8_t* aq = a[x][u].qs + 32 * j;
-      even[x] = _mm512_dpbusd_epi32(
-          even[x], lo,
-          _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(aq))));
-      odd[x] = _mm512_dpbusd_epi32(
-          odd[x], hi,
-          _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(aq + 16))));
-    }
-  }
-  for (int x = 0; x < NX; ++x) {
-    const cpu::ActBlockQ8K& ab = a[x][u];
-    const __m128i sums = _mm_hadd_epi16(  // sub-block sums of the activations, s = 0..7
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(ab.bsums)),
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(ab.bsums + 8)));
-    const __m512i msum =
-        _mm512_dpwssd_epi32(_mm512_setzero_si512(), mins16, _mm512_broadcast_i32x4(sums));
-    __m512 part = _mm512_mul_ps(_mm512_cvtepi32_ps(msum), neg_dmin);
-    if (kSplit) {
-    even[x] = _mm512_add_epi32(even[x], even2[x]);
-    odd[x] = _mm512_add_epi32(odd[x], odd2[x]);
-  }
-  part = _mm512_fmadd_ps(_mm512_cvtepi32_ps(even[x]), scale_even, part);
-    part = _mm512_fmadd_ps(_mm512_cvtepi32_ps(odd[x]), scale_odd, part);
-    acc[x] = _mm512_fmadd_ps(part, _mm512_set1_ps(ab.d), acc[x]);
-  }
-}
-
-template <bool kSplit = false>
-void gemv_q4_k_here(const uint8_t* w, const uint8_t* acts, int64_t units, int64_t g0, int64_t g1,
-                    float* out) {
-  constexpr int S = 4;
-  const auto* a = reinterpret_cast<const cpu::ActBlockQ8K*>(acts);
-  const int64_t per = (g1 - g0) / S;
-  for (int64_t i = 0; i < per; ++i) {
-    const uint8_t* g[S];
-    float* o[S];
-    for (int s = 0; s < S; ++s) {
-      const int64_t grp = g0 + s * per + i;
-      g[s] = w + grp * units * cpu::kUnitBytes;
-      o[s] = out + grp * 4;
-    }
-    __m512 acc[S];
-    for (int s = 0; s < S; ++s) acc[s] = _mm512_setzero_ps();
-    for (int64_t u = 0; u < units; ++u) {
-#pragma GCC unroll 8
-      for (int s = 0; s < S; ++s) unit_q4_k_here<kSplit>(g[s] + u * cpu::kUnitBytes, a[u], &acc[s]);
-    }
-    for (int s = 0; s < S; ++s) {
-      alignas(64) float lanes[16];
-      _mm512_store_ps(lanes, acc[s]);
-      for (int r = 0; r < 4; ++r)
-        o[s][r] = (lanes[4 * r] + lanes[4 * r + 1]) + (lanes[4 * r + 2] + lanes[4 * r + 3]);
-    }
-  }
-}
-
 struct Matrix {
   DType type;
   int64_t rows, k, row_bytes;
@@ -339,7 +243,8 @@ Matrix make_matrix(DType type, int64_t k, int64_t target) {
   std::vector<float> wf(static_cast<size_t>(tile_rows * k)), x(static_cast<size_t>(k));
   for (auto& v : wf) v = nd(rng) * 0.05f;
   for (auto& v : x) v = nd(rng);
-  Matrix m{type, 0, k, static_cast<int64_t>(dtype_bytes(type, static_cast<size_t>(k))), {}, {}};
+  Matrix m{type, 0, k, static_cast<int64_t>(dtype_bytes(type, static_cast<size_t>(k))), {}, {},
+           {}};
   std::vector<uint8_t> plain(static_cast<size_t>(tile_rows * m.row_bytes)), tile(plain.size());
   for (int64_t r = 0; r < tile_rows; ++r)
     quant::quantize_row(type, wf.data() + r * k, k, plain.data() + r * m.row_bytes);
@@ -436,28 +341,9 @@ int main(int argc, char** argv) {
     for (int i = 0; i < 4096; ++i)
       worst = std::max(worst, std::fabs(double(a[size_t(i)]) - b[size_t(i)]) /
                                   (std::fabs(double(b[size_t(i)])) + 1e-3));
-    std::printf("Q4_K before / library: largest relative difference %.2e (summation order)\n", worst);
+    std::printf("Q4_K before / library: largest relative difference %.2e (summation order)\n",
+                worst);
     if (!(worst < 1e-4)) return 1;
-  }
-  // The library's Q4_K activations permuted as GroupQ4_K::PermuteActs does (for gemv_q4_k_here).
-  std::vector<uint8_t> q4_acts_perm(q4.acts);
-  for (int64_t b = 0; b < k / 256; ++b) {
-    auto* in = reinterpret_cast<const cpu::ActBlockQ8K*>(q4.acts.data()) + b;
-    auto* o = reinterpret_cast<cpu::ActBlockQ8K*>(q4_acts_perm.data()) + b;
-    for (int j = 0; j < 8; ++j)
-      for (int h = 0; h < 2; ++h)
-        for (int l = 0; l < 4; ++l)
-          std::memcpy(o->qs + 4 * (8 * j + 4 * h + l), in->qs + 4 * (16 * l + 8 * h + j), 4);
-  }
-  {
-    std::vector<float> a(4096), b(4096);
-    cpu::matmul_rows_rowgroups(DType::Q4_K, q4.acts.data(), 1, k, q4.bytes.data(), 0, 4096,
-                               a.data(), 4096);
-    gemv_q4_k_here(q4.bytes.data(), q4_acts_perm.data(), k / 256, 0, 1024, b.data());
-    if (std::memcmp(a.data(), b.data(), 4096 * 4)) {
-      std::printf("the Q4_K copy differs from the library's kernel\n");
-      return 1;
-    }
   }
   // Two buffers that take turns holding the two Q4_K layouts (rewritten every round), so that
   // where the pages happen to lie (which moved one kernel x0.8-1.25 against itself) falls on
@@ -469,7 +355,7 @@ int main(int argc, char** argv) {
   bench::ReadBuffer probe(threads, int64_t{512} << 20);
   probe.read_passes(1);
 
-  enum class Kind { Library, Q6Copy, Q6Tail, FileRows, Q4Before, Q4Here, Q4Split };
+  enum class Kind { Library, Q6Copy, Q6Tail, FileRows, Q4Before };
   struct Case {
     std::string name;
     const Matrix* m;
@@ -482,8 +368,7 @@ int main(int argc, char** argv) {
       {"q6_k_s2", &ms[1], Kind::Library, 2},
       {"q6_k_copy", &ms[1], Kind::Q6Copy}, {"q6_k_tail", &ms[1], Kind::Q6Tail},
       {"q8_0", &ms[2]}, {"q6_k_file", &ms[1], Kind::FileRows}, {"bf16", &ms[3]},
-      {"q4_k_before", &ms[0], Kind::Q4Before}, {"q4_k_here", &ms[0], Kind::Q4Here},
-      {"q4_k_split", &ms[0], Kind::Q4Split}};
+      {"q4_k_before", &ms[0], Kind::Q4Before}};
   std::vector<std::vector<double>> frac(cases.size()), gbs(cases.size());
   std::vector<double> probes;
   std::vector<float> out;
@@ -513,10 +398,6 @@ int main(int argc, char** argv) {
           gemv_q6<true>(q6_head, m.acts.data(), k / 256, g0, g1, out.data());
         else if (cs.kind == Kind::Q6Tail)
           gemv_q6<false>(q6_tail, m.acts.data(), k / 256, g0, g1, out.data());
-        else if (cs.kind == Kind::Q4Here)
-          gemv_q4_k_here(q4_new, q4_acts_perm.data(), k / 256, g0, g1, out.data());
-        else if (cs.kind == Kind::Q4Split)
-          gemv_q4_k_here<true>(q4_new, q4_acts_perm.data(), k / 256, g0, g1, out.data());
         else if (cs.kind == Kind::Q4Before)
           gemv_q4_k_before(q4_old, m.acts.data(), k / 256, g0, g1, out.data());
         else if (m.type == DType::BF16)
@@ -564,7 +445,4 @@ int main(int argc, char** argv) {
   compare(2, 1);  // 2 streams / 4 on the library's Q6_K
   compare(1, 6);  // Q6_K row groups / the file layout's rows (the default before session 19)
   compare(0, 8);  // Q4_K: the library / the kernel and layout before session 19
-  compare(9, 8);  // the same, both kernels compiled here
-  compare(9, 0);  // the library's kernel compiled here / in the library
-  compare(10, 9);  // two accumulators a parity / one
 }

@@ -237,7 +237,8 @@ struct GroupQ4_K {
     // Byte 4r + l: the scale of sub-block 2l (even) / 2l + 1 (odd) of row r. Each row's (s0, s2)
     // and (s1, s3) pairs of sc_lo (and s4..s7 of sc_hi) as words, then interleaved by words.
     const __m128i pairs = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
-    const __m128i lo_pairs = _mm_shuffle_epi8(sc_lo, pairs), hi_pairs = _mm_shuffle_epi8(sc_hi, pairs);
+    const __m128i lo_pairs = _mm_shuffle_epi8(sc_lo, pairs);
+    const __m128i hi_pairs = _mm_shuffle_epi8(sc_hi, pairs);
     const __m128i sc_even = _mm_unpacklo_epi16(lo_pairs, hi_pairs);
     const __m128i sc_odd = _mm_unpackhi_epi16(lo_pairs, hi_pairs);
     const __m512 scale_even = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sc_even)), d);
