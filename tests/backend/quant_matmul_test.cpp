@@ -206,9 +206,9 @@ TEST(QuantMatmul, BackendMatmulAndEmbeddingOnQuantizedWeights) {
 }
 
 // Odd shapes straight through the prefill paths, whatever n: 1 row, tails of the 8-row (one
-// panel) and 6-row (two panels) register tiles, of the 16-row weight panel and of the panel
-// pairs (an odd panel count, and a thread's share), one and two threads, quantized and
-// raw-random blocks.
+// panel), 6-row (two panels), 4-row (three) and 3-row (four) register tiles, of the 16-row weight
+// panel and of the panel groups (panel counts that do not divide, and a thread's share), one and
+// two threads, quantized and raw-random blocks.
 std::vector<Shape3> gemm_shapes_for(DType dtype) {
   if (dtype_block_size(dtype) == 32)
     return {{1, 32, 1},     {7, 96, 17},   {8, 64, 16},  {9, 160, 15}, {3, 32, 70},
@@ -219,6 +219,9 @@ std::vector<Shape3> gemm_shapes_for(DType dtype) {
 
 TEST(QuantMatmul, Int8GemmMatchesScalarReference) {
   if (!cpu::has_int8_gemm()) GTEST_SKIP() << "this CPU has no AVX512-VNNI";
+  const int kDefaultPanels = cpu::int8_panels_per_tile();
+  EXPECT_THROW(cpu::set_int8_panels_per_tile(0), InvalidArgument);
+  EXPECT_THROW(cpu::set_int8_panels_per_tile(5), InvalidArgument);
   for (const int threads : {1, 2}) {
     cpu::ThreadPool pool(threads);
     for (const DType dtype : kQuantTypes) {
@@ -230,13 +233,22 @@ TEST(QuantMatmul, Int8GemmMatchesScalarReference) {
           const auto x = random_values(size_t(c.n * c.k), uint32_t(c.k + 3 * c.m), 2.0f);
           std::vector<double> want, bound;
           gemm_reference(dtype, x, c.n, c.k, w, c.m, want, bound);
-          std::vector<float> out(size_t(c.n * c.m), NAN);
-          cpu::matmul_quantized_int8_gemm(pool, x.data(), c.n, c.k, w.data(), dtype, c.m,
-                                          out.data());
-          for (size_t i = 0; i < out.size(); ++i)
-            ASSERT_TRUE(std::fabs(out[i] - want[i]) <= bound[i])
-                << "out[" << i / size_t(c.m) << ", " << i % size_t(c.m) << "] = " << out[i]
-                << ", want " << want[i];
+          // Every tile width gives the reference's values and the same bits as one panel.
+          std::vector<float> first;
+          for (const int panels : {1, 2, 3, 4}) {
+            SCOPED_TRACE(testing::Message() << "panels per tile " << panels);
+            cpu::set_int8_panels_per_tile(panels);
+            std::vector<float> out(size_t(c.n * c.m), NAN);
+            cpu::matmul_quantized_int8_gemm(pool, x.data(), c.n, c.k, w.data(), dtype, c.m,
+                                            out.data());
+            for (size_t i = 0; i < out.size(); ++i)
+              ASSERT_TRUE(std::fabs(out[i] - want[i]) <= bound[i])
+                  << "out[" << i / size_t(c.m) << ", " << i % size_t(c.m) << "] = " << out[i]
+                  << ", want " << want[i];
+            if (first.empty()) first = out;
+            ASSERT_EQ(0, std::memcmp(first.data(), out.data(), out.size() * sizeof(float)));
+          }
+          cpu::set_int8_panels_per_tile(kDefaultPanels);
         }
       }
     }

@@ -10,6 +10,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -17,6 +18,7 @@
 
 #include "backend/cpu/simd_kernels.h"  // kPanelRows, the split every matmul path hands out
 #include "backend/cpu/weight_rowgroups.h"
+#include "infera/error.h"
 #include "quant/block_formats.h"
 
 #define INFERA_VNNI_TARGET \
@@ -381,24 +383,24 @@ INFERA_VNNI_TARGET void tile(const Panel* const* p, const Activations& a, int64_
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const __m512i offset = _mm512_set1_epi32(a.offset[a0 + static_cast<size_t>(r * nsb + sb)]);
-#pragma GCC unroll 2
+#pragma GCC unroll 4
       for (int q = 0; q < P; ++q) dot[r][q] = offset;
     }
 #pragma GCC unroll 8
     for (int g = 0; g < G; ++g) {
       __m512i wv[P];
-#pragma GCC unroll 2
+#pragma GCC unroll 4
       for (int q = 0; q < P; ++q) wv[q] = _mm512_loadu_si512(p[q]->q.data() + (sb * G + g) * 64);
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         int32_t four;
         std::memcpy(&four, xq + r * k + sb * S + 4 * g, 4);
         const __m512i x4 = _mm512_set1_epi32(four);
-#pragma GCC unroll 2
+#pragma GCC unroll 4
         for (int q = 0; q < P; ++q) dot[r][q] = _mm512_dpbusd_epi32(dot[r][q], wv[q], x4);
       }
     }
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int q = 0; q < P; ++q) {
       const __m512 scale = _mm512_loadu_ps(p[q]->scale.data() + 16 * sb);
 #pragma GCC unroll 8
@@ -419,9 +421,10 @@ INFERA_VNNI_TARGET void tile(const Panel* const* p, const Activations& a, int64_
 }
 
 // Rows per register tile: 8 with one panel (8 + 8 accumulators and the 8 groups' operands), 6
-// with two (12 + 12, two weight vectors and a broadcast; 6 x 2 measured ~1 % ahead of 4 x 2).
+// with two (12 + 12, two weight vectors and a broadcast; 6 x 2 measured ~1 % ahead of 4 x 2), 4
+// with three (12 + 12, three weight vectors and a broadcast).
 template <int P>
-constexpr int kTileRowsOf = P == 1 ? kTileRows : 6;
+constexpr int kTileRowsOf = P == 1 ? kTileRows : P == 2 ? 6 : P == 3 ? 4 : 3;
 
 template <int P, int S, bool kMin>
 INFERA_VNNI_TARGET void panels_times_rows(const Panel* const* p, const Activations& a, int64_t n,
@@ -465,14 +468,15 @@ INFERA_VNNI_TARGET void panels_times_rows(const Panel* const* p, const Activatio
   }
 }
 
-// Two panels per register tile (INFERA_CPU_INT8_PANEL_PAIRS, default on; =0: one, as before):
-// each activation broadcast feeds two vpdpbusd.
-bool panel_pairs() {
-  static const bool on = [] {
+// Panels per register tile: 3 by default (each activation broadcast feeds three vpdpbusd;
+// x1.01-1.05 over two on the Zen 4 VM, bench/probes/int8_gemm_panels_probe.cpp), one with
+// INFERA_CPU_INT8_PANEL_PAIRS=0; set_int8_panels_per_tile for A/Bs.
+std::atomic<int>& panels_per_tile_setting() {
+  static std::atomic<int> panels{[] {
     const char* e = std::getenv("INFERA_CPU_INT8_PANEL_PAIRS");
-    return !(e && std::string(e) == "0");
-  }();
-  return on;
+    return e && std::string(e) == "0" ? 1 : 3;
+  }()};
+  return panels;
 }
 
 }  // namespace
@@ -489,6 +493,14 @@ bool has_int8_gemm() {
 
 int int8_gemm_sub_block(DType wtype) { return format_of(wtype).sub; }
 
+int int8_panels_per_tile() { return panels_per_tile_setting().load(); }
+void set_int8_panels_per_tile(int panels) {
+  if (panels < 1 || panels > 4)
+    throw InvalidArgument("int8 GEMM panels per tile must be 1, 2 or 3, not " +
+                          std::to_string(panels));
+  panels_per_tile_setting().store(panels);
+}
+
 void matmul_quantized_int8_gemm(ThreadPool& pool, const float* x, int64_t n, int64_t k,
                                 const void* w, DType wtype, int64_t m, float* out,
                                 WeightLayout layout) {
@@ -500,21 +512,25 @@ void matmul_quantized_int8_gemm(ThreadPool& pool, const float* x, int64_t n, int
   quantize_activations(pool, x, n, k, f, caller_acts);
   const size_t row_bytes = dtype_bytes(wtype, static_cast<size_t>(k));
   const int64_t panels = (m + kPanelRows - 1) / kPanelRows;
-  const bool pairs = panel_pairs();
+  const int64_t per_tile = panels_per_tile_setting().load();
   pool.parallel_for(panels, 1, [&](int64_t begin, int64_t end) {
-    thread_local Panel panel[2];  // per thread, reused across calls
+    thread_local Panel panel[4];  // per thread, reused across calls
     const uint8_t* weights = static_cast<const uint8_t*>(w);
     for (int64_t pi = begin; pi < end;) {
       const int64_t j = pi * kPanelRows;
-      const int64_t count = pairs && pi + 1 < end ? 2 : 1;
+      const int64_t count = std::min(per_tile, end - pi);
       const int64_t rows = std::min(kPanelRows * count, m - j);
       // Row j (a multiple of 16) starts at the same byte in both layouts.
       for (int64_t q = 0; q < count; ++q)
         build_panel(weights + row_bytes * static_cast<size_t>(j + kPanelRows * q), row_bytes, wtype,
                     layout, f, k, std::min(kPanelRows, rows - kPanelRows * q), panel[q]);
       const auto cols = static_cast<__mmask16>((1u << (rows - kPanelRows * (count - 1))) - 1);
-      const Panel* const p[2] = {&panel[0], &panel[1]};
-      if (count == 2) {
+      const Panel* const p[4] = {&panel[0], &panel[1], &panel[2], &panel[3]};
+      if (count == 4) {
+        panels_times_rows<4>(p, acts, f, n, k, out + j, m, cols);
+      } else if (count == 3) {
+        panels_times_rows<3>(p, acts, f, n, k, out + j, m, cols);
+      } else if (count == 2) {
         panels_times_rows<2>(p, acts, f, n, k, out + j, m, cols);
       } else {
         panels_times_rows<1>(p, acts, f, n, k, out + j, m, cols);

@@ -29,6 +29,11 @@ bool has_int8_gemm();
 // Elements per activation / weight sub-block of the GEMM for a quantized weight type.
 int int8_gemm_sub_block(DType wtype);
 
+// Weight panels per register tile (1 to 4; each activation broadcast feeds that many vpdpbusd):
+// 3, or 1 with INFERA_CPU_INT8_PANEL_PAIRS=0. The same results whatever the count.
+int int8_panels_per_tile();
+void set_int8_panels_per_tile(int panels);  // tests, benchmarks; anything else throws
+
 // out[n, m] = x[n, k] . w[m, k]^T for a quantized w (k whole blocks), weight panels split over the
 // pool. Requires has_int8_gemm().
 void matmul_quantized_int8_gemm(ThreadPool& pool, const float* x, int64_t n, int64_t k,
