@@ -66,7 +66,6 @@ struct Panel {
   std::vector<float> scale, min;
   std::vector<uint8_t> row_values;  // the 16 rows' bytes, row by row, while unpacking
   std::vector<float> row_scale, row_min;
-  std::vector<uint8_t> restored;  // one row of a row-group layout, as in the file
 };
 
 // Lane reductions in a fixed order (GCC 12's _mm512_reduce_* intrinsics warn spuriously).
@@ -136,11 +135,47 @@ INFERA_VNNI_TARGET inline __m128i load16(const uint8_t* p) {
 INFERA_VNNI_TARGET inline __m256i load32(const uint8_t* p) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
 }
+// 16 bytes at lo, then 16 at hi, as one 32-byte vector.
+INFERA_VNNI_TARGET inline __m256i load16x2(const uint8_t* lo, const uint8_t* hi) {
+  return _mm256_set_m128i(load16(hi), load16(lo));
+}
 INFERA_VNNI_TARGET inline void store16(uint8_t* p, __m128i x) {
   _mm_storeu_si128(reinterpret_cast<__m128i*>(p), x);
 }
 INFERA_VNNI_TARGET inline void store32(uint8_t* p, __m256i x) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), x);
+}
+
+// The 8 bytes of two words as f32.
+INFERA_VNNI_TARGET inline __m256 bytes_to_f32x8(const uint32_t bytes[2]) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
+      _mm_set_epi32(0, 0, static_cast<int>(bytes[1]), static_cast<int>(bytes[0]))));
+}
+
+// A Q4_K super-block's 12 packed scale bytes (as 3 little-endian words) to d * sc[s] and
+// dmin * m[s] for s < 8 in f32 (the products quant::q4_k_scale_min's values give, all 8 at once:
+// the scalar loop was most of a Q4_K panel's unpack).
+INFERA_VNNI_TARGET inline void q4_k_scales_mins(const uint32_t w[3], float d, float dmin,
+                                                float* scale, float* min) {
+  const uint32_t sc[2] = {w[0] & 0x3F3F3F3Fu,
+                          (w[2] & 0x0F0F0F0Fu) | (((w[0] >> 6) & 0x03030303u) << 4)};
+  const uint32_t mn[2] = {w[1] & 0x3F3F3F3Fu,
+                          ((w[2] >> 4) & 0x0F0F0F0Fu) | (((w[1] >> 6) & 0x03030303u) << 4)};
+  _mm256_storeu_ps(scale, _mm256_mul_ps(_mm256_set1_ps(d), bytes_to_f32x8(sc)));
+  _mm256_storeu_ps(min, _mm256_mul_ps(_mm256_set1_ps(dmin), bytes_to_f32x8(mn)));
+}
+
+// One half (128 elements) of a Q6_K super-block's values, unsigned (value + 32), to v: ql0 / ql1
+// its ql bytes [0, 32) / [32, 64), qh its qh bytes [0, 32).
+INFERA_VNNI_TARGET inline void unpack_q6_k_half(__m256i ql0, __m256i ql1, __m256i qh, uint8_t* v) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F), low2 = _mm256_set1_epi8(0x03);
+  const __m256i lows[4] = {_mm256_and_si256(ql0, low4), _mm256_and_si256(ql1, low4),
+                           _mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
+                           _mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4)};
+  for (int g = 0; g < 4; ++g) {
+    const __m256i high = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * g), low2);
+    store32(v + 32 * g, _mm256_or_si256(lows[g], _mm256_slli_epi16(high, 4)));
+  }
 }
 
 // One weight row to unsigned bytes (value + zero_point) and per-sub-block scales / mins, with the
@@ -149,7 +184,7 @@ INFERA_VNNI_TARGET inline void store32(uint8_t* p, __m256i x) {
 INFERA_VNNI_TARGET void unpack_row(const uint8_t* src, DType t, int64_t k, uint8_t* v, float* scale,
                                    float* min) {
   const __m128i low4x16 = _mm_set1_epi8(0x0F);
-  const __m256i low4 = _mm256_set1_epi8(0x0F), low2 = _mm256_set1_epi8(0x03);
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
   switch (t) {
     case DType::Q8_0:
       for (int64_t b = 0; b < k / 32; ++b) {
@@ -171,13 +206,10 @@ INFERA_VNNI_TARGET void unpack_row(const uint8_t* src, DType t, int64_t k, uint8
     case DType::Q4_K:
       for (int64_t b = 0; b < k / 256; ++b) {
         const auto& blk = reinterpret_cast<const quant::BlockQ4_K*>(src)[b];
-        const float d = quant::half_to_float(blk.d), dmin = quant::half_to_float(blk.dmin);
-        for (int s = 0; s < 8; ++s) {
-          uint8_t sc, mn;
-          quant::q4_k_scale_min(s, blk.scales, sc, mn);
-          scale[8 * b + s] = d * static_cast<float>(sc);
-          min[8 * b + s] = dmin * static_cast<float>(mn);
-        }
+        uint32_t words[3];
+        std::memcpy(words, blk.scales, 12);
+        q4_k_scales_mins(words, quant::half_to_float(blk.d), quant::half_to_float(blk.dmin),
+                         scale + 8 * b, min + 8 * b);
         for (int c = 0; c < 4; ++c) {  // chunk c: sub-block 2c low nibbles, 2c + 1 high
           const __m256i q = load32(blk.qs + 32 * c);
           store32(v + 256 * b + 64 * c, _mm256_and_si256(q, low4));
@@ -190,18 +222,9 @@ INFERA_VNNI_TARGET void unpack_row(const uint8_t* src, DType t, int64_t k, uint8
         const auto& blk = reinterpret_cast<const quant::BlockQ6_K*>(src)[b];
         const float d = quant::half_to_float(blk.d);
         for (int s = 0; s < 16; ++s) scale[16 * b + s] = d * static_cast<float>(blk.scales[s]);
-        for (int half = 0; half < 2; ++half) {
-          const __m256i ql0 = load32(blk.ql + 64 * half), ql1 = load32(blk.ql + 64 * half + 32);
-          const __m256i qh = load32(blk.qh + 32 * half);
-          const __m256i lows[4] = {_mm256_and_si256(ql0, low4), _mm256_and_si256(ql1, low4),
-                                   _mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
-                                   _mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4)};
-          for (int g = 0; g < 4; ++g) {
-            const __m256i high = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * g), low2);
-            store32(v + 256 * b + 128 * half + 32 * g,
-                    _mm256_or_si256(lows[g], _mm256_slli_epi16(high, 4)));
-          }
-        }
+        for (int half = 0; half < 2; ++half)
+          unpack_q6_k_half(load32(blk.ql + 64 * half), load32(blk.ql + 64 * half + 32),
+                           load32(blk.qh + 32 * half), v + 256 * b + 128 * half);
       }
       return;
   }
@@ -286,15 +309,10 @@ INFERA_VNNI_TARGET void unpack_q4_k_group_row(const uint8_t* group, int64_t rr, 
     uint16_t d16, dmin16;
     std::memcpy(&d16, unit + 2 * rr, 2);
     std::memcpy(&dmin16, unit + 8 + 2 * rr, 2);
-    uint8_t scales[12];
-    for (int w = 0; w < 3; ++w) std::memcpy(scales + 4 * w, unit + 16 + 16 * w + 4 * rr, 4);
-    const float d = quant::half_to_float(d16), dmin = quant::half_to_float(dmin16);
-    for (int s = 0; s < 8; ++s) {
-      uint8_t sc, mn;
-      quant::q4_k_scale_min(s, scales, sc, mn);
-      scale[8 * b + s] = d * static_cast<float>(sc);
-      min[8 * b + s] = dmin * static_cast<float>(mn);
-    }
+    uint32_t words[3];  // word w of row rr at 16 + 16w + 4rr
+    for (int w = 0; w < 3; ++w) std::memcpy(&words[w], unit + 16 + 16 * w + 4 * rr, 4);
+    q4_k_scales_mins(words, quant::half_to_float(d16), quant::half_to_float(dmin16),
+                     scale + 8 * b, min + 8 * b);
     // The row's 16 bytes of line j hold qs dwords 8c + j (c < 4): the 8 lines as 32 dwords
     // (index 4j + c), split into low and high nibbles, then chunk c's values (64 bytes: its low
     // nibbles, then its high ones, in qs order) gathered by one dword permute a pair of chunks.
@@ -315,6 +333,28 @@ INFERA_VNNI_TARGET void unpack_q4_k_group_row(const uint8_t* group, int64_t rr, 
       const __m512i hi = _mm512_permutex2var_epi32(high[0], idx, high[1]);
       _mm512_storeu_si512(v + 256 * b + 128 * pair, _mm512_shuffle_i64x2(lo, hi, 0x44));
       _mm512_storeu_si512(v + 256 * b + 128 * pair + 64, _mm512_shuffle_i64x2(lo, hi, 0xEE));
+    }
+  }
+}
+
+// Row rr (< 4) of a Q6_K row group straight from the group, as unpack_row does for a row in the
+// file's layout: each 32-byte run of ql / qh the row-group unit keeps as two 16-byte pieces
+// (segments s = 2 half and 2 half + 1), joined in one register (restoring the row first, the
+// path before, cost ~2 % of a 128-token q4_k_m prefill).
+INFERA_VNNI_TARGET void unpack_q6_k_group_row(const uint8_t* group, int64_t rr, int64_t k,
+                                              uint8_t* v, float* scale) {
+  for (int64_t b = 0; b < k / 256; ++b) {
+    const uint8_t* unit = group + b * kUnitBytesQ6_K;
+    uint16_t d16;
+    std::memcpy(&d16, unit + 64 + 2 * rr, 2);
+    const float d = quant::half_to_float(d16);
+    const auto* sc = reinterpret_cast<const int8_t*>(unit + 16 * rr);
+    for (int s = 0; s < 16; ++s) scale[16 * b + s] = d * static_cast<float>(sc[s]);
+    for (int half = 0; half < 2; ++half) {
+      const uint8_t* seg0 = unit + kQ6_KQuantsOffset + 192 * (2 * half) + 16 * rr;
+      const uint8_t* seg1 = seg0 + 192;
+      unpack_q6_k_half(load16x2(seg0, seg1), load16x2(seg0 + 64, seg1 + 64),
+                       load16x2(seg0 + 128, seg1 + 128), v + 256 * b + 128 * half);
     }
   }
 }
@@ -346,10 +386,9 @@ INFERA_VNNI_TARGET void build_panel(const uint8_t* w, size_t row_bytes, DType t,
     } else if (t == DType::Q4_K) {
       unpack_q4_k_group_row(w + row_bytes * static_cast<size_t>(r / 4 * 4), r % 4, k, values,
                             p.row_scale.data(), p.row_min.data());
-    } else {  // other row groups (Q6_K): restore the row, then as in the file
-      p.restored.resize(row_bytes);
-      rowgroups_row(t, w, k, r, p.restored.data());
-      unpack_row(p.restored.data(), t, k, values, p.row_scale.data(), p.row_min.data());
+    } else {  // Q6_K
+      unpack_q6_k_group_row(w + row_bytes * static_cast<size_t>(r / 4 * 4), r % 4, k, values,
+                            p.row_scale.data());
     }
     for (int64_t sb = 0; sb < nsb; ++sb) {
       p.scale[static_cast<size_t>(16 * sb + r)] = p.row_scale[static_cast<size_t>(sb)];
