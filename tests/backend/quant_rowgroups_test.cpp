@@ -333,5 +333,53 @@ TEST(QuantMatmul, FusedDecodeMatmulsShareOneQuantizedInput) {
   }
 }
 
+// Prefill sizes: matmul_multi and matmul_swiglu quantize x once for all the weights of a format
+// (the int8 GEMM), the same bits as one matmul each (and the swiglu op on them); two Q4_K weights
+// share an input, the Q6_K and Q8_0 ones take their own.
+TEST(QuantMatmul, FusedPrefillMatmulsEqualSeparateOnes) {
+  const int64_t k = 768;
+  const DType types[] = {DType::Q4_K, DType::Q6_K, DType::Q4_K, DType::Q8_0};
+  const int64_t rows[] = {40, 36, 40, 20};
+  for (const int threads : {1, 2}) {
+    for (const char* env : {static_cast<const char*>(nullptr), "0"}) {
+      RepackEnv scoped(env);
+      auto backend = make_cpu_backend(threads);
+      std::vector<std::vector<uint8_t>> bytes(4);
+      std::vector<Tensor> ws;
+      for (size_t i = 0; i < 4; ++i) {
+        bytes[i] = make_weight(types[i], rows[i], k, false, uint32_t(41 + i));
+        ws.push_back(backend->prepare_weight(Tensor("w" + std::to_string(i), types[i], {rows[i], k},
+                                                    Device::CPU, bytes[i].data(), nullptr)));
+      }
+      for (const int64_t n : {cpu::kQuantPrefillRows, int64_t{37}}) {
+        SCOPED_TRACE(testing::Message() << "threads=" << threads << " INFERA_CPU_REPACK="
+                                        << (env ? env : "(unset)") << " n=" << n);
+        const auto xv = random_values(size_t(n * k), uint32_t(9 + n));
+        Tensor x = backend->alloc("x", DType::F32, {n, k});
+        std::memcpy(x.data(), xv.data(), xv.size() * 4);
+        std::vector<Tensor> outs, sep;
+        for (size_t i = 0; i < 4; ++i) {
+          outs.push_back(backend->alloc("out", DType::F32, {n, rows[i]}));
+          sep.push_back(backend->alloc("sep", DType::F32, {n, rows[i]}));
+          backend->matmul(x, ws[i], sep[i]);
+        }
+        const Tensor* wp[] = {&ws[0], &ws[1], &ws[2], &ws[3]};
+        Tensor* op[] = {&outs[0], &outs[1], &outs[2], &outs[3]};
+        backend->matmul_multi(x, wp, op);
+        for (size_t i = 0; i < 4; ++i)
+          ASSERT_EQ(0, std::memcmp(outs[i].data(), sep[i].data(), size_t(n * rows[i]) * 4))
+              << "multi vs matmul, weight " << i;
+        Tensor gate = backend->alloc("gate", DType::F32, {n, rows[0]});
+        Tensor up = backend->alloc("up", DType::F32, {n, rows[2]});
+        backend->matmul_swiglu(x, ws[0], ws[2], gate, up);
+        Tensor want_gate = backend->alloc("want_gate", DType::F32, {n, rows[0]});
+        backend->swiglu(sep[0], sep[2], want_gate);
+        ASSERT_EQ(0, std::memcmp(gate.data(), want_gate.data(), size_t(n * rows[0]) * 4));
+        ASSERT_EQ(0, std::memcmp(up.data(), sep[2].data(), size_t(n * rows[2]) * 4));
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace infera

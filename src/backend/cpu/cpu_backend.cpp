@@ -15,6 +15,7 @@
 #include "backend/cpu/encoder_ops.h"
 #include "backend/cpu/matmul_bf16_dot.h"
 #include "backend/cpu/matmul_bf16_packed.h"
+#include "backend/cpu/matmul_int8_gemm.h"
 #include "backend/cpu/quant_matmul.h"
 #include "backend/cpu/repacked_weights.h"
 #include "backend/cpu/simd_kernels.h"
@@ -325,9 +326,30 @@ class CpuBackend final : public Backend {
     return true;
   }
 
+  // Prefill (n >= kQuantPrefillRows) on quantized weights where the CPU has the int8 GEMM: x is
+  // quantized once for all the weights of a format instead of once a weight. The same bits as
+  // one matmul() each. False where that does not apply.
+  bool quantized_prefill(const Tensor& x, std::span<const Tensor* const> ws,
+                         std::span<Tensor* const> outs) {
+    if (ws.size() != outs.size() || ws.empty() || ws.size() > 4 || !cpu::has_int8_gemm())
+      return false;
+    const int64_t n = row_count(x);
+    if (n < cpu::kQuantPrefillRows) return false;
+    for (const Tensor* w : ws)
+      if (!dtype_is_quantized(w->dtype())) return false;
+    cpu::QuantMatmulJob jobs[4];
+    for (size_t i = 0; i < ws.size(); ++i)
+      jobs[i] = {ws[i]->data(), ws[i]->dtype(), check_matmul(x, *ws[i], *outs[i]),
+                 outs[i]->data_as<float>(), repacked_.layout_of(*ws[i])};
+    cpu::matmul_quantized_multi(pool_, x.data_as<float>(), n, row_width(x), jobs,
+                                static_cast<int64_t>(ws.size()));
+    return true;
+  }
+
   void matmul_multi(const Tensor& x, std::span<const Tensor* const> ws,
                     std::span<Tensor* const> outs) override {
-    if (!quantized_decode(x, ws, outs, false) && !bf16_packed_multi(x, ws, outs, false))
+    if (!quantized_decode(x, ws, outs, false) && !quantized_prefill(x, ws, outs) &&
+        !bf16_packed_multi(x, ws, outs, false))
       Backend::matmul_multi(x, ws, outs);
   }
 
@@ -338,6 +360,10 @@ class CpuBackend final : public Backend {
     if (w_gate.rank() == 2 && w_up.rank() == 2 && w_gate.dim(0) == w_up.dim(0) &&
         (quantized_decode(x, ws, outs, true) || bf16_packed_multi(x, ws, outs, true)))
       return;
+    if (quantized_prefill(x, ws, outs)) {  // as Backend::matmul_swiglu: both, then the swiglu op
+      swiglu(gate, up, gate);
+      return;
+    }
     Backend::matmul_swiglu(x, w_gate, w_up, gate, up);
   }
 

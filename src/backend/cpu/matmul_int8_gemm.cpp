@@ -540,15 +540,58 @@ void set_int8_panels_per_tile(int panels) {
   panels_per_tile_setting().store(panels);
 }
 
+namespace {
+
+// Formats that quantize x alike (the same sub-block, zero point and min): one quantization serves
+// every weight of them.
+bool same_format(Format a, Format b) {
+  return a.sub == b.sub && a.zero_point == b.zero_point && a.has_min == b.has_min;
+}
+
+// The GEMM of one weight on activations already quantized in its format.
+void gemm_quantized(ThreadPool& pool, const Activations& acts, Format f, int64_t n, int64_t k,
+                    const void* w, DType wtype, int64_t m, float* out, WeightLayout layout);
+
+// The calling thread's activations, reused across calls (read by every worker): a forward pass
+// allocates nothing here once the largest activation has been seen.
+Activations& caller_activations() {
+  thread_local Activations acts;
+  return acts;
+}
+
+}  // namespace
+
 void matmul_quantized_int8_gemm(ThreadPool& pool, const float* x, int64_t n, int64_t k,
                                 const void* w, DType wtype, int64_t m, float* out,
                                 WeightLayout layout) {
   const Format f = format_of(wtype);
-  // Reused across calls by the calling thread (read by every worker): a forward pass allocates
-  // nothing here once the largest activation has been seen.
-  thread_local Activations caller_acts;
-  const Activations& acts = caller_acts;  // a name the workers capture (not their own instance)
-  quantize_activations(pool, x, n, k, f, caller_acts);
+  Activations& acts = caller_activations();
+  quantize_activations(pool, x, n, k, f, acts);
+  gemm_quantized(pool, acts, f, n, k, w, wtype, m, out, layout);
+}
+
+void matmul_quantized_int8_gemm_multi(ThreadPool& pool, const float* x, int64_t n, int64_t k,
+                                      const QuantMatmulJob* jobs, int64_t count) {
+  Activations& acts = caller_activations();
+  bool done[8] = {};
+  if (count > 8) throw InvalidArgument("[matmul] at most 8 weights share one int8 GEMM input");
+  for (int64_t i = 0; i < count; ++i) {  // each format's first job quantizes x for all of them
+    if (done[i]) continue;
+    const Format f = format_of(jobs[i].wtype);
+    quantize_activations(pool, x, n, k, f, acts);
+    for (int64_t j = i; j < count; ++j) {
+      if (done[j] || !same_format(format_of(jobs[j].wtype), f)) continue;
+      gemm_quantized(pool, acts, f, n, k, jobs[j].w, jobs[j].wtype, jobs[j].m, jobs[j].out,
+                     jobs[j].layout);
+      done[j] = true;
+    }
+  }
+}
+
+namespace {
+
+void gemm_quantized(ThreadPool& pool, const Activations& acts, Format f, int64_t n, int64_t k,
+                    const void* w, DType wtype, int64_t m, float* out, WeightLayout layout) {
   const size_t row_bytes = dtype_bytes(wtype, static_cast<size_t>(k));
   const int64_t panels = (m + kPanelRows - 1) / kPanelRows;
   const int64_t per_tile = panels_per_tile_setting().load();
@@ -578,5 +621,7 @@ void matmul_quantized_int8_gemm(ThreadPool& pool, const float* x, int64_t n, int
     }
   });
 }
+
+}  // namespace
 
 }  // namespace infera::cpu

@@ -39,5 +39,10 @@ void set_int8_panels_per_tile(int panels);  // tests, benchmarks; anything else 
 void matmul_quantized_int8_gemm(ThreadPool& pool, const float* x, int64_t n, int64_t k,
                                 const void* w, DType wtype, int64_t m, float* out,
                                 WeightLayout layout = WeightLayout::Rows);
+// The same for up to 8 weights against one x (q/k/v, gate/up): x quantized once for all the
+// weights of one format (Q4_K's for Q4_K, ...), each weight's GEMM after the other. Bit-identical
+// to one call per weight. The jobs must pass matmul_quantized's checks (it makes them).
+void matmul_quantized_int8_gemm_multi(ThreadPool& pool, const float* x, int64_t n, int64_t k,
+                                      const QuantMatmulJob* jobs, int64_t count);
 
 }  // namespace infera::cpu

@@ -194,17 +194,27 @@ const uint8_t* plain_weight_rows(const void* w, DType wtype, WeightLayout layout
   return scratch.data();
 }
 
-void matmul_quantized(ThreadPool& pool, const float* x, int64_t n, int64_t k, const void* w,
-                      DType wtype, int64_t m, float* out, WeightLayout layout) {
-  if (layout == WeightLayout::RowGroups && !rowgroups_fit(wtype, m, k))
-    throw InvalidArgument("[matmul] a " + std::string(dtype_name(wtype)) + " [" +
-                          std::to_string(m) + ", " + std::to_string(k) +
+namespace {
+// matmul_quantized's checks of one weight against rows of k.
+void check_quantized_job(const QuantMatmulJob& j, int64_t k) {
+  if (j.layout == WeightLayout::RowGroups && !rowgroups_fit(j.wtype, j.m, k))
+    throw InvalidArgument("[matmul] a " + std::string(dtype_name(j.wtype)) + " [" +
+                          std::to_string(j.m) + ", " + std::to_string(k) +
                           "] weight cannot be in row groups");
-  const int64_t block = dtype_block_size(wtype);
+  if (!dtype_is_quantized(j.wtype))
+    throw InvalidArgument("[matmul] " + std::string(dtype_name(j.wtype)) +
+                          " is not a quantized weight type");
+  const int64_t block = dtype_block_size(j.wtype);
   if (k % block != 0)
-    throw InvalidArgument("[matmul] " + std::string(dtype_name(wtype)) + " weight rows of " +
+    throw InvalidArgument("[matmul] " + std::string(dtype_name(j.wtype)) + " weight rows of " +
                           std::to_string(k) + " elements are not whole blocks of " +
                           std::to_string(block));
+}
+}  // namespace
+
+void matmul_quantized(ThreadPool& pool, const float* x, int64_t n, int64_t k, const void* w,
+                      DType wtype, int64_t m, float* out, WeightLayout layout) {
+  check_quantized_job({w, wtype, m, out, layout}, k);
   if (n >= kQuantPrefillRows) {
     if (has_int8_gemm()) return matmul_quantized_int8_gemm(pool, x, n, k, w, wtype, m, out, layout);
     return matmul_quantized_f32_panels(pool, x, n, k, w, wtype, m, out, layout);
@@ -244,9 +254,15 @@ int64_t quantized_decode_slices(int64_t max_m, int pool_threads) {
 
 void matmul_quantized_multi(ThreadPool& pool, const float* x, int64_t n, int64_t k,
                             const QuantMatmulJob* jobs, int64_t count, bool swiglu) {
+  if (n >= kQuantPrefillRows && !swiglu && has_int8_gemm() && count <= 8) {
+    // Prefill: the int8 GEMM quantizes x once per format for all the weights.
+    for (int64_t i = 0; i < count; ++i) check_quantized_job(jobs[i], k);
+    return matmul_quantized_int8_gemm_multi(pool, x, n, k, jobs, count);
+  }
   if (n <= 0 || n >= kQuantPrefillRows)
     throw InvalidArgument("[matmul] the multi-weight quantized path takes 1.." +
-                          std::to_string(kQuantPrefillRows - 1) + " rows, not " +
+                          std::to_string(kQuantPrefillRows - 1) +
+                          " rows (more without swiglu where the CPU has the int8 GEMM), not " +
                           std::to_string(n));
   if (swiglu && (count != 2 || jobs[0].m != jobs[1].m))
     throw InvalidArgument("[matmul_swiglu] gate and up must be two weights of equal rows");
@@ -257,14 +273,7 @@ void matmul_quantized_multi(ThreadPool& pool, const float* x, int64_t n, int64_t
   bool used[kActivationFormats] = {};
   for (int64_t i = 0; i < count; ++i) {
     const QuantMatmulJob& j = jobs[i];
-    if (j.layout == WeightLayout::RowGroups && !rowgroups_fit(j.wtype, j.m, k))
-      throw InvalidArgument("[matmul] a " + std::string(dtype_name(j.wtype)) + " [" +
-                            std::to_string(j.m) + ", " + std::to_string(k) +
-                            "] weight cannot be in row groups");
-    const int64_t block = dtype_block_size(j.wtype);
-    if (!dtype_is_quantized(j.wtype) || k % block != 0)
-      throw InvalidArgument("[matmul] " + std::string(dtype_name(j.wtype)) + " weight rows of " +
-                            std::to_string(k) + " elements are not whole quantized blocks");
+    check_quantized_job(j, k);
     const int f = activation_format(j.wtype);
     used[f] = true;
     format_type[f] = j.wtype;

@@ -135,7 +135,10 @@ struct QuantMatmulJob {
 // a decode step hands work to the pool once instead of once per weight. Results are bit-identical
 // to matmul_quantized per job. With `swiglu`, jobs must be {gate, up} with equal m and each thread
 // then writes gate = silu(gate) * up on its own rows, exactly as the swiglu op computes it.
-// Throws InvalidArgument for n >= kQuantPrefillRows or a job matmul_quantized would refuse.
+// From kQuantPrefillRows rows (prefill, without swiglu, at most 8 jobs, where the CPU has the int8
+// GEMM): matmul_quantized_int8_gemm_multi, x quantized once per format for all the weights (q/k/v
+// x1.04-1.16 over three calls), the same bits as matmul_quantized per job. Throws
+// InvalidArgument for other n >= kQuantPrefillRows or a job matmul_quantized would refuse.
 void matmul_quantized_multi(ThreadPool& pool, const float* x, int64_t n, int64_t k,
                             const QuantMatmulJob* jobs, int64_t count, bool swiglu = false);
 // How many slices matmul_quantized_multi cuts each weight's rows into when the largest has max_m
