@@ -97,11 +97,13 @@ __attribute__((always_inline)) inline void unit_q6(const uint8_t* p, const cpu::
   acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(dr, _mm512_set1_ps(ab.d)), acc);
 }
 
-// Groups [g0, g1) of a Q6_K row-group matrix, S in lockstep (RowGroupsLockstep's order: the same
-// bits as the library's).
-template <bool kHeadFirst, int S = 4>
-void gemv_q6(const uint8_t* w, const uint8_t* acts, int64_t units, int64_t g0, int64_t g1,
-             float* out) {
+// Groups [g0, g1) of a row-group matrix with units kUnit bytes apart, 4 in lockstep as
+// RowGroupsLockstep<Group, 4> (int8_dot-inl.h) runs them: unit(unit bytes, activation block, u,
+// acc0, acc1) adds one unit into row s's accumulators; the same bits as the library's driver.
+template <int64_t kUnit, class UnitFn>
+void lockstep_gemv(const uint8_t* w, const uint8_t* acts, int64_t units, int64_t g0, int64_t g1,
+                   float* out, UnitFn unit) {
+  constexpr int S = 4;
   const auto* a = reinterpret_cast<const cpu::ActBlockQ8K*>(acts);
   const int64_t per = (g1 - g0) / S;
   for (int64_t i = 0; i < per; ++i) {
@@ -109,15 +111,14 @@ void gemv_q6(const uint8_t* w, const uint8_t* acts, int64_t units, int64_t g0, i
     float* o[S];
     for (int s = 0; s < S; ++s) {
       const int64_t grp = g0 + s * per + i;
-      g[s] = w + grp * units * 840;
+      g[s] = w + grp * units * kUnit;
       o[s] = out + grp * 4;
     }
     __m512 acc0[S], acc1[S];
     for (int s = 0; s < S; ++s) acc0[s] = acc1[s] = _mm512_setzero_ps();
     for (int64_t u = 0; u < units; ++u) {
 #pragma GCC unroll 8
-      for (int s = 0; s < S; ++s)
-        unit_q6<kHeadFirst>(g[s] + u * 840, a[u], (u & 1) ? acc1[s] : acc0[s]);
+      for (int s = 0; s < S; ++s) unit(g[s] + u * kUnit, a[u], u, acc0[s], acc1[s]);
     }
     for (int s = 0; s < S; ++s) {
       alignas(64) float lanes[16];
@@ -128,6 +129,16 @@ void gemv_q6(const uint8_t* w, const uint8_t* acts, int64_t units, int64_t g0, i
   }
 }
 
+// The Q6_K unit on either layout (GroupQ6_K alternates its accumulators by unit).
+template <bool kHeadFirst>
+void gemv_q6(const uint8_t* w, const uint8_t* acts, int64_t units, int64_t g0, int64_t g1,
+             float* out) {
+  lockstep_gemv<840>(w, acts, units, g0, g1, out,
+                     [](const uint8_t* p, const cpu::ActBlockQ8K& ab, int64_t u, __m512& acc0,
+                        __m512& acc1) __attribute__((always_inline)) {
+                       unit_q6<kHeadFirst>(p, ab, (u & 1) ? acc1 : acc0);
+                     });
+}
 
 // GroupQ4_K::Unit<1> as it was before session 19 (its row-group layout: qs bytes
 // [32c + 16t, +16) of row r at 64 + 128c + 64t + 16r; the scales applied per sub-block), compiled
@@ -199,33 +210,14 @@ __attribute__((always_inline)) inline void unit_q4_k_before(const uint8_t* p,
     acc[x] = _mm512_fmadd_ps(part[x], _mm512_set1_ps(a[x][u].d), acc[x]);
 }
 
-// RowGroupsLockstep<GroupQ4_K, 4> over unit_q4_k_before (groups [g0, g1)).
+// The Q4_K unit before session 19 (one accumulator a row).
 void gemv_q4_k_before(const uint8_t* w, const uint8_t* acts, int64_t units, int64_t g0, int64_t g1,
                       float* out) {
-  constexpr int S = 4;
-  const auto* a = reinterpret_cast<const cpu::ActBlockQ8K*>(acts);
-  const int64_t per = (g1 - g0) / S;
-  for (int64_t i = 0; i < per; ++i) {
-    const uint8_t* g[S];
-    float* o[S];
-    for (int s = 0; s < S; ++s) {
-      const int64_t grp = g0 + s * per + i;
-      g[s] = w + grp * units * cpu::kUnitBytes;
-      o[s] = out + grp * 4;
-    }
-    __m512 acc[S];
-    for (int s = 0; s < S; ++s) acc[s] = _mm512_setzero_ps();
-    for (int64_t u = 0; u < units; ++u) {
-#pragma GCC unroll 8
-      for (int s = 0; s < S; ++s) unit_q4_k_before(g[s] + u * cpu::kUnitBytes, a[u], &acc[s]);
-    }
-    for (int s = 0; s < S; ++s) {
-      alignas(64) float lanes[16];
-      _mm512_store_ps(lanes, acc[s]);
-      for (int r = 0; r < 4; ++r)
-        o[s][r] = (lanes[4 * r] + lanes[4 * r + 1]) + (lanes[4 * r + 2] + lanes[4 * r + 3]);
-    }
-  }
+  lockstep_gemv<cpu::kUnitBytes>(w, acts, units, g0, g1, out,
+                                 [](const uint8_t* p, const cpu::ActBlockQ8K& ab, int64_t,
+                                    __m512& acc0, __m512&) __attribute__((always_inline)) {
+                                   unit_q4_k_before(p, ab, &acc0);
+                                 });
 }
 
 struct Matrix {

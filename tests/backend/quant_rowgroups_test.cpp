@@ -266,6 +266,41 @@ TEST(QuantMatmul, PreparedRowGroupWeightsGiveTheSameResults) {
 // blocks), every weight's rows split over the threads in one section. Each output is within
 // the kernels' bound of the reference (activations quantized whole by quantize_activation_row)
 // and bit for bit the plain matmul of its weight; gate = silu(gate) * up exactly as the swiglu op.
+// Four [rows[i], k] weights of types[i] (file bytes seeded seed + i) and the backend's prepared
+// tensors over them; `bytes` must outlive the tensors.
+std::vector<Tensor> prepared_weights(Backend& backend, const DType (&types)[4],
+                                     const int64_t (&rows)[4], int64_t k, uint32_t seed,
+                                     std::vector<std::vector<uint8_t>>& bytes) {
+  bytes.assign(4, {});
+  std::vector<Tensor> ws;
+  for (size_t i = 0; i < 4; ++i) {
+    bytes[i] = make_weight(types[i], rows[i], k, false, uint32_t(seed + i));
+    ws.push_back(backend.prepare_weight(Tensor("w" + std::to_string(i), types[i], {rows[i], k},
+                                               Device::CPU, bytes[i].data(), nullptr)));
+  }
+  return ws;
+}
+
+// x [n, k] (seeded) and one matmul() output per weight, as a fused call's references.
+struct SeparateMatmuls {
+  std::vector<float> xv;
+  Tensor x;
+  std::vector<Tensor> outs, sep;
+};
+SeparateMatmuls separate_matmuls(Backend& backend, const std::vector<Tensor>& ws,
+                                 const int64_t (&rows)[4], int64_t n, int64_t k, uint32_t seed) {
+  SeparateMatmuls s;
+  s.xv = random_values(size_t(n * k), seed);
+  s.x = backend.alloc("x", DType::F32, {n, k});
+  std::memcpy(s.x.data(), s.xv.data(), s.xv.size() * 4);
+  for (size_t i = 0; i < 4; ++i) {
+    s.outs.push_back(backend.alloc("out", DType::F32, {n, rows[i]}));
+    s.sep.push_back(backend.alloc("sep", DType::F32, {n, rows[i]}));
+    backend.matmul(s.x, ws[i], s.sep[i]);
+  }
+  return s;
+}
+
 TEST(QuantMatmul, FusedDecodeMatmulsShareOneQuantizedInput) {
   const int64_t k = 768;  // 3 super-blocks, 6 Q4_0 groups: uneven shares over 2 threads
   const DType types[] = {DType::Q4_K, DType::Q6_K, DType::Q4_0, DType::Q8_0};
@@ -274,25 +309,12 @@ TEST(QuantMatmul, FusedDecodeMatmulsShareOneQuantizedInput) {
     for (const char* env : {static_cast<const char*>(nullptr), "all"}) {
       RepackEnv scoped(env);
       auto backend = make_cpu_backend(threads);
-      std::vector<std::vector<uint8_t>> bytes(4);
-      std::vector<Tensor> ws;
-      for (size_t i = 0; i < 4; ++i) {
-        bytes[i] = make_weight(types[i], rows[i], k, false, uint32_t(31 + i));
-        ws.push_back(backend->prepare_weight(Tensor("w" + std::to_string(i), types[i], {rows[i], k},
-                                                    Device::CPU, bytes[i].data(), nullptr)));
-      }
+      std::vector<std::vector<uint8_t>> bytes;
+      const std::vector<Tensor> ws = prepared_weights(*backend, types, rows, k, 31, bytes);
       for (const int64_t n : {int64_t{1}, int64_t{2}, int64_t{5}, cpu::kQuantPrefillRows - 1}) {
         SCOPED_TRACE(testing::Message() << "threads=" << threads << " INFERA_CPU_REPACK="
                                         << (env ? env : "(unset)") << " n=" << n);
-        const auto xv = random_values(size_t(n * k), uint32_t(7 + n));
-        Tensor x = backend->alloc("x", DType::F32, {n, k});
-        std::memcpy(x.data(), xv.data(), xv.size() * 4);
-        std::vector<Tensor> outs, sep;
-        for (size_t i = 0; i < 4; ++i) {
-          outs.push_back(backend->alloc("out", DType::F32, {n, rows[i]}));
-          sep.push_back(backend->alloc("sep", DType::F32, {n, rows[i]}));
-          backend->matmul(x, ws[i], sep[i]);
-        }
+        auto [xv, x, outs, sep] = separate_matmuls(*backend, ws, rows, n, k, uint32_t(7 + n));
         const Tensor* wp[] = {&ws[0], &ws[1], &ws[2], &ws[3]};
         Tensor* op[] = {&outs[0], &outs[1], &outs[2], &outs[3]};
         backend->matmul_multi(x, wp, op);
@@ -344,25 +366,12 @@ TEST(QuantMatmul, FusedPrefillMatmulsEqualSeparateOnes) {
     for (const char* env : {static_cast<const char*>(nullptr), "0"}) {
       RepackEnv scoped(env);
       auto backend = make_cpu_backend(threads);
-      std::vector<std::vector<uint8_t>> bytes(4);
-      std::vector<Tensor> ws;
-      for (size_t i = 0; i < 4; ++i) {
-        bytes[i] = make_weight(types[i], rows[i], k, false, uint32_t(41 + i));
-        ws.push_back(backend->prepare_weight(Tensor("w" + std::to_string(i), types[i], {rows[i], k},
-                                                    Device::CPU, bytes[i].data(), nullptr)));
-      }
+      std::vector<std::vector<uint8_t>> bytes;
+      const std::vector<Tensor> ws = prepared_weights(*backend, types, rows, k, 41, bytes);
       for (const int64_t n : {cpu::kQuantPrefillRows, int64_t{37}}) {
         SCOPED_TRACE(testing::Message() << "threads=" << threads << " INFERA_CPU_REPACK="
                                         << (env ? env : "(unset)") << " n=" << n);
-        const auto xv = random_values(size_t(n * k), uint32_t(9 + n));
-        Tensor x = backend->alloc("x", DType::F32, {n, k});
-        std::memcpy(x.data(), xv.data(), xv.size() * 4);
-        std::vector<Tensor> outs, sep;
-        for (size_t i = 0; i < 4; ++i) {
-          outs.push_back(backend->alloc("out", DType::F32, {n, rows[i]}));
-          sep.push_back(backend->alloc("sep", DType::F32, {n, rows[i]}));
-          backend->matmul(x, ws[i], sep[i]);
-        }
+        auto [xv, x, outs, sep] = separate_matmuls(*backend, ws, rows, n, k, uint32_t(9 + n));
         const Tensor* wp[] = {&ws[0], &ws[1], &ws[2], &ws[3]};
         Tensor* op[] = {&outs[0], &outs[1], &outs[2], &outs[3]};
         backend->matmul_multi(x, wp, op);

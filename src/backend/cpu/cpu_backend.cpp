@@ -225,24 +225,31 @@ class CpuBackend final : public Backend {
     return m;
   }
 
+  // The jobs of matmul_quantized_multi for 1-4 quantized weights (each checked against x and its
+  // output); false, with nothing checked, when a weight is not quantized or the counts differ.
+  bool quantized_jobs(const Tensor& x, std::span<const Tensor* const> ws,
+                      std::span<Tensor* const> outs, cpu::QuantMatmulJob (&jobs)[4]) {
+    if (ws.size() != outs.size() || ws.empty() || ws.size() > 4) return false;
+    for (const Tensor* w : ws)
+      if (!dtype_is_quantized(w->dtype())) return false;
+    for (size_t i = 0; i < ws.size(); ++i)
+      jobs[i] = {ws[i]->data(), ws[i]->dtype(), check_matmul(x, *ws[i], *outs[i]),
+                 outs[i]->data_as<float>(), repacked_.layout_of(*ws[i])};
+    return true;
+  }
+
   // Decode with quantized weights only: one parallel section for all of them, the input quantized
   // once (cpu::matmul_quantized_multi). False when that path does not apply.
   bool quantized_decode(const Tensor& x, std::span<const Tensor* const> ws,
                         std::span<Tensor* const> outs, bool swiglu) {
-    if (ws.size() != outs.size() || ws.empty() || ws.size() > 4) return false;
     const int64_t n = row_count(x);
-    if (n <= 0 || n >= cpu::kQuantPrefillRows) return false;
-    for (const Tensor* w : ws)
-      if (!dtype_is_quantized(w->dtype())) return false;
     cpu::QuantMatmulJob jobs[4];
+    if (n <= 0 || n >= cpu::kQuantPrefillRows || !quantized_jobs(x, ws, outs, jobs)) return false;
     cpu::GemvWeight reads[4];
     int64_t max_m = 0;
     for (size_t i = 0; i < ws.size(); ++i) {
-      const int64_t m = check_matmul(x, *ws[i], *outs[i]);
-      jobs[i] = {ws[i]->data(), ws[i]->dtype(), m, outs[i]->data_as<float>(),
-                 repacked_.layout_of(*ws[i])};
       reads[i] = quantized_rows(*ws[i]);
-      max_m = std::max(max_m, m);
+      max_m = std::max(max_m, jobs[i].m);
     }
     decode_prefetch_.before_gemv(std::span(reads, ws.size()),
                                  cpu::quantized_decode_slices(max_m, pool_.size()));
@@ -331,16 +338,10 @@ class CpuBackend final : public Backend {
   // one matmul() each. False where that does not apply.
   bool quantized_prefill(const Tensor& x, std::span<const Tensor* const> ws,
                          std::span<Tensor* const> outs) {
-    if (ws.size() != outs.size() || ws.empty() || ws.size() > 4 || !cpu::has_int8_gemm())
-      return false;
     const int64_t n = row_count(x);
-    if (n < cpu::kQuantPrefillRows) return false;
-    for (const Tensor* w : ws)
-      if (!dtype_is_quantized(w->dtype())) return false;
     cpu::QuantMatmulJob jobs[4];
-    for (size_t i = 0; i < ws.size(); ++i)
-      jobs[i] = {ws[i]->data(), ws[i]->dtype(), check_matmul(x, *ws[i], *outs[i]),
-                 outs[i]->data_as<float>(), repacked_.layout_of(*ws[i])};
+    if (n < cpu::kQuantPrefillRows || !cpu::has_int8_gemm() || !quantized_jobs(x, ws, outs, jobs))
+      return false;
     cpu::matmul_quantized_multi(pool_, x.data_as<float>(), n, row_width(x), jobs,
                                 static_cast<int64_t>(ws.size()));
     return true;

@@ -192,13 +192,13 @@ struct GroupQ4_K {
   // (h = 0) and high (h = 1) nibbles; d and bsums unchanged. The same bytes, another order.
   static HWY_INLINE void PermuteActs(const ActBlockQ8K* in, int64_t blocks, ActBlockQ8K* out) {
     // Output vector m (dwords 16m + i, i = 8(j - 2m) + 4h + l) from inputs l (dwords 8h + j):
-    // l = 0, 1 from the first two input vectors, l = 2, 3 from the last two, then a blend.
-    alignas(64) int32_t lo_idx[4][16], hi_idx[4][16];
+    // l = 0, 1 from the first two input vectors, l = 2, 3 from the last two (the same offsets
+    // into either pair: (l % 2) * 16 + 8h + j), then a blend.
+    alignas(64) int32_t idx[4][16];
     for (int m = 0; m < 4; ++m)
       for (int i = 0; i < 16; ++i) {
         const int j = 2 * m + i / 8, h = (i / 4) % 2, l = i % 4;
-        lo_idx[m][i] = (l % 2) * 16 + 8 * h + j;  // from vectors l = 0 (0-15) and 1 (16-31)
-        hi_idx[m][i] = lo_idx[m][i];              // from vectors l = 2 and 3, the same offsets
+        idx[m][i] = (l % 2) * 16 + 8 * h + j;
       }
     const __mmask16 high_l = 0xCCCC;  // lanes with l >= 2
     for (int64_t b = 0; b < blocks; ++b) {
@@ -207,8 +207,9 @@ struct GroupQ4_K {
       __m512i v[4];
       for (int l = 0; l < 4; ++l) v[l] = _mm512_loadu_si512(in[b].qs + 64 * l);
       for (int m = 0; m < 4; ++m) {
-        const __m512i from01 = _mm512_permutex2var_epi32(v[0], _mm512_load_si512(lo_idx[m]), v[1]);
-        const __m512i from23 = _mm512_permutex2var_epi32(v[2], _mm512_load_si512(hi_idx[m]), v[3]);
+        const __m512i at = _mm512_load_si512(idx[m]);
+        const __m512i from01 = _mm512_permutex2var_epi32(v[0], at, v[1]);
+        const __m512i from23 = _mm512_permutex2var_epi32(v[2], at, v[3]);
         _mm512_storeu_si512(out[b].qs + 64 * m, _mm512_mask_blend_epi32(high_l, from01, from23));
       }
     }
