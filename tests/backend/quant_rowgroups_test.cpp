@@ -375,14 +375,20 @@ TEST(QuantMatmul, FusedPrefillMatmulsEqualSeparateOnes) {
         const Tensor* wp[] = {&ws[0], &ws[1], &ws[2], &ws[3]};
         Tensor* op[] = {&outs[0], &outs[1], &outs[2], &outs[3]};
         backend->matmul_multi(x, wp, op);
-        for (size_t i = 0; i < 4; ++i)
+        for (size_t i = 0; i < 4; ++i) {
+          // Equal bits would also hold for two NaNs: the values must be numbers as well.
+          for (int64_t e = 0; e < n * rows[i]; ++e)
+            ASSERT_TRUE(std::isfinite(outs[i].data_as<float>()[e])) << "weight " << i << " " << e;
           ASSERT_EQ(0, std::memcmp(outs[i].data(), sep[i].data(), size_t(n * rows[i]) * 4))
               << "multi vs matmul, weight " << i;
+        }
         Tensor gate = backend->alloc("gate", DType::F32, {n, rows[0]});
         Tensor up = backend->alloc("up", DType::F32, {n, rows[2]});
         backend->matmul_swiglu(x, ws[0], ws[2], gate, up);
         Tensor want_gate = backend->alloc("want_gate", DType::F32, {n, rows[0]});
         backend->swiglu(sep[0], sep[2], want_gate);
+        for (int64_t e = 0; e < n * rows[0]; ++e)
+          ASSERT_TRUE(std::isfinite(gate.data_as<float>()[e])) << "gate " << e;
         ASSERT_EQ(0, std::memcmp(gate.data(), want_gate.data(), size_t(n * rows[0]) * 4));
         ASSERT_EQ(0, std::memcmp(up.data(), sep[2].data(), size_t(n * rows[2]) * 4));
       }
