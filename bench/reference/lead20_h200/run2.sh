@@ -5,7 +5,8 @@
 # Correctness (the op harness's paged attention cases on every CUDA target, a planted bug,
 # test_cuda_backend, memcheck of the kernel), then step_bench b64/b256 old against new
 # alternating (3 rounds), ncu of the kernel old and new, and ncu of one whole warm step (new
-# binary) at b256, b64 and prefill 1x2048. ~440 s.
+# binary) at b256, b64 and prefill 1x2048, and the patched binary's whole step_bench table
+# (every issue-11 case). ~560 s.
 # Stage (from the repository root):
 #   1. main's binaries: ninja -C build/slim step_bench; cp build/slim/bench/step_bench /tmp/s/step_bench_old
 #   2. git apply bench/reference/lead20_h200/staged_fewer_instructions.patch; plant the bug (the
@@ -19,7 +20,7 @@
 #   4. copy this script in; run `bash .devcarry/lead20r2/run2.sh` with carry [".devcarry/lead20r2"].
 cd "$(dirname "$0")"; HERE=$PWD
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-DEADLINE=${DEADLINE:-440}
+DEADLINE=${DEADLINE:-560}
 tar xJf bin.tar.xz; tar xJf shared.tar.xz
 export LD_LIBRARY_PATH=$HERE/lib:/usr/local/cuda/lib64:$LD_LIBRARY_PATH
 export INFERA_SHARED_DIR=$HERE/shared
@@ -58,4 +59,5 @@ for b in 256 64; do
   step "ncu decode b$b" 70 $L $NCU --profile-from-start off --clock-control none --metrics $MET --csv --page raw --log-file $R/ncu_b$b.csv $B/step_bench_new $A --prefill 16 --batch $b --context 512 --decode-steps 4 --repeats 1 --profile-step
 done
 step "ncu prefill 2048" 70 $L $NCU --profile-from-start off --clock-control none --metrics $MET --csv --page raw --log-file $R/ncu_p2048.csv $B/step_bench_new $A --prefill 2048 --batch 1 --context 16 --decode-steps 2 --repeats 2 --profile-step
+step "defaults table (new)" 120 $L $B/step_bench_new $A --prefill 512,2048 --prefill-batch 8x512 --batch 1,8,64,256 --context 512 --decode-steps 32 --repeats 3 --json $R/json/defaults_new.json
 echo "all done t=${SECONDS}s" | tee -a $T
