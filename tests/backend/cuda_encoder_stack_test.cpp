@@ -180,6 +180,48 @@ TEST_P(CudaEncoderStackTest, PackedWgmmaRopeInsideEqualsStagedRope) {
   }
 }
 
+// Wi and GeGLU as one stream GEMM launch (CudaOptions::encoder_stream_glu_max_rows) against the
+// cuBLAS pair and the GeGLU kernel: batches of at most 128 rows take it (every layer: its count),
+// a 407-row one keeps the pair (the same bits). The stream GEMM's GeGLU reads the f32 sums where
+// the pair's kernel reads their bf16 roundings: NMSE <= 1e-4 and > 0, and against the CPU as far
+// as the pair is (a wrong activation or a lost split gives ~1).
+TEST_P(CudaEncoderStackTest, StreamGegluFollowsCublasPairAndCpu) {
+  const Case& c = GetParam();
+  const auto dir = cuda_test::config_dir(std::string("encoder_stack_") + c.name, c.config);
+  const std::vector<std::vector<int64_t>> batches = {{93}, {50, 40, 38}, {200, 77, 130}};
+  auto run = [&](Backend& b) {
+    auto model = load_encoder(dir, b, {.dummy_weights = true, .dummy_seed = 5});
+    return run_batches(*model, c.hidden, batches);
+  };
+  CudaOptions stream, pair;
+  stream.encoder_stream_glu_max_rows = 128;
+  auto stream_b = make_cuda_backend(0, stream), pair_b = make_cuda_backend(0, pair);
+  auto cpu_b = make_cpu_backend(2);
+  const auto got = run(*stream_b), want = run(*pair_b), cpu = run(*cpu_b);
+  EXPECT_EQ(cuda_stats(*stream_b)->encoder_stacks, 3);
+  EXPECT_EQ(cuda_stats(*stream_b)->encoder_stream_glu, 2 * c.layers);
+  EXPECT_EQ(cuda_stats(*pair_b)->encoder_stream_glu, 0);
+  ASSERT_EQ(got.size(), batches.size());
+  for (size_t b = 0; b < got.size(); ++b) {
+    ASSERT_EQ(got[b].size(), want[b].size());
+    if (b == 2) {
+      size_t differ = 0;
+      for (size_t i = 0; i < got[b].size(); ++i) differ += !(got[b][i] == want[b][i]);  // NaN too
+      EXPECT_EQ(differ, 0u) << "the 407-row batch left the cuBLAS pair";
+      continue;
+    }
+    const double e = cuda_test::nmse(got[b], want[b]);
+    const double cpu_diff = test::max_abs_diff(got[b], cpu[b]);
+    const double pair_cpu_diff = test::max_abs_diff(want[b], cpu[b]);
+    std::printf("  %s batch %zu: NMSE vs the cuBLAS pair %.2e; max |diff| vs cpu %.2e (pair "
+                "%.2e)\n",
+                c.name, b, e, cpu_diff, pair_cpu_diff);
+    EXPECT_LE(e, 1e-4) << "batch " << b;  // NaN fails
+    EXPECT_GT(e, 0.0) << "batch " << b << ": no trace of the stream GEMM's GeGLU";
+    EXPECT_LE(cpu_diff, 1.25 * pair_cpu_diff + 1e-2) << "batch " << b;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, CudaEncoderStackTest,
                          ::testing::Values(Case{"head_dim_64", kHeadDim64, 256, 4},
                                            Case{"head_dim_128", kHeadDim128, 256, 3},

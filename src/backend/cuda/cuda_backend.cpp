@@ -85,6 +85,8 @@ CudaBackend::CudaBackend(int device, const CudaOptions& options)
     throw InvalidArgument(
         "CUDA stream GEMM rows must be lo:hi with 0 <= lo <= hi and 1 <= hi <= 256 (lo 0: past "
         "the GEMV)");
+  if (options_.encoder_stream_glu_max_rows < 0 || options_.encoder_stream_glu_max_rows > 128)
+    throw InvalidArgument("CUDA encoder stream GeGLU rows must be within [0, 128]");
   set_programmatic_launch(options_.programmatic_launch);
   ctx_->set_before_record([this] { record_pending_qk(); });
 }
@@ -304,7 +306,8 @@ CudaStats CudaBackend::stats() const {
           gemm_stacks_,
           encoder_stacks_,
           packed_wgmma_,
-          packed_rope_inside_};
+          packed_rope_inside_,
+          encoder_stream_glu_};
 }
 
 }  // namespace cuda
@@ -375,6 +378,8 @@ CudaOptions cuda_options_from_env() {
     o.decode_stack_ring_kib = std::max(0, std::atoi(v));
   o.decode_stack_l2 = cuda::env_flag("INFERA_CUDA_DECODE_STACK_L2", o.decode_stack_l2);
   o.encoder_stack = cuda::env_flag("INFERA_CUDA_ENCODER_STACK", o.encoder_stack);
+  if (const char* v = std::getenv("INFERA_CUDA_ENCODER_STREAM_GLU"); v && *v)
+    o.encoder_stream_glu_max_rows = std::atoll(v);
   o.gemm_stack = cuda::env_flag("INFERA_CUDA_GEMM_STACK", o.gemm_stack);
   o.gemm_stack_qkv16 = cuda::env_flag("INFERA_CUDA_GEMM_STACK_QKV16", o.gemm_stack_qkv16);
   o.gemm_stack_attention16 =

@@ -336,6 +336,11 @@ struct CudaOptions {
   // GeGLU only bf16 (INFERA_CUDA_ENCODER_STACK=0: the composition of the encoder's fused ops).
   // q, k and v are rounded to bf16 before RoPE, as a bf16 model computes them.
   bool encoder_stack = true;
+  // In the encoder stack, batches of at most this many rows (and past the GEMV rows) take the Wi
+  // GEMMs and GeGLU as one stream GEMM launch (stream_gemm.cuh's GeGLU epilogue, bf16 out only)
+  // instead of a cuBLAS pair and the GeGLU kernel: one launch a layer fewer in the latency chain
+  // of short batches (1x93). At most 128 (INFERA_CUDA_ENCODER_STREAM_GLU=N; 0: off).
+  int64_t encoder_stream_glu_max_rows = 0;
   bool gemm_stack_attention16 = true;
   // A file that gets the last launch's per-block barrier timestamps (DecodeStackArgs::trace) when
   // the backend is destroyed (INFERA_CUDA_DECODE_STACK_TRACE; a diagnostic: empty = none).
@@ -382,6 +387,7 @@ struct CudaStats {
   int64_t encoder_stacks = 0;        // encoder_stack ops without f32 round trips (encoder_stack)
   int64_t packed_wgmma = 0;          // packed attentions on the wgmma kernel (packed_wgmma)
   int64_t packed_rope_inside = 0;    // ... of which with RoPE inside (packed_rope_inside)
+  int64_t encoder_stream_glu = 0;    // encoder Wi + GeGLU launches (encoder_stream_glu_max_rows)
 };
 std::optional<CudaStats> cuda_stats(const Backend& backend);
 // With CudaOptions::profile: device time per (op, kernel) since the last call, as a table

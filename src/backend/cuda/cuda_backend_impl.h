@@ -265,6 +265,11 @@ class CudaBackend final : public Backend {
   // weights, exact_f32, k % 8 != 0, glu past 128 rows, not compute capability 9.0).
   bool record_stream(const Tensor& x, std::span<const Tensor* const> ws,
                      std::span<Tensor* const> outs, bool glu, const char* op);
+  // Records out16 = gelu(x16 . w_in^T) * (x16 . w_gate^T) as bf16 only, one stream GEMM launch
+  // (bf16 x16 [n, k]); false, recording nothing, where the kernel does not take it (rows past
+  // 128, non-bf16 weights, k % 8 != 0, unaligned, not compute capability 9.0).
+  bool record_stream_geglu16(const void* x16, int64_t n, int64_t k, const Tensor& w_in,
+                             const Tensor& w_gate, void* out16, const char* op);
   bool stream_gemm_rows(int64_t n) const {  // n in the stream GEMM's row range (when it is on)
     const int64_t lo = options_.stream_gemm_min_rows > 0 ? options_.stream_gemm_min_rows
                                                          : options_.gemv_max_rows + 1;
@@ -305,6 +310,7 @@ class CudaBackend final : public Backend {
   int64_t decode_stack_kernels_ = 0, decode_stack_ring_ = 0;  // CudaStats::decode_stack_ring
   int64_t encoder_stacks_ = 0;  // record_encoder_stack's stacks (CudaStats::encoder_stacks)
   int64_t packed_wgmma_ = 0, packed_rope_inside_ = 0;  // CudaStats::packed_wgmma, ...rope_inside
+  int64_t encoder_stream_glu_ = 0;                       // CudaStats::encoder_stream_glu
   int64_t gemm_stacks_ = 0;  // record_gemm_stack's stacks (CudaStats::gemm_stacks)
   Tensor decode_stack_trace_;  // CudaOptions::decode_stack_trace's device buffer
   void write_decode_stack_trace();

@@ -7,7 +7,8 @@
 //   [layer 0 without attn_norm: x to bf16] -> q/k/v GEMMs, bf16 out, one strided launch ->
 //   RoPE in place on the bf16 q and k (q times the attention's scale) -> flash attention over
 //   them, bf16 out only -> o GEMM += x -> LayerNorm, bf16 out only -> Wi GEMMs + GeGLU, bf16 only
-//   -> Wo GEMM += x -> the next layer's LayerNorm, bf16 out only.
+//   (short batches: one stream GEMM launch) -> Wo GEMM += x -> the next layer's LayerNorm, bf16
+//   out only.
 // The f32 values the composition rounds to bf16 for each GEMM are the same here except q, k and v,
 // rounded once more (the GEMMs' outputs) before their rotation, as a bf16 model computes them.
 #include <cstdint>
@@ -92,6 +93,9 @@ bool CudaBackend::record_encoder_stack(Tensor& x, std::span<const EncoderLayerRe
     else
       record_layernorm_bf16(x, *w.attn_norm, *w.attn_norm_bias, p.eps, xn16, op);
   };
+  // Short batches: Wi and GeGLU as one stream GEMM launch (CudaOptions::
+  // encoder_stream_glu_max_rows); its GeGLU reads the f32 sums, not their bf16 roundings.
+  const bool stream_glu = n <= options_.encoder_stream_glu_max_rows;
   attention_input(first);
   for (size_t il = 0; il < layers.size(); ++il) {
     const EncoderLayerRefs& w = layers[il];
@@ -114,8 +118,9 @@ bool CudaBackend::record_encoder_stack(Tensor& x, std::span<const EncoderLayerRe
                         note(op, "cublas_gemm_o_residual", {s.attn, w.o_proj, &x}));
     record_layernorm_bf16(x, *w.mlp_norm, *w.mlp_norm_bias, p.eps, xn16, op);
     // h = gelu(xn . Wi_in^T) * (xn . Wi_gate^T) as bf16; x += h . Wo^T.
-    record_glu_bf16(*s.xn, *w.wi_in, *w.wi_gate, *s.inner, *s.gate, nullptr, h16, op,
-                    /*geglu=*/true, xn16);
+    if (!stream_glu || !record_stream_geglu16(xn16, n, d, *w.wi_in, *w.wi_gate, h16, op))
+      record_glu_bf16(*s.xn, *w.wi_in, *w.wi_gate, *s.inner, *s.gate, nullptr, h16, op,
+                      /*geglu=*/true, xn16);
     record_gemm_bf16_in(h16, *w.wo, x.data(), ElemType::F32, true, n, f,
                         note(op, "cublas_gemm_wo_residual", {s.inner, w.wo, &x}));
     if (il + 1 < layers.size()) attention_input(layers[il + 1]);

@@ -28,7 +28,7 @@ bool CudaBackend::record_stream(const Tensor& x, std::span<const Tensor* const> 
   a.segments = static_cast<int64_t>(ws.size());
   a.n = n;
   a.k = k;
-  a.glu = glu ? 1 : 0;
+  a.glu = glu ? kStreamGluSilu : 0;
   a.sm_count = props.multiProcessorCount;
   a.x = ws[0]->data();  // stands in for x's bf16 copy (scratch or shadow: 256-byte aligned)
   if (stream_gemm_unsupported(a, props.major, props.minor)) return false;
@@ -40,6 +40,31 @@ bool CudaBackend::record_stream(const Tensor& x, std::span<const Tensor* const> 
     a.out_bf16 = ctx_->scratch(DeviceContext::kSkinnyGluBf16, static_cast<size_t>(n * a.m[0]) * 2);
   ctx_->record(launch_stream_gemm, a, nt);
   if (a.out_bf16) publish_shadow(*outs[0], a.out_bf16);
+  return true;
+}
+
+bool CudaBackend::record_stream_geglu16(const void* x16, int64_t n, int64_t k, const Tensor& w_in,
+                                        const Tensor& w_gate, void* out16, const char* op) {
+  for (const Tensor* w : {&w_in, &w_gate})
+    if (w->dtype() != DType::BF16 || w->device() != Device::CUDA || w->rank() != 2 ||
+        w->dim(1) != k)
+      return false;
+  const cudaDeviceProp& props = ctx_->properties();
+  StreamGemmArgs a{};
+  a.w[0] = w_in.data();
+  a.w[1] = w_gate.data();
+  a.m[0] = w_in.dim(0);
+  a.m[1] = w_gate.dim(0);
+  a.segments = 2;
+  a.x = x16;
+  a.n = n;
+  a.k = k;
+  a.glu = kStreamGluGelu;
+  a.out_bf16 = out16;
+  a.sm_count = props.multiProcessorCount;
+  if (stream_gemm_unsupported(a, props.major, props.minor)) return false;
+  ctx_->record(launch_stream_gemm, a, note(op, "stream_geglu16", {&w_in, &w_gate}));
+  ++encoder_stream_glu_;
   return true;
 }
 

@@ -9,6 +9,8 @@
 
 namespace infera::cuda {
 
+static_assert(kStreamGluSilu == sgemm::kGluSilu && kStreamGluGelu == sgemm::kGluGelu);
+
 namespace {
 sgemm::StreamGemmProblem problem_of(const StreamGemmArgs& a) {
   sgemm::StreamGemmProblem q{};

@@ -24,6 +24,7 @@
 
 #include <cstdint>
 
+#include "backend/cuda/device_util.cuh"
 #include "backend/cuda/mbarrier.cuh"
 #include "backend/cuda/stream_gemm_wgmma.cuh"
 
@@ -40,9 +41,11 @@ constexpr int kCtaSmemBudget = 110 * 1024;
 
 // Up to three weights sharing x in one launch (q/k/v: their m tiles one after another along
 // grid x), or gate/up with glu: both 64-row tiles in one CTA (warpgroup 0 gate, 1 up) and
-// out[0] = silu(x . gate^T) * (x . up^T) in the epilogue, also as bf16 into out_bf16 (the down
-// projection's input) when that is set; out[1] is then untouched.
+// out[0] = silu(x . gate^T) * (x . up^T) in the epilogue (kGluGelu: gelu(x . w0^T) * (x . w1^T),
+// ModernBERT's GeGLU), also as bf16 into out_bf16 (the down projection's input) when that is set;
+// out[1] is then untouched, and out[0] may be null where only the bf16 copy is wanted.
 constexpr int kMaxSegments = 3;
+constexpr int kGluSilu = 1, kGluGelu = 2;  // StreamGemmParams::glu
 struct StreamMaps {
   CUtensorMap w[kMaxSegments];  // box: (WG or, with glu, 1) x 64 rows x kBK
   CUtensorMap x;                // box: NT rows x kBK
@@ -54,7 +57,7 @@ struct StreamGemmParams {
   int tile_end[kMaxSegments];  // cumulative m tiles through each segment
   __nv_bfloat16* out_bf16;     // glu only; may be null
   int n;
-  int glu;
+  int glu;  // 0, kGluSilu or kGluGelu
   int k_chunks;          // ceil(k / kBK)
   int chunks_per_split;  // k chunks per CTA of a cluster
   int vec_out;           // every out and ldo allow float4 stores
@@ -260,10 +263,11 @@ __global__ void __launch_bounds__(StreamLayout<NT, WG, STAGES>::kThreads, 1)
     for (int e = tid; e < (r1 - r0) * kCols4; e += L::kThreads) {
       const int lr = e / kCols4, c = (e % kCols4) * 4;
       const float4 g = reduce4(lr, c), u = reduce4(lr, c + kRowsPerWG);
-      const float4 h =
-          make_float4(g.x / (1.0f + expf(-g.x)) * u.x, g.y / (1.0f + expf(-g.y)) * u.y,
-                      g.z / (1.0f + expf(-g.z)) * u.z, g.w / (1.0f + expf(-g.w)) * u.w);
-      store4(out + (r0 + lr) * ldo + m0 + c, m0 + c, h);
+      const auto act = [&](float v, float up) {
+        return p.glu == kGluGelu ? gelu_erf(v) * up : v / (1.0f + expf(-v)) * up;
+      };
+      const float4 h = make_float4(act(g.x, u.x), act(g.y, u.y), act(g.z, u.z), act(g.w, u.w));
+      if (out) store4(out + (r0 + lr) * ldo + m0 + c, m0 + c, h);
       if (p.out_bf16) {
         __nv_bfloat16* ob = p.out_bf16 + (r0 + lr) * int64_t{m} + m0 + c;
         const float h4[4] = {h.x, h.y, h.z, h.w};

@@ -1,8 +1,9 @@
 // The weight-streaming tensor-core GEMM (stream_gemm.cuh) as the backend records it:
 // out[i][n, m[i]] = x[n, k] . w[i][m[i], k]^T for up to three weights sharing x in one launch, or
-// with glu gate/up and out[0] = silu(x . w[0]^T) * (x . w[1]^T) (out[1] untouched; out_bf16, when
-// set, gets out[0] as bf16). bf16 w and x, f32 out, n = 1..256 (glu: 1..128). Kept out of
-// kernels.h so that adding it does not recompile every kernel.
+// with glu gate/up and out[0] = silu(x . w[0]^T) * (x . w[1]^T) (kStreamGluGelu: gelu(...) *
+// (...)) (out[1] untouched; out_bf16, when set, gets out[0] as bf16, and out[0] may then be
+// null). bf16 w and x, f32 out, n = 1..256 (glu: 1..128). Kept out of kernels.h so that adding it
+// does not recompile every kernel.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -11,6 +12,8 @@
 
 namespace infera::cuda {
 
+constexpr int64_t kStreamGluSilu = 1, kStreamGluGelu = 2;  // StreamGemmArgs::glu (stream_gemm.cuh's)
+
 struct StreamGemmArgs {
   const void* w[3];  // bf16 [m[i], k]
   float* out[3];     // f32 [n, m[i]]
@@ -18,7 +21,7 @@ struct StreamGemmArgs {
   int64_t segments;
   const void* x;  // bf16 [n, k], row stride k
   int64_t n, k;
-  int64_t glu;     // 0, or 1 for SwiGLU over segments 0 (gate) and 1 (up)
+  int64_t glu;     // 0, kStreamGluSilu (SwiGLU over segments 0 (gate) and 1 (up)) or kStreamGluGelu
   void* out_bf16;  // glu: bf16 [n, m[0]] copy of out[0], or nullptr
   int64_t sm_count;
 };

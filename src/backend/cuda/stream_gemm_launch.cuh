@@ -71,7 +71,9 @@ struct StreamGemmProblem {
   int segments;
   const __nv_bfloat16* x;  // [n, k], row stride ldx
   int64_t n, k, ldx;
-  int glu = 0;                        // segments == 2, m[0] == m[1]: out[0] = silu(w0 x) * (w1 x)
+  // kGluSilu: segments == 2, m[0] == m[1], out[0] = silu(w0 x) * (w1 x); kGluGelu: gelu(w0 x) *
+  // (w1 x). out[0] may then be null when out_bf16 is set.
+  int glu = 0;
   __nv_bfloat16* out_bf16 = nullptr;  // glu: out[0] as bf16, [n, m[0]] (optional)
 };
 
@@ -96,12 +98,15 @@ inline const char* stream_gemm_unsupported(const StreamGemmProblem& q) {
   if (q.segments < 1 || q.segments > kMaxSegments) return "1..3 weights";
   if (q.glu && (q.segments != 2 || q.m[0] != q.m[1] || q.n > 128))
     return "glu needs two weights of one shape and n <= 128";
+  if (q.glu != 0 && q.glu != kGluSilu && q.glu != kGluGelu) return "unknown glu";
+  if (q.glu && !q.out[0] && !q.out_bf16) return "no output";
   if (q.k < 1 || q.k > (int64_t{1} << 30)) return "k out of range";
   if (q.k % 8 != 0 || q.ldx % 8 != 0 || q.ldx < q.k) return "k or ldx not a multiple of 8";
   uintptr_t bits = reinterpret_cast<uintptr_t>(q.x);
   for (int i = 0; i < q.segments; ++i) {
     if (q.m[i] < 1 || q.m[i] > (int64_t{1} << 30)) return "m out of range";
     if (q.ldo[i] < q.m[i]) return "ldo < m";
+    if (!q.out[i] && !q.glu) return "no output";
     bits |= reinterpret_cast<uintptr_t>(q.w[i]);
   }
   if (bits % 16 != 0) return "w or x not 16-byte aligned";
