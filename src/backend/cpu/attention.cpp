@@ -48,6 +48,29 @@ inline void key_range(int64_t pos, int64_t len, const AttentionParams& p, int64_
   hi = std::min(hi, len);
 }
 
+// The union [lo, hi) of an item's rows' key ranges, and each row's into row_lo / row_hi when given.
+struct KeySpan {
+  int64_t lo, hi;
+};
+KeySpan item_keys(const Item& item, const BatchDesc& batch, const AttentionParams& params,
+                  int64_t* row_lo = nullptr, int64_t* row_hi = nullptr) {
+  const int64_t len = batch.seq_lens[static_cast<size_t>(item.seq)];
+  int64_t lo = len, hi = 0;
+  for (int64_t bi = 0; bi < item.rows; ++bi) {
+    int64_t rlo = 0, rhi = 0;
+    key_range(batch.positions[static_cast<size_t>(item.first_row + bi)], len, params, rlo, rhi);
+    if (row_lo) row_lo[bi] = rlo, row_hi[bi] = rhi;
+    lo = std::min(lo, rlo);
+    hi = std::max(hi, rhi);
+  }
+  return {lo, hi};
+}
+
+template <typename T>
+void grow(std::vector<T>& v, int64_t n) {
+  if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
+}
+
 // Keys [t, t + n) with t < hi: the longest run from t, up to hi, that is contiguous in a head's
 // pool (the rest of t's block, then every following block whose id is one more than the last).
 inline int64_t contiguous_run(const int32_t* table, int64_t t, int64_t hi, int64_t bs) {
@@ -96,7 +119,7 @@ void attention_paged(ThreadPool& pool, const float* q, int64_t hq, const PagedKv
   const int64_t d = kv.head_dim, hkv = kv.kv_heads, bs = kv.block_size;
   const int64_t group = hq / hkv;
   // Every buffer here is thread-local and only grows: a forward pass allocates nothing once the
-  // largest batch has been seen (tests/model/forward_allocations_test.cpp).
+  // largest batch has been seen.
   thread_local std::vector<Item> caller_items;
   std::vector<Item>& items = caller_items;  // a reference, so the workers see the caller's list
   items.clear();
@@ -110,36 +133,43 @@ void attention_paged(ThreadPool& pool, const float* q, int64_t hq, const PagedKv
         items.push_back({static_cast<int32_t>(b), static_cast<int32_t>(g), r,
                          static_cast<int32_t>(std::min<int64_t>(kQueryBlock, end - r)), heads});
   }
+  // Every thread's buffers are grown to the batch's largest item before it takes any: which
+  // thread takes which item varies from run to run, and a batch seen before must allocate nothing
+  // whichever it is (tests/model/forward_allocations_test.cpp).
+  int64_t most_rows = 0, most_q = 0, most_scores = 0;
+  for (const Item& item : items) {
+    const KeySpan span = item_keys(item, batch, params);
+    const int64_t rows = group * item.rows;
+    most_rows = std::max<int64_t>(most_rows, item.rows);
+    most_q = std::max(most_q, item.heads * rows);
+    most_scores = std::max(most_scores, item.heads * rows * std::max<int64_t>(span.hi - span.lo, 1));
+  }
   // Items differ in cost (a long prefill block vs a decode row): threads take them one by one.
   std::atomic<size_t> next{0};
   pool.parallel_for(pool.size(), 1, [&](int64_t, int64_t) {
     thread_local std::vector<float> qblk, scores, panel;
     thread_local std::vector<int64_t> row_lo, row_hi, order;
-    panel.resize(static_cast<size_t>(kPanelRows * d));
+    grow(panel, kPanelRows * d);
+    grow(qblk, most_q * d);
+    grow(scores, most_scores);
+    grow(row_lo, most_rows);
+    grow(row_hi, most_rows);
+    order.reserve(static_cast<size_t>(group * most_rows));
     for (size_t it; (it = next.fetch_add(1)) < items.size();) {
       const Item& item = items[it];
       const int64_t nb = item.rows, rows = group * nb, g0 = item.head, heads = item.heads;
       const int64_t len = batch.seq_lens[static_cast<size_t>(item.seq)];
       const int32_t* table = batch.block_table.data() + int64_t{item.seq} * batch.max_blocks;
       // Row r = hg * nb + bi holds row first_row + bi of q head (g0 + h) * group + hg of head h.
-      row_lo.resize(static_cast<size_t>(nb));
-      row_hi.resize(static_cast<size_t>(nb));
-      int64_t lo = len, hi = 0;
-      for (int64_t bi = 0; bi < nb; ++bi) {
-        key_range(batch.positions[static_cast<size_t>(item.first_row + bi)], len, params,
-                  row_lo[static_cast<size_t>(bi)], row_hi[static_cast<size_t>(bi)]);
-        lo = std::min(lo, row_lo[static_cast<size_t>(bi)]);
-        hi = std::max(hi, row_hi[static_cast<size_t>(bi)]);
-      }
+      const KeySpan span = item_keys(item, batch, params, row_lo.data(), row_hi.data());
+      const int64_t lo = span.lo, hi = span.hi;
       // Head g0 + h's rows at qblk + h * rows * d and its scores at scores + h * rows * width.
-      qblk.resize(static_cast<size_t>(heads * rows * d));
       for (int64_t h = 0; h < heads; ++h)
         for (int64_t hg = 0; hg < group; ++hg)
           for (int64_t bi = 0; bi < nb; ++bi)
             std::copy_n(q + ((item.first_row + bi) * hq + (g0 + h) * group + hg) * d, d,
                         qblk.data() + (h * rows + hg * nb + bi) * d);
       const int64_t width = std::max<int64_t>(hi - lo, 1);
-      scores.resize(static_cast<size_t>(heads * rows * width));
       // S over keys [lo, hi), one contiguous run of the pool at a time; a pair of heads key by key
       // in turn (two streams in flight; the same scores).
       for (int64_t t = lo; t < hi;) {

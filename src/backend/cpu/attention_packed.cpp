@@ -41,6 +41,31 @@ inline void visible_keys(int64_t i, int64_t len, const AttentionParams& p, int64
   }
 }
 
+// The key tiles [lo, hi) an item visits (window_tiles: those overlapping its rows' visible keys;
+// else every tile of the sequence), and each row's visible keys into row_lo / row_hi when given.
+struct TileSpan {
+  int64_t lo, hi;
+};
+TileSpan item_tiles(const Item& item, int64_t len, const AttentionParams& params,
+                    bool window_tiles, int64_t* row_lo = nullptr, int64_t* row_hi = nullptr) {
+  int64_t lo = len, hi = 0;
+  for (int64_t bi = 0; bi < item.rows; ++bi) {
+    int64_t rlo = 0, rhi = 0;
+    visible_keys(item.first + bi, len, params, rlo, rhi);
+    if (row_lo) row_lo[bi] = rlo, row_hi[bi] = rhi;
+    lo = std::min(lo, rlo);
+    hi = std::max(hi, rhi);
+  }
+  if (!window_tiles) return {0, len};
+  return {lo / kPackedKeyTile * kPackedKeyTile,
+          std::min(len, (hi + kPackedKeyTile - 1) / kPackedKeyTile * kPackedKeyTile)};
+}
+
+template <typename T>
+void grow(std::vector<T>& v, int64_t n) {
+  if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
+}
+
 // dst[g, t, :] = src[t, g, :] for t in [0, n): packed rows to head-major.
 void to_head_major(ThreadPool& pool, const float* src, int64_t n, int64_t heads, int64_t d,
                    float* dst) {
@@ -110,38 +135,41 @@ int64_t attention_packed(ThreadPool& pool, const float* q, const float* k, const
         items.push_back({static_cast<int32_t>(b), static_cast<int32_t>(g), r,
                          static_cast<int32_t>(std::min<int64_t>(kPackedQueryTile, len - r))});
   }
+  const auto seq_len = [&](int32_t b) {
+    return batch.query_start[static_cast<size_t>(b + 1)] - batch.query_start[static_cast<size_t>(b)];
+  };
+  // Every thread's buffers are grown to the batch's largest item before it takes any: which
+  // thread takes which item varies from run to run, and a batch seen before must allocate nothing
+  // whichever it is (tests/model/forward_allocations_test.cpp).
+  int64_t most_rows = 0, most_scores = 0;
+  for (const Item& item : items) {
+    const TileSpan span = item_tiles(item, seq_len(item.seq), params, window_tiles);
+    most_rows = std::max<int64_t>(most_rows, item.rows);
+    most_scores = std::max(most_scores, group * item.rows * (span.hi - span.lo));
+  }
   std::atomic<size_t> next{0};
   std::atomic<int64_t> tiles_visited{0};
   pool.parallel_for(pool.size(), 1, [&](int64_t, int64_t) {
     thread_local std::vector<float> qblk, scores;
     thread_local std::vector<int64_t> row_lo, row_hi;
+    grow(qblk, group * most_rows * d);
+    grow(scores, most_scores);
+    grow(row_lo, most_rows);
+    grow(row_hi, most_rows);
     int64_t my_tiles = 0;
     for (size_t it; (it = next.fetch_add(1)) < items.size();) {
       const Item& item = items[it];
       const int64_t start = batch.query_start[static_cast<size_t>(item.seq)];
-      const int64_t len = batch.query_start[static_cast<size_t>(item.seq + 1)] - start;
+      const int64_t len = seq_len(item.seq);
       const int64_t nb = item.rows, rows = group * nb, g = item.head;
-      row_lo.resize(static_cast<size_t>(nb));
-      row_hi.resize(static_cast<size_t>(nb));
-      int64_t lo = len, hi = 0;
-      for (int64_t bi = 0; bi < nb; ++bi) {
-        visible_keys(item.first + bi, len, params, row_lo[static_cast<size_t>(bi)],
-                     row_hi[static_cast<size_t>(bi)]);
-        lo = std::min(lo, row_lo[static_cast<size_t>(bi)]);
-        hi = std::max(hi, row_hi[static_cast<size_t>(bi)]);
-      }
-      // Whole key tiles overlapping [lo, hi), or every tile of the sequence in dense mode.
-      int64_t tile_lo = lo / kPackedKeyTile * kPackedKeyTile;
-      int64_t tile_hi = std::min(len, (hi + kPackedKeyTile - 1) / kPackedKeyTile * kPackedKeyTile);
-      if (!window_tiles) tile_lo = 0, tile_hi = len;
+      const TileSpan span = item_tiles(item, len, params, window_tiles, row_lo.data(), row_hi.data());
+      const int64_t tile_lo = span.lo, tile_hi = span.hi;
       // Row r = hg * nb + bi holds row first + bi of q head g * group + hg.
-      qblk.resize(static_cast<size_t>(rows * d));
       for (int64_t hg = 0; hg < group; ++hg)
         for (int64_t bi = 0; bi < nb; ++bi)
           std::copy_n(q + ((start + item.first + bi) * hq + g * group + hg) * d, d,
                       qblk.data() + (hg * nb + bi) * d);
       const int64_t width = tile_hi - tile_lo;
-      scores.resize(static_cast<size_t>(rows * width));
       const float* key_tiles =
           kt + (g * tiles + tile_base[static_cast<size_t>(item.seq)]) * d * kPackedKeyTile;
       for (int64_t t = tile_lo; t < tile_hi; t += kPackedKeyTile) {
