@@ -75,6 +75,13 @@ std::vector<std::vector<float>> run_batches(
   return out;
 }
 
+// Elements whose bits differ (a NaN differs from everything, itself included).
+size_t bits_differ(const std::vector<float>& a, const std::vector<float>& b) {
+  size_t differ = 0;
+  for (size_t i = 0; i < a.size(); ++i) differ += !(a[i] == b[i]);
+  return differ;
+}
+
 class CudaEncoderStackTest : public ::testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
@@ -108,9 +115,7 @@ TEST_P(CudaEncoderStackTest, HiddenStatesFollowCompositionAndCpu) {
                 c.name, b, e, cpu_diff, composed_cpu_diff);
     if (b == 2) {
       // Below the GEMM rows: the composition itself, bit for bit.
-      size_t differ = 0;
-      for (size_t i = 0; i < got[b].size(); ++i) differ += !(got[b][i] == composed[b][i]);
-      EXPECT_EQ(differ, 0u) << "the 5-row batch left the composition";
+      EXPECT_EQ(bits_differ(got[b], composed[b]), 0u) << "the 5-row batch left the composition";
       continue;
     }
     // bf16 q/k/v before RoPE: a bf16 rounding's worth (an indexing or layout bug gives ~1).
@@ -164,9 +169,8 @@ TEST_P(CudaEncoderStackTest, PackedWgmmaRopeInsideEqualsStagedRope) {
     ASSERT_EQ(got.size(), batches.size());
     for (size_t b = 0; b < got.size(); ++b) {
       ASSERT_EQ(got[b].size(), want[b].size());
-      size_t differ = 0;
-      for (size_t i = 0; i < got[b].size(); ++i) differ += !(got[b][i] == want[b][i]);  // NaN too
-      EXPECT_EQ(differ, 0u) << "batch " << b << ": RoPE inside left the staged rotation's bits";
+      EXPECT_EQ(bits_differ(got[b], want[b]), 0u)
+          << "batch " << b << ": RoPE inside left the staged rotation's bits";
       const double e = cuda_test::nmse(got[b], reference[b]);
       const double cpu_diff = test::max_abs_diff(got[b], cpu[b]);
       const double reference_cpu_diff = test::max_abs_diff(reference[b], cpu[b]);
@@ -205,9 +209,7 @@ TEST_P(CudaEncoderStackTest, StreamGegluFollowsCublasPairAndCpu) {
   for (size_t b = 0; b < got.size(); ++b) {
     ASSERT_EQ(got[b].size(), want[b].size());
     if (b == 2) {
-      size_t differ = 0;
-      for (size_t i = 0; i < got[b].size(); ++i) differ += !(got[b][i] == want[b][i]);  // NaN too
-      EXPECT_EQ(differ, 0u) << "the 407-row batch left the cuBLAS pair";
+      EXPECT_EQ(bits_differ(got[b], want[b]), 0u) << "the 407-row batch left the cuBLAS pair";
       continue;
     }
     const double e = cuda_test::nmse(got[b], want[b]);
