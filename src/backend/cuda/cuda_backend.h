@@ -339,7 +339,8 @@ struct CudaOptions {
   // In the encoder stack, batches of at most this many rows (and past the GEMV rows) take the Wi
   // GEMMs and GeGLU as one stream GEMM launch (stream_gemm.cuh's GeGLU epilogue, bf16 out only)
   // instead of a cuBLAS pair and the GeGLU kernel: one launch a layer fewer in the latency chain
-  // of short batches (1x93). At most 128 (INFERA_CUDA_ENCODER_STREAM_GLU=N; 0: off).
+  // of short batches (1x93). At most 128 (INFERA_CUDA_ENCODER_STREAM_GLU=N; 0: off). Off: slower
+  // on an H100 (ModernBERT-large 1x93 1.05 -> 1.37 ms; bench/reference/lead21_h200/run1).
   int64_t encoder_stream_glu_max_rows = 0;
   bool gemm_stack_attention16 = true;
   // A file that gets the last launch's per-block barrier timestamps (DecodeStackArgs::trace) when
