@@ -142,7 +142,8 @@ void attention_paged(ThreadPool& pool, const float* q, int64_t hq, const PagedKv
     const int64_t rows = group * item.rows;
     most_rows = std::max<int64_t>(most_rows, item.rows);
     most_q = std::max(most_q, item.heads * rows);
-    most_scores = std::max(most_scores, item.heads * rows * std::max<int64_t>(span.hi - span.lo, 1));
+    most_scores =
+        std::max(most_scores, item.heads * rows * std::max<int64_t>(span.hi - span.lo, 1));
   }
   // Items differ in cost (a long prefill block vs a decode row): threads take them one by one.
   std::atomic<size_t> next{0};

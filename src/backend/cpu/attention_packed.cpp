@@ -46,8 +46,8 @@ inline void visible_keys(int64_t i, int64_t len, const AttentionParams& p, int64
 struct TileSpan {
   int64_t lo, hi;
 };
-TileSpan item_tiles(const Item& item, int64_t len, const AttentionParams& params,
-                    bool window_tiles, int64_t* row_lo = nullptr, int64_t* row_hi = nullptr) {
+TileSpan item_tiles(const Item& item, int64_t len, const AttentionParams& params, bool window_tiles,
+                    int64_t* row_lo = nullptr, int64_t* row_hi = nullptr) {
   int64_t lo = len, hi = 0;
   for (int64_t bi = 0; bi < item.rows; ++bi) {
     int64_t rlo = 0, rhi = 0;
@@ -136,7 +136,8 @@ int64_t attention_packed(ThreadPool& pool, const float* q, const float* k, const
                          static_cast<int32_t>(std::min<int64_t>(kPackedQueryTile, len - r))});
   }
   const auto seq_len = [&](int32_t b) {
-    return batch.query_start[static_cast<size_t>(b + 1)] - batch.query_start[static_cast<size_t>(b)];
+    return batch.query_start[static_cast<size_t>(b + 1)] -
+           batch.query_start[static_cast<size_t>(b)];
   };
   // Every thread's buffers are grown to the batch's largest item before it takes any: which
   // thread takes which item varies from run to run, and a batch seen before must allocate nothing
@@ -162,7 +163,8 @@ int64_t attention_packed(ThreadPool& pool, const float* q, const float* k, const
       const int64_t start = batch.query_start[static_cast<size_t>(item.seq)];
       const int64_t len = seq_len(item.seq);
       const int64_t nb = item.rows, rows = group * nb, g = item.head;
-      const TileSpan span = item_tiles(item, len, params, window_tiles, row_lo.data(), row_hi.data());
+      const TileSpan span =
+          item_tiles(item, len, params, window_tiles, row_lo.data(), row_hi.data());
       const int64_t tile_lo = span.lo, tile_hi = span.hi;
       // Row r = hg * nb + bi holds row first + bi of q head g * group + hg.
       for (int64_t hg = 0; hg < group; ++hg)

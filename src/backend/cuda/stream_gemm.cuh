@@ -57,7 +57,7 @@ struct StreamGemmParams {
   int tile_end[kMaxSegments];  // cumulative m tiles through each segment
   __nv_bfloat16* out_bf16;     // glu only; may be null
   int n;
-  int glu;  // 0, kGluSilu or kGluGelu
+  int glu;               // 0, kGluSilu or kGluGelu
   int k_chunks;          // ceil(k / kBK)
   int chunks_per_split;  // k chunks per CTA of a cluster
   int vec_out;           // every out and ldo allow float4 stores

@@ -12,7 +12,8 @@
 
 namespace infera::cuda {
 
-constexpr int64_t kStreamGluSilu = 1, kStreamGluGelu = 2;  // StreamGemmArgs::glu (stream_gemm.cuh's)
+constexpr int64_t kStreamGluSilu = 1,
+                  kStreamGluGelu = 2;  // StreamGemmArgs::glu (stream_gemm.cuh's)
 
 struct StreamGemmArgs {
   const void* w[3];  // bf16 [m[i], k]
