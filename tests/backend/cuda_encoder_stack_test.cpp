@@ -82,6 +82,22 @@ size_t bits_differ(const std::vector<float>& a, const std::vector<float>& b) {
   return differ;
 }
 
+// `got` against another CUDA path's `other`: NMSE <= bound (NaN fails), and > 0 where the two
+// must round differently (`trace`: what a zero would mean); against the CPU within 1.25x the other
+// path's distance + 1e-2. `what` names the case in the printed line and the failures.
+void expect_near_other_path(const std::vector<float>& got, const std::vector<float>& other,
+                            const std::vector<float>& cpu, double bound, const char* trace,
+                            const std::string& what) {
+  const double e = cuda_test::nmse(got, other);
+  const double cpu_diff = test::max_abs_diff(got, cpu);
+  const double other_cpu_diff = test::max_abs_diff(other, cpu);
+  std::printf("  %s: NMSE vs the other path %.2e; max |diff| vs cpu %.2e (other path %.2e)\n",
+              what.c_str(), e, cpu_diff, other_cpu_diff);
+  EXPECT_LE(e, bound) << what;  // NaN fails
+  if (trace) EXPECT_GT(e, 0.0) << what << ": " << trace;
+  EXPECT_LE(cpu_diff, 1.25 * other_cpu_diff + 1e-2) << what;
+}
+
 class CudaEncoderStackTest : public ::testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
@@ -107,21 +123,16 @@ TEST_P(CudaEncoderStackTest, HiddenStatesFollowCompositionAndCpu) {
   ASSERT_EQ(got.size(), 3u);
   for (size_t b = 0; b < got.size(); ++b) {
     ASSERT_EQ(got[b].size(), composed[b].size());
-    const double e = cuda_test::nmse(got[b], composed[b]);
-    const double cpu_diff = test::max_abs_diff(got[b], cpu[b]);
-    const double composed_cpu_diff = test::max_abs_diff(composed[b], cpu[b]);
-    std::printf("  %s batch %zu: NMSE vs composition %.2e; max |diff| vs cpu %.2e (composition "
-                "%.2e)\n",
-                c.name, b, e, cpu_diff, composed_cpu_diff);
     if (b == 2) {
       // Below the GEMM rows: the composition itself, bit for bit.
       EXPECT_EQ(bits_differ(got[b], composed[b]), 0u) << "the 5-row batch left the composition";
       continue;
     }
-    // bf16 q/k/v before RoPE: a bf16 rounding's worth (an indexing or layout bug gives ~1).
-    EXPECT_LE(e, 2e-4) << "batch " << b;  // NaN fails
-    EXPECT_GT(e, 0.0) << "batch " << b << ": the stack's rounding of q/k/v left no trace";
-    EXPECT_LE(cpu_diff, 1.25 * composed_cpu_diff + 1e-2) << "batch " << b;
+    // Against the composition: bf16 q/k/v before RoPE, a bf16 rounding's worth (an indexing or
+    // layout bug gives ~1).
+    expect_near_other_path(got[b], composed[b], cpu[b], 2e-4,
+                           "the stack's rounding of q/k/v left no trace",
+                           std::string(c.name) + " batch " + std::to_string(b));
   }
 }
 
@@ -171,15 +182,11 @@ TEST_P(CudaEncoderStackTest, PackedWgmmaRopeInsideEqualsStagedRope) {
       ASSERT_EQ(got[b].size(), want[b].size());
       EXPECT_EQ(bits_differ(got[b], want[b]), 0u)
           << "batch " << b << ": RoPE inside left the staged rotation's bits";
-      const double e = cuda_test::nmse(got[b], reference[b]);
-      const double cpu_diff = test::max_abs_diff(got[b], cpu[b]);
-      const double reference_cpu_diff = test::max_abs_diff(reference[b], cpu[b]);
-      std::printf("  %s vectors %lld batch %zu: NMSE vs mma.sync %.2e; max |diff| vs cpu %.2e "
-                  "(mma.sync %.2e)\n",
-                  c.name, static_cast<long long>(vectors), b, e, cpu_diff, reference_cpu_diff);
-      EXPECT_LE(e, 2e-4) << "batch " << b;  // NaN fails
-      if (vectors == 64) EXPECT_GT(e, 0.0) << "batch " << b << ": no trace of another order";
-      EXPECT_LE(cpu_diff, 1.25 * reference_cpu_diff + 1e-2) << "batch " << b;
+      // Against the mma.sync kernel.
+      expect_near_other_path(got[b], reference[b], cpu[b], 2e-4,
+                             vectors == 64 ? "no trace of another order" : nullptr,
+                             std::string(c.name) + " vectors " + std::to_string(vectors) +
+                                 " batch " + std::to_string(b));
     }
   }
 }
@@ -212,15 +219,9 @@ TEST_P(CudaEncoderStackTest, StreamGegluFollowsCublasPairAndCpu) {
       EXPECT_EQ(bits_differ(got[b], want[b]), 0u) << "the 407-row batch left the cuBLAS pair";
       continue;
     }
-    const double e = cuda_test::nmse(got[b], want[b]);
-    const double cpu_diff = test::max_abs_diff(got[b], cpu[b]);
-    const double pair_cpu_diff = test::max_abs_diff(want[b], cpu[b]);
-    std::printf("  %s batch %zu: NMSE vs the cuBLAS pair %.2e; max |diff| vs cpu %.2e (pair "
-                "%.2e)\n",
-                c.name, b, e, cpu_diff, pair_cpu_diff);
-    EXPECT_LE(e, 1e-4) << "batch " << b;  // NaN fails
-    EXPECT_GT(e, 0.0) << "batch " << b << ": no trace of the stream GEMM's GeGLU";
-    EXPECT_LE(cpu_diff, 1.25 * pair_cpu_diff + 1e-2) << "batch " << b;
+    // Against the cuBLAS pair.
+    expect_near_other_path(got[b], want[b], cpu[b], 1e-4, "no trace of the stream GEMM's GeGLU",
+                           std::string(c.name) + " batch " + std::to_string(b));
   }
 }
 

@@ -66,11 +66,6 @@ KeySpan item_keys(const Item& item, const BatchDesc& batch, const AttentionParam
   return {lo, hi};
 }
 
-template <typename T>
-void grow(std::vector<T>& v, int64_t n) {
-  if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
-}
-
 // Keys [t, t + n) with t < hi: the longest run from t, up to hi, that is contiguous in a head's
 // pool (the rest of t's block, then every following block whose id is one more than the last).
 inline int64_t contiguous_run(const int32_t* table, int64_t t, int64_t hi, int64_t bs) {
@@ -150,11 +145,11 @@ void attention_paged(ThreadPool& pool, const float* q, int64_t hq, const PagedKv
   pool.parallel_for(pool.size(), 1, [&](int64_t, int64_t) {
     thread_local std::vector<float> qblk, scores, panel;
     thread_local std::vector<int64_t> row_lo, row_hi, order;
-    grow(panel, kPanelRows * d);
-    grow(qblk, most_q * d);
-    grow(scores, most_scores);
-    grow(row_lo, most_rows);
-    grow(row_hi, most_rows);
+    grow_to(panel, kPanelRows * d);
+    grow_to(qblk, most_q * d);
+    grow_to(scores, most_scores);
+    grow_to(row_lo, most_rows);
+    grow_to(row_hi, most_rows);
     order.reserve(static_cast<size_t>(group * most_rows));
     for (size_t it; (it = next.fetch_add(1)) < items.size();) {
       const Item& item = items[it];

@@ -61,11 +61,6 @@ TileSpan item_tiles(const Item& item, int64_t len, const AttentionParams& params
           std::min(len, (hi + kPackedKeyTile - 1) / kPackedKeyTile * kPackedKeyTile)};
 }
 
-template <typename T>
-void grow(std::vector<T>& v, int64_t n) {
-  if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
-}
-
 // dst[g, t, :] = src[t, g, :] for t in [0, n): packed rows to head-major.
 void to_head_major(ThreadPool& pool, const float* src, int64_t n, int64_t heads, int64_t d,
                    float* dst) {
@@ -153,10 +148,10 @@ int64_t attention_packed(ThreadPool& pool, const float* q, const float* k, const
   pool.parallel_for(pool.size(), 1, [&](int64_t, int64_t) {
     thread_local std::vector<float> qblk, scores;
     thread_local std::vector<int64_t> row_lo, row_hi;
-    grow(qblk, group * most_rows * d);
-    grow(scores, most_scores);
-    grow(row_lo, most_rows);
-    grow(row_hi, most_rows);
+    grow_to(qblk, group * most_rows * d);
+    grow_to(scores, most_scores);
+    grow_to(row_lo, most_rows);
+    grow_to(row_hi, most_rows);
     int64_t my_tiles = 0;
     for (size_t it; (it = next.fetch_add(1)) < items.size();) {
       const Item& item = items[it];

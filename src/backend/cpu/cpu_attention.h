@@ -25,6 +25,14 @@ struct PagedPools {
 };
 using PagedKv = PagedPools<const void*>;
 
+// v grown to at least n elements (never shrunk): the attention kernels' thread-local buffers,
+// sized to a batch's largest work item before a thread takes any, so that a batch seen before
+// allocates nothing whichever thread takes which item.
+template <typename T>
+void grow_to(std::vector<T>& v, int64_t n) {
+  if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
+}
+
 // Rows of k and v ([n, kv_heads, head_dim] F32) to their slots, converted to the pool's dtype.
 void kv_write(const float* k, const float* v, int64_t n, const int32_t* slots,
               const PagedPools<void*>& pools);
