@@ -4,6 +4,7 @@
 //   residual, rmsnorm, swiglu mlp, residual] -> rmsnorm -> lm head (tied to embed or not)
 #include <cmath>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -144,9 +145,28 @@ class Qwen3 final : public CausalLM {
     final_norm_ = w("model.norm.weight", {p.hidden});
     lm_head_ = p.tied ? embed_ : w("lm_head.weight", {p.vocab, p.hidden});
     layers_.resize(static_cast<size_t>(p.layers));
-    for (int64_t i = 0; i < p.layers; ++i)
-      for (const LayerTensor& t : kLayerTensors)
-        layers_[static_cast<size_t>(i)].*(t.slot) = w(layer_prefix(i) + t.suffix, t.shape(p));
+    for (int64_t i = 0; i < p.layers; ++i) {
+      LayerWeights& layer = layers_[static_cast<size_t>(i)];
+      // q, k and v read the same normed x: prepared together, so that a device backend can place
+      // them as one matrix (one GEMM instead of a launch for q and one for k and v).
+      std::vector<Tensor> qkv_host;
+      std::vector<Tensor LayerWeights::*> qkv_slots;
+      for (const LayerTensor& t : kLayerTensors) {
+        const std::string name = layer_prefix(i) + t.suffix;
+        if (t.slot == &LayerWeights::q_proj || t.slot == &LayerWeights::k_proj ||
+            t.slot == &LayerWeights::v_proj) {
+          qkv_host.push_back(store_.require(name, t.shape(p)));
+          qkv_slots.push_back(t.slot);
+        } else {
+          layer.*(t.slot) = w(name, t.shape(p));
+        }
+      }
+      std::vector<Tensor> qkv = backend_.prepare_weights(qkv_host);
+      if (qkv.size() != qkv_slots.size())
+        throw std::logic_error("prepare_weights returned " + std::to_string(qkv.size()) +
+                               " tensors for " + std::to_string(qkv_slots.size()));
+      for (size_t j = 0; j < qkv.size(); ++j) layer.*(qkv_slots[j]) = std::move(qkv[j]);
+    }
   }
 
   const ModelInfo& info() const override { return info_; }

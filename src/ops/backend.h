@@ -18,6 +18,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "infera/tensor.h"
 #include "ops/batch.h"
@@ -169,6 +170,16 @@ class Backend {
   // Makes a host weight usable by this backend. The CPU backend returns the same view, so
   // weights stay in place in the mmap; a GPU backend uploads once at load.
   virtual Tensor prepare_weight(const Tensor& host_weight) = 0;
+  // prepare_weight of weights that one product may read as a single matrix (a layer's q, k and v
+  // projections, which share their input): a device backend places them one after another in one
+  // allocation, so that a GEMM can take them as one weight of the rows of all. The CPU backend
+  // prepares each alone.
+  virtual std::vector<Tensor> prepare_weights(std::span<const Tensor> host_weights) {
+    std::vector<Tensor> out;
+    out.reserve(host_weights.size());
+    for (const Tensor& w : host_weights) out.push_back(prepare_weight(w));
+    return out;
+  }
   // Copies an F32 tensor to host memory (dst.size() == src.numel()).
   virtual void to_host(const Tensor& src, std::span<float> dst) = 0;
   // Makes the step's indices visible to the ops (one upload on a device backend). `desc` must be

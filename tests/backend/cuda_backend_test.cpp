@@ -12,6 +12,7 @@
 #include "../model/fixture_cases.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/kernels.h"
+#include "core/dtype_convert.h"
 #include "engine/kv_cache.h"
 #include "engine/step.h"
 #include "infera/error.h"
@@ -172,6 +173,57 @@ TEST_F(CudaBackendTest, IndexTensorsMustComeFromUploadBatch) {
   EXPECT_THROW(b->embedding(table, not_a_batch, out), InvalidArgument);
   Tensor host("host", DType::F32, {2, 4}, Device::CPU, nullptr, nullptr);
   EXPECT_THROW(b->add(host, out, out), InvalidArgument);
+}
+
+// prepare_weights: one allocation, each weight at the next 256-byte boundary after the one before
+// (so bf16 projections of whole 256-byte rows follow each other exactly: the GEMM decoder
+// stack's one q/k/v GEMM), each holding its host values (read back through the embedding op).
+TEST_F(CudaBackendTest, PrepareWeightsPlacesWeightsOneAfterAnother) {
+  auto b = cuda(true);
+  const std::vector<std::pair<DType, Shape>> specs = {{DType::BF16, {24, 128}},
+                                                      {DType::F32, {3, 5}},
+                                                      {DType::BF16, {8, 128}},
+                                                      {DType::BF16, {8, 128}}};
+  std::vector<std::vector<uint16_t>> bf16_values;
+  std::vector<std::vector<float>> f32_values, want;
+  std::vector<Tensor> host;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const auto& [dtype, shape] = specs[i];
+    std::vector<float> v(static_cast<size_t>(shape.numel()));
+    for (size_t j = 0; j < v.size(); ++j) v[j] = float(int((i * 131 + j * 7) % 61) - 30) / 8.0f;
+    want.push_back(v);  // exact in bf16: multiples of 1/8 below 4
+    void* data;
+    if (dtype == DType::BF16) {
+      bf16_values.emplace_back();
+      for (float f : v) bf16_values.back().push_back(f32_to_bf16(f));
+      data = bf16_values.back().data();
+    } else {
+      f32_values.push_back(v);
+      data = f32_values.back().data();
+    }
+    host.emplace_back("w" + std::to_string(i), dtype, shape, Device::CPU, data, nullptr);
+  }
+  const std::vector<Tensor> dev = b->prepare_weights(host);
+  ASSERT_EQ(dev.size(), host.size());
+  const auto* base = static_cast<const char*>(dev[0].data());
+  EXPECT_EQ(static_cast<const char*>(dev[1].data()), base + 24 * 128 * 2);
+  EXPECT_EQ(static_cast<const char*>(dev[2].data()), base + 24 * 128 * 2 + 256);  // 60 B -> 256
+  EXPECT_EQ(static_cast<const char*>(dev[3].data()), base + 24 * 128 * 2 + 256 + 8 * 128 * 2);
+  for (size_t i = 0; i < dev.size(); ++i) {
+    EXPECT_EQ(dev[i].device(), Device::CUDA);
+    EXPECT_EQ(dev[i].name(), host[i].name());
+    EXPECT_EQ(dev[i].dtype(), host[i].dtype());
+    EXPECT_EQ(dev[i].shape(), host[i].shape());
+    const int64_t rows = dev[i].dim(0), cols = dev[i].dim(1);
+    BatchDesc d;
+    for (int32_t r = 0; r < rows; ++r) d.tokens.push_back(r);
+    const Batch batch = b->upload_batch(d);
+    Tensor out = b->alloc("out", DType::F32, {rows, cols});
+    b->embedding(dev[i], batch.tokens, out);
+    std::vector<float> got(static_cast<size_t>(rows * cols));
+    b->to_host(out, got);
+    EXPECT_EQ(got, want[i]) << "weight " << i;
+  }
 }
 
 // The staged decode attention's key splits (host arithmetic, runs without a GPU): fewest

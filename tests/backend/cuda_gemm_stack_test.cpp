@@ -33,6 +33,9 @@ struct Case {
   const char* fixture;  // a fixture folder, or nullptr for `config` with dummy weights
   const char* config;
   bool qkv16;  // whether the model's shape takes the bf16 q/k/v
+  // Layers whose q/k/v run as one GEMM in each GEMM-path step (gemm_stack_qkv_one: bf16 q/k/v,
+  // and the loader's prepare_weights places the three weights one after another).
+  int qkv_one_layers;
 };
 
 // Every row's logits of: a 100-token prompt; prompts of 70 and 45 tokens in one step; then one
@@ -104,19 +107,27 @@ TEST_P(CudaGemmStackTest, PrefillAndBatchedDecodeFollowCompositionAndCpu) {
     auto model = load_causal_lm(dir, b, load);
     return run_steps(*model);
   };
-  CudaOptions on, f32_attention, f32_qkv, off;
+  CudaOptions on, f32_attention, f32_qkv, off, qkv_apart;
   f32_attention.gemm_stack_attention16 = false;
   f32_qkv.gemm_stack_qkv16 = false;
   off.gemm_stack = false;
+  qkv_apart.gemm_stack_qkv_one = false;
   auto on_b = make_cuda_backend(0, on), f32_attention_b = make_cuda_backend(0, f32_attention),
-       f32_b = make_cuda_backend(0, f32_qkv), off_b = make_cuda_backend(0, off);
+       f32_b = make_cuda_backend(0, f32_qkv), off_b = make_cuda_backend(0, off),
+       apart_b = make_cuda_backend(0, qkv_apart);
   auto cpu_b = make_cpu_backend(2);
   const auto got = run(*on_b), got_f32_attention = run(*f32_attention_b), got_f32 = run(*f32_b),
-             composed = run(*off_b), cpu = run(*cpu_b);
+             composed = run(*off_b), apart = run(*apart_b), cpu = run(*cpu_b);
   // The three GEMM-sized steps took the path; the switch off took the composition.
   EXPECT_EQ(cuda_stats(*on_b)->gemm_stacks, 3);
   EXPECT_EQ(cuda_stats(*f32_b)->gemm_stacks, 3);
   EXPECT_EQ(cuda_stats(*off_b)->gemm_stacks, 0);
+  EXPECT_EQ(cuda_stats(*apart_b)->gemm_stacks, 3);
+  // q/k/v as one GEMM wherever the bf16 q/k/v run, and nowhere else.
+  EXPECT_EQ(cuda_stats(*on_b)->gemm_stack_qkv_one, 3 * c.qkv_one_layers);
+  EXPECT_EQ(cuda_stats(*f32_attention_b)->gemm_stack_qkv_one, 3 * c.qkv_one_layers);
+  EXPECT_EQ(cuda_stats(*f32_b)->gemm_stack_qkv_one, 0);
+  EXPECT_EQ(cuda_stats(*apart_b)->gemm_stack_qkv_one, 0);
   const int64_t vocab = static_cast<int64_t>(cpu[0].size() / 100);
   ASSERT_EQ(got.size(), 3u);
   for (size_t s = 0; s < got.size(); ++s) {
@@ -124,13 +135,17 @@ TEST_P(CudaGemmStackTest, PrefillAndBatchedDecodeFollowCompositionAndCpu) {
     size_t differ = 0;
     for (size_t i = 0; i < got[s].size(); ++i) differ += !(got[s][i] == got_f32_attention[s][i]);
     EXPECT_EQ(differ, 0u) << "step " << s << ": logits that differ with the attention's f32 q/out";
+    // One q/k/v GEMM against q's and the k/v pair's: the same products, cuBLAS's kernel choice
+    // (its f32 summation order) aside, read through the rows of one [n, qw + 2 kvw] output.
+    const double e_apart = cuda_test::nmse(got[s], apart[s]);
+    EXPECT_LE(e_apart, 1e-6) << "step " << s;
     const double e_on = cuda_test::nmse(got[s], composed[s]);
     const double e_f32 = cuda_test::nmse(got_f32[s], composed[s]);
     const double cpu_diff = test::max_abs_diff(got[s], cpu[s]);
     const double composed_cpu_diff = test::max_abs_diff(composed[s], cpu[s]);
-    std::printf("  %s step %zu: NMSE vs composition %.2e (f32 q/k/v %.2e); max |diff| vs cpu %.2e "
-                "(composition %.2e)\n",
-                c.name, s, e_on, e_f32, cpu_diff, composed_cpu_diff);
+    std::printf("  %s step %zu: NMSE vs composition %.2e (f32 q/k/v %.2e, q/k/v apart %.2e); "
+                "max |diff| vs cpu %.2e (composition %.2e)\n",
+                c.name, s, e_on, e_f32, e_apart, cpu_diff, composed_cpu_diff);
     // f32 q/k/v: the composition's arithmetic, GEMM summation order aside.
     EXPECT_LE(e_f32, 1e-9) << "step " << s;
     // bf16 q/k/v (where the shape takes it): rounding before the qk-norm only.
@@ -157,10 +172,10 @@ TEST_P(CudaGemmStackTest, PrefillAndBatchedDecodeFollowCompositionAndCpu) {
 
 INSTANTIATE_TEST_SUITE_P(
     Models, CudaGemmStackTest,
-    ::testing::Values(Case{"qwen3_micro", "qwen3-micro", nullptr, false},
-                      Case{"qwen3_small_untied", "qwen3-small-untied", nullptr, false},
-                      Case{"head_dim_128", nullptr, cuda_test::kQwen3, false},
-                      Case{"qwen3_0_6b_layers", nullptr, kQwen3Layer06B, true}),
+    ::testing::Values(Case{"qwen3_micro", "qwen3-micro", nullptr, false, 0},
+                      Case{"qwen3_small_untied", "qwen3-small-untied", nullptr, false, 0},
+                      Case{"head_dim_128", nullptr, cuda_test::kQwen3, false, 0},
+                      Case{"qwen3_0_6b_layers", nullptr, kQwen3Layer06B, true, 2}),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

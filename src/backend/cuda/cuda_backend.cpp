@@ -145,18 +145,54 @@ Tensor CudaBackend::alloc(const std::string& name, DType dtype, Shape shape) {
   return t;
 }
 
-Tensor CudaBackend::prepare_weight(const Tensor& host_weight) {
+namespace {
+
+void expect_uploadable(const Tensor& host_weight, const char* op) {
   const DType t = host_weight.dtype();
   if (!(t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Q8_0 ||
         t == DType::Q4_0))
-    throw InvalidArgument("[prepare_weight] tensor " + host_weight.name() + ": dtype " +
+    throw InvalidArgument(std::string("[") + op + "] tensor " + host_weight.name() + ": dtype " +
                           std::string(dtype_name(t)) + " is not supported on cuda");
   if (host_weight.device() != Device::CPU)
-    throw InvalidArgument("[prepare_weight] tensor " + host_weight.name() +
+    throw InvalidArgument(std::string("[") + op + "] tensor " + host_weight.name() +
                           " must be in host memory");
-  Tensor d = device_tensor(host_weight.name(), t, host_weight.shape());
+}
+
+}  // namespace
+
+Tensor CudaBackend::prepare_weight(const Tensor& host_weight) {
+  expect_uploadable(host_weight, "prepare_weight");
+  Tensor d = device_tensor(host_weight.name(), host_weight.dtype(), host_weight.shape());
   ctx_->upload(d.data(), host_weight.data(), d.nbytes());
   return d;
+}
+
+// One allocation, each weight at the next 256-byte boundary after the one before: weights whose
+// sizes are multiples of 256 bytes (the models' bf16 projections) end exactly where the next
+// begins, which is what the decoder stack's one q/k/v GEMM checks for.
+std::vector<Tensor> CudaBackend::prepare_weights(std::span<const Tensor> host_weights) {
+  constexpr size_t kAlign = 256;
+  std::vector<size_t> offsets;
+  size_t total = 0;
+  std::string names;
+  for (const Tensor& w : host_weights) {
+    expect_uploadable(w, "prepare_weights");
+    offsets.push_back(total);
+    total += (w.nbytes() + kAlign - 1) / kAlign * kAlign;
+    names += (names.empty() ? "" : ", ") + w.name();
+  }
+  if (host_weights.empty()) return {};
+  void* base = ctx_->allocate(total, names);
+  std::shared_ptr<DeviceContext> ctx = ctx_;
+  const std::shared_ptr<void> owner(base, [ctx](void* q) { ctx->release(q); });
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < host_weights.size(); ++i) {
+    const Tensor& w = host_weights[i];
+    void* p = static_cast<char*>(base) + offsets[i];
+    out.emplace_back(w.name(), w.dtype(), w.shape(), Device::CUDA, p, owner);
+    ctx_->upload(p, w.data(), w.nbytes());
+  }
+  return out;
 }
 
 void CudaBackend::to_host(const Tensor& src, std::span<float> dst) {
@@ -304,6 +340,7 @@ CudaStats CudaBackend::stats() const {
           decode_stack_kernels_,
           decode_stack_ring_,
           gemm_stacks_,
+          gemm_stack_qkv_one_,
           encoder_stacks_,
           packed_wgmma_,
           packed_rope_inside_,
@@ -382,6 +419,7 @@ CudaOptions cuda_options_from_env() {
     o.encoder_stream_glu_max_rows = std::atoll(v);
   o.gemm_stack = cuda::env_flag("INFERA_CUDA_GEMM_STACK", o.gemm_stack);
   o.gemm_stack_qkv16 = cuda::env_flag("INFERA_CUDA_GEMM_STACK_QKV16", o.gemm_stack_qkv16);
+  o.gemm_stack_qkv_one = cuda::env_flag("INFERA_CUDA_GEMM_STACK_QKV_ONE", o.gemm_stack_qkv_one);
   o.gemm_stack_attention16 =
       cuda::env_flag("INFERA_CUDA_GEMM_STACK_ATTN16", o.gemm_stack_attention16);
   if (const char* v = std::getenv("INFERA_CUDA_PERSISTENT_BLOCKS"); v && *v)

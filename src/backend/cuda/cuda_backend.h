@@ -327,6 +327,11 @@ struct CudaOptions {
   // attention writes only its bf16 output (INFERA_CUDA_GEMM_STACK_ATTN16=0: f32 q and output).
   bool gemm_stack = true;
   bool gemm_stack_qkv16 = true;
+  // With gemm_stack_qkv16, a layer whose q, k and v weights lie one after another (as the
+  // Qwen3 loader places them through Backend::prepare_weights) runs them as ONE cuBLAS GEMM of
+  // their rows together, instead of q's GEMM and the k/v pair: at decode batches of 64 a launch
+  // costs ~5 us whatever its size (INFERA_CUDA_GEMM_STACK_QKV_ONE=0: the two launches).
+  bool gemm_stack_qkv_one = true;
   // The encoder stack (Backend::encoder_stack, ModernBERT) past the GEMV and stream GEMM rows,
   // bf16 weights without biases, where the packed flash attention runs: bf16 between every
   // GEMM and its producer. The q/k/v GEMMs (one strided launch) write bf16, which one staging
@@ -385,6 +390,7 @@ struct CudaStats {
   int64_t decode_stack_kernels = 0;  // decoder_stack ops run as one kernel (decode_stack.cu)
   int64_t decode_stack_ring = 0;     // ... of which with the weight ring (decode_stack_smem)
   int64_t gemm_stacks = 0;           // decoder_stack ops on the GEMM path (gemm_stack)
+  int64_t gemm_stack_qkv_one = 0;    // ... their layers with q/k/v as one GEMM (gemm_stack_qkv_one)
   int64_t encoder_stacks = 0;        // encoder_stack ops without f32 round trips (encoder_stack)
   int64_t packed_wgmma = 0;          // packed attentions on the wgmma kernel (packed_wgmma)
   int64_t packed_rope_inside = 0;    // ... of which with RoPE inside (packed_rope_inside)

@@ -57,6 +57,7 @@ class CudaBackend final : public Backend {
 
   Tensor alloc(const std::string& name, DType dtype, Shape shape) override;
   Tensor prepare_weight(const Tensor& host_weight) override;
+  std::vector<Tensor> prepare_weights(std::span<const Tensor> host_weights) override;
   void to_host(const Tensor& src, std::span<float> dst) override;
   Batch upload_batch(const BatchDesc& desc) override;
 
@@ -311,6 +312,7 @@ class CudaBackend final : public Backend {
   int64_t encoder_stacks_ = 0;  // record_encoder_stack's stacks (CudaStats::encoder_stacks)
   int64_t packed_wgmma_ = 0, packed_rope_inside_ = 0;  // CudaStats::packed_wgmma, ...rope_inside
   int64_t encoder_stream_glu_ = 0;                       // CudaStats::encoder_stream_glu
+  int64_t gemm_stack_qkv_one_ = 0;  // CudaStats::gemm_stack_qkv_one
   int64_t gemm_stacks_ = 0;  // record_gemm_stack's stacks (CudaStats::gemm_stacks)
   Tensor decode_stack_trace_;  // CudaOptions::decode_stack_trace's device buffer
   void write_decode_stack_trace();

@@ -20,16 +20,6 @@
 #include "infera/error.h"
 
 namespace infera::cuda {
-namespace {
-
-// q, k and v weights in that order in one [3d, d] matrix (ModernBERT's Wqkv): one GEMM launch
-// of three batches.
-bool consecutive(const Tensor& a, const Tensor& b) {
-  return static_cast<const char*>(a.data()) + a.numel() * 2 == b.data();
-}
-
-}  // namespace
-
 void CudaBackend::encoder_stack(Tensor& x, std::span<const EncoderLayerRefs> layers,
                                 const Batch& batch, const EncoderStackParams& p,
                                 const EncoderStackScratch& s) {
@@ -99,7 +89,9 @@ bool CudaBackend::record_encoder_stack(Tensor& x, std::span<const EncoderLayerRe
   attention_input(first);
   for (size_t il = 0; il < layers.size(); ++il) {
     const EncoderLayerRefs& w = layers[il];
-    if (consecutive(*w.q_proj, *w.k_proj) && consecutive(*w.k_proj, *w.v_proj)) {
+    // q, k and v in that order in one [3d, d] matrix (ModernBERT's Wqkv): one GEMM launch of
+    // three batches.
+    if (follows(*w.q_proj, *w.k_proj) && follows(*w.k_proj, *w.v_proj)) {
       record_gemm_strided_bf16(xn16, w.q_proj->data(), q16, n, d, d, 3, d * d, n * d,
                                note(op, "cublas_gemm_qkv", {s.xn, w.q_proj}));
     } else {

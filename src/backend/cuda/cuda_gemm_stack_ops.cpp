@@ -72,8 +72,11 @@ bool CudaBackend::record_gemm_stack(Tensor& x, std::span<const DecoderLayerRefs>
   Tensor vh = s.v->reshaped({n, p.kv_heads, hd});
   Tensor attn_h = s.attn->reshaped({n, p.q_heads, hd});
   void* xn16 = s.xn->data();  // [n, d] bf16 in xn's f32 memory: the norms' only output
+  // bf16 q/k/v from separate GEMMs: [n, qw], [n, kvw], [n, kvw] one after another; from one
+  // GEMM: the rows of [n, qw + 2 kvw], with the wgmma attention's scaled q in [n, qw] after them.
+  const int64_t qkv_row = qw + 2 * kvw;
   auto* qkv16 = static_cast<uint16_t*>(
-      ctx_->scratch(DeviceContext::kGemmStackQkv16, static_cast<size_t>(n * (qw + 2 * kvw)) * 2));
+      ctx_->scratch(DeviceContext::kGemmStackQkv16, static_cast<size_t>(n * (qkv_row + qw)) * 2));
   uint16_t *q16 = qkv16, *k16 = q16 + n * qw, *v16 = k16 + n * kvw;
 
   record_norm_bf16(x, *first.attn_norm, p.eps, xn16, op);
@@ -85,17 +88,28 @@ bool CudaBackend::record_gemm_stack(Tensor& x, std::span<const DecoderLayerRefs>
         qk_norm_rope_kv_args(qh, kh, vh, *w.q_norm, *w.k_norm, p.eps, p.rope_theta, *w.cache, batch);
     const bool qkv_bf16 = options_.gemm_stack_qkv16 && qk_norm_bf16_kernel_applies(qa);
     const ElemType qkv_type = qkv_bf16 ? ElemType::BF16 : ElemType::F32;
-    void* outs[] = {qkv_bf16 ? static_cast<void*>(q16) : s.q->data(),
-                    qkv_bf16 ? static_cast<void*>(k16) : s.k->data(),
-                    qkv_bf16 ? static_cast<void*>(v16) : s.v->data()};
-    record_gemm_bf16_in(xn16, *w.q_proj, outs[0], qkv_type, false, n, d,
-                        note(op, "cublas_gemm_q", {s.xn, w.q_proj}));
-    if (!record_gemm_pair(xn16, *w.k_proj, *w.v_proj, outs[1], outs[2], qkv_type, n, d,
-                          note(op, "cublas_gemm_pair_kv", {s.xn, w.k_proj}))) {
-      record_gemm_bf16_in(xn16, *w.k_proj, outs[1], qkv_type, false, n, d,
-                          note(op, "cublas_gemm_k", {s.xn, w.k_proj}));
-      record_gemm_bf16_in(xn16, *w.v_proj, outs[2], qkv_type, false, n, d,
-                          note(op, "cublas_gemm_v", {s.xn, w.v_proj}));
+    // One GEMM where q, k and v lie one after another (Backend::prepare_weights): at 64 rows a
+    // cuBLAS launch costs ~5 us whatever its size, so this is a launch a layer less than q and
+    // the k/v pair (CudaOptions::gemm_stack_qkv_one).
+    const bool qkv_one = qkv_bf16 && options_.gemm_stack_qkv_one && follows(*w.q_proj, *w.k_proj) &&
+                         follows(*w.k_proj, *w.v_proj);
+    if (qkv_one) {
+      record_gemm_strided_bf16(xn16, w.q_proj->data(), qkv16, n, d, qkv_row, 1, 0, 0,
+                               note(op, "cublas_gemm_qkv", {s.xn, w.q_proj}));
+      ++gemm_stack_qkv_one_;
+    } else {
+      void* outs[] = {qkv_bf16 ? static_cast<void*>(q16) : s.q->data(),
+                      qkv_bf16 ? static_cast<void*>(k16) : s.k->data(),
+                      qkv_bf16 ? static_cast<void*>(v16) : s.v->data()};
+      record_gemm_bf16_in(xn16, *w.q_proj, outs[0], qkv_type, false, n, d,
+                          note(op, "cublas_gemm_q", {s.xn, w.q_proj}));
+      if (!record_gemm_pair(xn16, *w.k_proj, *w.v_proj, outs[1], outs[2], qkv_type, n, d,
+                            note(op, "cublas_gemm_pair_kv", {s.xn, w.k_proj}))) {
+        record_gemm_bf16_in(xn16, *w.k_proj, outs[1], qkv_type, false, n, d,
+                            note(op, "cublas_gemm_k", {s.xn, w.k_proj}));
+        record_gemm_bf16_in(xn16, *w.v_proj, outs[2], qkv_type, false, n, d,
+                            note(op, "cublas_gemm_v", {s.xn, w.v_proj}));
+      }
     }
     // The wgmma prefill attention reads q as the scaled bf16 it would round it to (same bits),
     // written by the qk-norm kernel over its bf16 input, and writes only its bf16 output.
@@ -104,16 +118,20 @@ bool CudaBackend::record_gemm_stack(Tensor& x, std::span<const DecoderLayerRefs>
     const bool q_bf16 = qkv_bf16 && attention16;  // (qkv_bf16: a bf16 cache)
     if (qkv_bf16) {
       qa.q16 = q16;
-      qa.k16 = k16;
-      qa.v16 = v16;
+      qa.k16 = qkv_one ? q16 + qw : k16;
+      qa.v16 = qkv_one ? q16 + qw + kvw : v16;
+      qa.qkv16_row = qkv_one ? qkv_row : 0;
       qa.k = nullptr;
     }
+    // The attention's [n, qw] bf16 q: in place over the GEMM's q, or after the one GEMM's rows.
+    uint16_t* const q16_attention = qkv_one ? qkv16 + n * qkv_row : q16;
     if (q_bf16) {
-      qa.q16_out = q16;
+      qa.q16_out = q16_attention;
       qa.q16_scale = static_cast<double>(p.scale * 1.4426950408889634f);  // the kernel's base 2
     }
     ctx_->record(launch_qk_norm_rope_kv, qa, note(op, "qk_norm_rope_kv", {&qh, &kh, &w.cache->keys}));
-    stack_attention_ = {qh.data_as<const float>(), q_bf16 ? q16 : nullptr, attention16, false};
+    stack_attention_ = {qh.data_as<const float>(), q_bf16 ? q16_attention : nullptr, attention16,
+                        false};
     attention(qh, *w.cache, batch, {.scale = p.scale, .causal = true}, attn_h);
     const bool taken = stack_attention_.taken;
     stack_attention_ = {};

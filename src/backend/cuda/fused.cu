@@ -346,9 +346,10 @@ __global__ void qk_norm_rope_kv_bf16_kernel(const QkNormRopeKvArgs a) {
   pdl_wait();
   pdl_trigger();
   const int head0 = token * (kind == 0 ? hq : hkv) + h0;  // < 2^31: the host checks n x heads
+  const int64_t row = a.qkv16_row ? a.qkv16_row : int64_t{kind == 0 ? hq : hkv} * d;
   const auto* src =
       static_cast<const __nv_bfloat16*>(kind == 0 ? a.q16 : kind == 1 ? a.k16 : a.v16) +
-      static_cast<int64_t>(head0) * d;
+      token * row + int64_t{h0} * d;
   bf2 raw[kHeads][kPairs];
 #pragma unroll
   for (int hh = 0; hh < kHeads; ++hh)

@@ -206,9 +206,12 @@ struct QkNormRopeKvArgs {
   const void* q16 = nullptr;
   const void* k16 = nullptr;
   const void* v16 = nullptr;
+  // Elements from one token's q16 / k16 / v16 row to the next (0: hq x head_dim for q, hkv x
+  // head_dim for k and v): q, k and v as column ranges of one GEMM's [n, (hq + 2 hkv) d] output.
+  int64_t qkv16_row = 0;
   // When set: the rotated q times q16_scale rounded to bf16, written here instead of to q (the
-  // wgmma prefill attention's bf16 queries, AttentionArgs::q16; may be q16 itself: each lane
-  // rewrites only the elements it read).
+  // wgmma prefill attention's bf16 queries, AttentionArgs::q16, [n, hq, d]; may be q16 itself
+  // where qkv16_row is 0: each lane rewrites only the elements it read).
   void* q16_out = nullptr;
   double q16_scale = 0;
 };

@@ -35,6 +35,12 @@ inline bool is_bf16_matrix(const Tensor* t, int64_t rows, int64_t cols) {
 
 inline bool is_aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
+// Whether bf16 matrix b starts where a ends (ModernBERT's Wqkv views; Backend::prepare_weights):
+// a GEMM can read them as one weight of a's rows then b's.
+inline bool follows(const Tensor& a, const Tensor& b) {
+  return static_cast<const char*>(a.data()) + a.numel() * 2 == b.data();
+}
+
 inline void expect_f32(const Tensor& t, const char* op) {
   INFERA_CUDA_EXPECT(!t.empty(), op, "tensor " + t.name() + " is empty");
   INFERA_CUDA_EXPECT(t.device() == Device::CUDA, op, "tensor " + t.name() + " is not on cuda");
