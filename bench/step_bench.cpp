@@ -114,18 +114,24 @@ struct Options {
 // timed two ways in alternating order: with the last rows' logits copied to the host (seqs x vocab
 // f32, pageable memory), and with the first token ids chosen on the backend (run_step_argmax, the
 // generator's greedy path: only the ids cross PCIe, as a compiled PyTorch prefill samples on the
-// device). Every repeat gets a fresh cache, so both modes prefill from empty.
+// device). Every repeat prefills from empty: its sequences are freed after it. The cache itself
+// is one for all repeats, so that every step's buffers stay where they were: on CUDA each mode's
+// step then runs eagerly once and is captured once (the two warm-up rounds) and every timed repeat
+// replays the graph. (A fresh cache a repeat moved its pool, and with it which repeats were
+// captures, by how earlier allocations fell: two builds compared at --repeats 3 timed different
+// numbers of captures, x0.75-1.26 apart; session 22.)
 nlohmann::json bench_prefill(CausalLM& model, const Options& o, DType kv, int64_t len,
                              int64_t seqs = 1) {
   std::vector<double> logits_samples, ids_samples;
   HostRecording host;  // the timed steps' host recording and flush time (CUDA), summed
   const int64_t vocab = model.info().vocab;
   const int64_t blocks = (len + o.block_size - 1) / o.block_size;
-  for (int64_t r = 0; r <= o.repeats; ++r) {  // the first run warms up (cuBLAS, graphs)
+  KvCache cache(model.backend(), model.kv_shape(),
+                {.block_size = o.block_size, .num_blocks = seqs * blocks, .dtype = kv});
+  constexpr int64_t kWarmup = 2;  // eager (cuBLAS, kernel attributes), then the capture
+  for (int64_t r = 0; r < kWarmup + o.repeats; ++r) {
     for (int pass = 0; pass < 2; ++pass) {
       const bool ids_mode = (pass + r) % 2 == 1;
-      KvCache cache(model.backend(), model.kv_shape(),
-                    {.block_size = o.block_size, .num_blocks = seqs * blocks, .dtype = kv});
       std::vector<std::vector<int32_t>> ids;
       std::vector<SeqChunk> chunks;
       for (int64_t s = 0; s < seqs; ++s) ids.push_back(prompt_ids(len, r * seqs + s, vocab));
@@ -138,7 +144,7 @@ nlohmann::json bench_prefill(CausalLM& model, const Options& o, DType kv, int64_
       std::vector<int32_t> first(static_cast<size_t>(seqs));
       model.backend().synchronize();
       // --profile-step: the last repeat's first-token-ids step (a graph replay by then).
-      const bool profiled = o.profile_step && ids_mode && r == o.repeats;
+      const bool profiled = o.profile_step && ids_mode && r == kWarmup + o.repeats - 1;
       const HostRecording before = host_recording(model.backend());
       if (profiled) profiler_range(model.backend(), true);
       const auto t = Clock::now();
@@ -148,7 +154,8 @@ nlohmann::json bench_prefill(CausalLM& model, const Options& o, DType kv, int64_
         run_step(model, cache, chunks, logits);
       const double took = seconds_since(t);
       if (profiled) profiler_range(model.backend(), false);
-      if (r > 0) {
+      for (const SeqChunk& c : chunks) cache.free_sequence(c.seq);
+      if (r >= kWarmup) {
         (ids_mode ? ids_samples : logits_samples).push_back(took);
         const HostRecording after = host_recording(model.backend());
         host.seconds += after.seconds - before.seconds;
