@@ -11,6 +11,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "core/dtype_convert.h"
 #include "decision/decision_model.h"
+#include "forwarding_backend.h"
 #include "infera/error.h"
 #include "io/weight_store.h"
 #include "test_compare.h"
@@ -177,39 +178,15 @@ TEST(DecisionLoad, ActionHeadDtypeComesFromTheConfig) {
 }
 
 // The CPU backend with one op declined, as a device backend without the encoder ops is.
-class DecliningBackend final : public Backend {
+class DecliningBackend final : public test::ForwardingBackend {
  public:
-  DecliningBackend(Backend& inner, Op declined) : b_(inner), declined_(declined) {}
+  DecliningBackend(Backend& inner, Op declined) : ForwardingBackend(inner), declined_(declined) {}
   std::string name() const override { return "declining"; }
-  Device device() const override { return b_.device(); }
   bool supports(Op op, std::initializer_list<DType> dtypes) const override {
-    return op != declined_ && b_.supports(op, dtypes);
-  }
-  Tensor alloc(const std::string& n, DType d, Shape s) override { return b_.alloc(n, d, s); }
-  Tensor prepare_weight(const Tensor& w) override { return b_.prepare_weight(w); }
-  void to_host(const Tensor& t, std::span<float> d) override { b_.to_host(t, d); }
-  Batch upload_batch(const BatchDesc& d) override { return b_.upload_batch(d); }
-  void embedding(const Tensor& t, const Tensor& i, Tensor& o) override { b_.embedding(t, i, o); }
-  void rmsnorm(const Tensor& x, const Tensor& w, float e, Tensor& o) override {
-    b_.rmsnorm(x, w, e, o);
-  }
-  void matmul(const Tensor& x, const Tensor& w, Tensor& o) override { b_.matmul(x, w, o); }
-  void rope(Tensor& x, const Tensor& p, double t) override { b_.rope(x, p, t); }
-  void kv_write(const Tensor& k, const Tensor& v, KvLayer& c, const Batch& b) override {
-    b_.kv_write(k, v, c, b);
-  }
-  void attention(const Tensor& q, const KvLayer& c, const Batch& b, const AttentionParams& p,
-                 Tensor& o) override {
-    b_.attention(q, c, b, p, o);
-  }
-  void swiglu(const Tensor& g, const Tensor& u, Tensor& o) override { b_.swiglu(g, u, o); }
-  void add(const Tensor& a, const Tensor& b, Tensor& o) override { b_.add(a, b, o); }
-  void gather_rows(const Tensor& s, const Tensor& r, Tensor& d) override {
-    b_.gather_rows(s, r, d);
+    return op != declined_ && inner().supports(op, dtypes);
   }
 
  private:
-  Backend& b_;
   Op declined_;
 };
 

@@ -19,6 +19,7 @@
 #include "../io/safetensors_writer.h"
 #include "backend/cpu/cpu_backend.h"
 #include "fixture_cases.h"
+#include "forwarding_backend.h"
 #include "infera/error.h"
 #include "io/hf_config.h"
 #include "io/weight_store.h"
@@ -228,46 +229,17 @@ TEST(Qwen3Weights, Float32CheckpointGivesTheSameLogits) {
 
 // The CPU backend, recording the names of every group of weights the loader prepares together
 // (Backend::prepare_weights; each group goes to the CPU backend's own prepare_weights).
-class GroupRecordingBackend final : public Backend {
+class GroupRecordingBackend final : public test::ForwardingBackend {
  public:
-  explicit GroupRecordingBackend(Backend& inner) : b_(inner) {}
+  using ForwardingBackend::ForwardingBackend;
   std::vector<std::vector<std::string>> groups;
 
+  std::string name() const override { return "group-recording"; }
   std::vector<Tensor> prepare_weights(std::span<const Tensor> ws) override {
     groups.emplace_back();
     for (const Tensor& w : ws) groups.back().push_back(w.name());
-    return b_.prepare_weights(ws);
+    return inner().prepare_weights(ws);
   }
-  std::string name() const override { return "group-recording"; }
-  Device device() const override { return b_.device(); }
-  bool supports(Op op, std::initializer_list<DType> dtypes) const override {
-    return b_.supports(op, dtypes);
-  }
-  Tensor alloc(const std::string& n, DType d, Shape s) override { return b_.alloc(n, d, s); }
-  Tensor prepare_weight(const Tensor& w) override { return b_.prepare_weight(w); }
-  void to_host(const Tensor& t, std::span<float> d) override { b_.to_host(t, d); }
-  Batch upload_batch(const BatchDesc& d) override { return b_.upload_batch(d); }
-  void embedding(const Tensor& t, const Tensor& i, Tensor& o) override { b_.embedding(t, i, o); }
-  void rmsnorm(const Tensor& x, const Tensor& w, float e, Tensor& o) override {
-    b_.rmsnorm(x, w, e, o);
-  }
-  void matmul(const Tensor& x, const Tensor& w, Tensor& o) override { b_.matmul(x, w, o); }
-  void rope(Tensor& x, const Tensor& p, double t) override { b_.rope(x, p, t); }
-  void kv_write(const Tensor& k, const Tensor& v, KvLayer& c, const Batch& b) override {
-    b_.kv_write(k, v, c, b);
-  }
-  void attention(const Tensor& q, const KvLayer& c, const Batch& b, const AttentionParams& p,
-                 Tensor& o) override {
-    b_.attention(q, c, b, p, o);
-  }
-  void swiglu(const Tensor& g, const Tensor& u, Tensor& o) override { b_.swiglu(g, u, o); }
-  void add(const Tensor& a, const Tensor& b, Tensor& o) override { b_.add(a, b, o); }
-  void gather_rows(const Tensor& s, const Tensor& r, Tensor& d) override {
-    b_.gather_rows(s, r, d);
-  }
-
- private:
-  Backend& b_;
 };
 
 // Each layer's q, k and v are prepared as one group, in that order: the CUDA backend places a
