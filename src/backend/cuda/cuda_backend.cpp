@@ -70,7 +70,8 @@ CudaBackend::CudaBackend(int device, const CudaOptions& options)
           device, ContextOptions{.graphs = options.graphs && !options.sync_each_op,
                                  .sync_each_op = options.sync_each_op,
                                  .profile = options.profile,
-                                 .stream_new_steps = options.stream_new_steps})),
+                                 .stream_new_steps = options.stream_new_steps,
+                                 .replay_chunks = options.replay_chunks})),
       batches_(std::make_shared<std::vector<UploadedBatch>>()),
       batch_pool_(std::make_shared<BatchBufferPool>()) {
   batch_pool_->ctx = ctx_;
@@ -330,6 +331,7 @@ CudaStats CudaBackend::stats() const {
           s.graph_captures,
           s.graph_launches,
           s.streamed_steps,
+          s.early_chunks,
           s.host_record_seconds,
           s.recorded_steps,
           shadow_uses_,
@@ -386,6 +388,7 @@ CudaOptions cuda_options_from_env() {
   o.mlp_bf16_only = cuda::env_flag("INFERA_CUDA_MLP_BF16_ONLY", o.mlp_bf16_only);
   o.decode_pipeline = cuda::env_flag("INFERA_CUDA_DECODE_PIPELINE", o.decode_pipeline);
   o.stream_new_steps = cuda::env_flag("INFERA_CUDA_STREAM", o.stream_new_steps);
+  o.replay_chunks = cuda::env_flag("INFERA_CUDA_REPLAY_CHUNKS", o.replay_chunks);
   o.cublaslt_plans = cuda::env_flag("INFERA_CUDA_CUBLASLT", o.cublaslt_plans);
   o.decode_attention = cuda::env_flag("INFERA_CUDA_DECODE_ATTENTION", o.decode_attention);
   o.fused = cuda::env_flag("INFERA_CUDA_FUSED", o.fused);

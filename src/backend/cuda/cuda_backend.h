@@ -359,6 +359,10 @@ struct CudaOptions {
   // launched as the host records them instead of all at the end (INFERA_CUDA_STREAM=0: at the
   // end). Prefill steps, whose shapes rarely repeat, stop waiting for the host's whole pass.
   bool stream_new_steps = true;
+  // Issue a step seen before in chunks of 16, 32, 64, ... launches as the host records it, each
+  // chunk replayed from its own graph (INFERA_CUDA_REPLAY_CHUNKS=0: the whole step as one graph at
+  // its end). The GPU then starts a step after its first 16 launch records instead of after all.
+  bool replay_chunks = true;
   // Prefill GEMMs through cuBLASLt plans made once per shape (descriptors and algorithm kept)
   // instead of cublasGemmEx, which rebuilds both on every call (INFERA_CUDA_CUBLASLT=1: on).
   // Off by default: on the H200 it cut a GEMM launch's host time from ~39 to ~13 us, but no
@@ -380,6 +384,7 @@ std::unique_ptr<Backend> make_cuda_backend(int device, const CudaOptions& option
 struct CudaStats {
   int64_t ops = 0, eager_steps = 0, graph_captures = 0, graph_launches = 0;
   int64_t streamed_steps = 0;      // eager steps whose launches were issued while recorded
+  int64_t early_chunks = 0;        // step chunks issued before their step's end (replay_chunks)
   double host_record_seconds = 0;  // host time from each step's first op to its flush, summed
   int64_t recorded_steps = 0;
   int64_t bf16_shadows = 0;          // matmuls that read a bf16 shadow (CudaOptions::bf16_shadow)

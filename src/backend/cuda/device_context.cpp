@@ -13,7 +13,7 @@ namespace {
 
 constexpr size_t kStagingBytes = size_t{8} << 20;           // per weight-upload buffer
 constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;  // fixed, so cuBLAS can be captured
-constexpr size_t kMaxGraphs = 64;
+constexpr size_t kMaxGraphs = 256;  // a step replayed in chunks (replay_chunks) holds ~5
 
 std::string mib(size_t bytes) { return std::to_string((bytes + (1 << 19)) >> 20) + " MiB"; }
 
@@ -33,6 +33,10 @@ uint64_t hash_bytes(const std::vector<uint8_t>& v, size_t bytes) {
       std::string_view(reinterpret_cast<const char*>(v.data()), bytes));
 }
 uint64_t hash_bytes(const std::vector<uint8_t>& v) { return hash_bytes(v, v.size()); }
+uint64_t hash_range(const std::vector<uint8_t>& v, size_t begin, size_t end) {
+  return std::hash<std::string_view>{}(
+      std::string_view(reinterpret_cast<const char*>(v.data()) + begin, end - begin));
+}
 
 constexpr size_t kStreamPrefix = 16;  // records that decide whether a step streams
 // High bit of a record's size word: launch it without PDL (DeviceContext::set_step_pdl).
@@ -190,8 +194,11 @@ void DeviceContext::run_before_record() {
 
 void DeviceContext::append(LaunchFn fn, const void* args, size_t bytes, const OpNote& note) {
   run_before_record();
-  if (offsets_.empty()) step_began_ = std::chrono::steady_clock::now();
-  if (host_timers_ && !offsets_.empty()) {  // the op pass since the previous record
+  if (step_records_ == 0) {
+    step_began_ = std::chrono::steady_clock::now();
+    chunk_end_ = kStreamPrefix;
+  }
+  if (host_timers_ && step_records_ > 0) {  // the op pass since the previous record
     HostTimer& t = host_timer_[std::string("op pass before ") + note.op];
     t.seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - last_append_end_).count();
@@ -212,21 +219,51 @@ void DeviceContext::append(LaunchFn fn, const void* args, size_t bytes, const Op
   std::memcpy(pending_.data() + at, &fn, sizeof(fn));
   std::memcpy(pending_.data() + at + 8, &size, 8);
   std::memcpy(pending_.data() + at + 16, args, bytes);
-  if (!streaming_ && offsets_.size() == kStreamPrefix && options_.stream_new_steps &&
-      !options_.profile && !options_.sync_each_op && !prefixes_.count(hash_bytes(pending_)))
-    streaming_ = true;
-  if (!streaming_) return;
+  ++step_records_;
+  // The first chunk ends at kStreamPrefix records, so pending_ still holds the whole step here.
+  if (step_records_ == kStreamPrefix) {
+    step_prefix_hash_ = hash_bytes(pending_);
+    if (!streaming_ && options_.stream_new_steps && !options_.profile && !options_.sync_each_op &&
+        !prefixes_.count(step_prefix_hash_))
+      streaming_ = true;
+  }
   try {
-    for (; streamed_ < offsets_.size(); ++streamed_) launch_record(offsets_[streamed_], streamed_);
+    if (streaming_) {
+      for (; streamed_ < offsets_.size(); ++streamed_)
+        launch_record(offsets_[streamed_], streamed_);
+    } else if (step_records_ == chunk_end_ && options_.replay_chunks && options_.graphs &&
+               !options_.profile && !options_.sync_each_op) {
+      issue_chunk();
+    }
   } catch (...) {  // the step is abandoned, as flush() abandons a failed one
-    pending_.clear();
-    offsets_.clear();
-    notes_.clear();
-    streaming_ = false;
-    streamed_ = 0;
-    free_deferred();
+    end_step();
     throw;
   }
+}
+
+// A chunk is keyed, seen, captured and replayed by its own bytes, as a whole step is: launches
+// are issued in order on one stream, so a step's chunks replayed one after another do what the
+// step's launches do. Chunks double in size (16, 32, 64, ... records): the GPU's time for a
+// chunk is many times the host's for the next, so the GPU never waits after the first, and a
+// step of n records makes about log2(n / 16) graph launches.
+void DeviceContext::issue_chunk() {
+  stats_.ops += static_cast<int64_t>(offsets_.size());
+  issue_pending();
+  ++stats_.early_chunks;
+  pending_.clear();
+  offsets_.clear();
+  notes_.clear();
+  chunk_end_ = 2 * chunk_end_ + kStreamPrefix;
+}
+
+void DeviceContext::end_step() {
+  pending_.clear();
+  offsets_.clear();
+  notes_.clear();
+  streaming_ = false;
+  streamed_ = 0;
+  step_records_ = 0;
+  free_deferred();
 }
 
 void DeviceContext::launch_record(size_t offset, size_t note_index) {
@@ -322,7 +359,7 @@ bool DeviceContext::capture(Graph& graph) {
 
 void DeviceContext::flush() {
   run_before_record();
-  if (offsets_.empty()) {
+  if (step_records_ == 0) {
     free_deferred();
     return;
   }
@@ -332,30 +369,39 @@ void DeviceContext::flush() {
     ~Clear() {
       c.stats_.host_flush_seconds +=
           std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
-      c.pending_.clear();
-      c.offsets_.clear();
-      c.notes_.clear();
-      c.streaming_ = false;
-      c.streamed_ = 0;
-      c.free_deferred();
+      c.end_step();
     }
   } clear{*this};
   stats_.ops += static_cast<int64_t>(offsets_.size());
   stats_.host_record_seconds +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - step_began_).count();
   ++stats_.recorded_steps;
-  if (offsets_.size() >= kStreamPrefix) {
+  if (step_records_ >= kStreamPrefix) {
     if (prefixes_.size() > 4096) prefixes_.clear();
-    const size_t end = offsets_.size() > kStreamPrefix ? offsets_[kStreamPrefix] : pending_.size();
-    prefixes_.insert(hash_bytes(pending_, end));
+    prefixes_.insert(step_prefix_hash_);
   }
   if (streaming_) {  // the rest of a step that began launching as it was recorded
     for (; streamed_ < offsets_.size(); ++streamed_) launch_record(offsets_[streamed_], streamed_);
-    if (options_.graphs) ++seen_[hash_bytes(pending_)];  // a second sight captures it
+    if (options_.graphs) {  // a second sight captures it: the whole step, or each of its chunks
+      ++seen_[hash_bytes(pending_)];
+      if (options_.replay_chunks) {
+        size_t begin = 0;
+        for (size_t end = kStreamPrefix; begin < offsets_.size(); end = 2 * end + kStreamPrefix) {
+          const size_t e = std::min(end, offsets_.size());
+          ++seen_[hash_range(pending_, offsets_[begin],
+                             e < offsets_.size() ? offsets_[e] : pending_.size())];
+          begin = e;
+        }
+      }
+    }
     ++stats_.eager_steps;
     ++stats_.streamed_steps;
     return;
   }
+  if (!offsets_.empty()) issue_pending();  // empty: the step's last chunk already went out
+}
+
+void DeviceContext::issue_pending() {
   if (!options_.graphs || options_.sync_each_op || options_.profile) return run_eagerly();
 
   const uint64_t hash = hash_bytes(pending_);

@@ -9,6 +9,9 @@
 // step of a fixed batch size (whose indices live in device buffers at fixed addresses, rewritten
 // by upload_batch) costs one launch instead of hundreds. A step seen for the first time runs
 // eagerly, which also keeps lazy initialisation (cuBLAS, kernel attributes) out of captures.
+// A replayed step is issued in chunks while it is recorded (ContextOptions::replay_chunks): the
+// host's pass over the step's ops (~0.2 us a launch record) would otherwise leave the GPU idle
+// for its whole length (~50 us of a ~1 ms ModernBERT 1x93 forward).
 #pragma once
 
 #include <cublas_v2.h>
@@ -37,6 +40,10 @@ struct ContextOptions {
   bool profile = false;       // time every launch with events (implies eager launches)
   // Issue a never-seen step's launches as they are recorded (see DeviceContext::append).
   bool stream_new_steps = true;
+  // Issue a step that does not stream in chunks as it is recorded (see DeviceContext::append):
+  // each chunk is replayed, captured or run eagerly as a step of its own, so that the GPU runs
+  // the step's first launches while the host still records the rest.
+  bool replay_chunks = true;
 };
 
 struct ContextStats {
@@ -45,6 +52,9 @@ struct ContextStats {
   int64_t graph_captures = 0;  // graphs captured and instantiated
   int64_t graph_launches = 0;  // flushes replayed from a graph (captures included)
   int64_t streamed_steps = 0;  // eager steps launched while recorded (of eager_steps)
+  // Chunks of steps issued before their step's flush (ContextOptions::replay_chunks); each is
+  // also counted in eager_steps or graph_launches, as a whole step is.
+  int64_t early_chunks = 0;
   // Host time from a step's first launch record to its flush (the forward pass's host work:
   // op checks and records), summed over `recorded_steps`: the part of a step the GPU waits for
   // when the step is replayed from a graph.
@@ -152,6 +162,9 @@ class DeviceContext {
   bool in_before_record_ = false;
   void run_eagerly();
   bool capture(Graph& graph);  // false: this step cannot be captured; run it eagerly
+  void issue_pending();        // replays, captures or runs the pending records
+  void issue_chunk();          // issue_pending() in the middle of a step (replay_chunks)
+  void end_step();             // forgets the pending step, issued or not
   void launch_record(size_t offset, size_t note_index);
   void free_deferred();
   void print_host_timers() const;
@@ -206,6 +219,12 @@ class DeviceContext {
   std::unordered_set<uint64_t> prefixes_;  // hashes of flushed steps' first kStreamPrefix records
   bool streaming_ = false;
   size_t streamed_ = 0;  // pending records already issued
+  // Chunked replay: the step's records so far (pending_ holds only those not yet issued), the
+  // step's record count at which the next chunk goes out, and the hash of the step's first
+  // kStreamPrefix records (for prefixes_ at its flush).
+  size_t step_records_ = 0;
+  size_t chunk_end_ = 0;
+  uint64_t step_prefix_hash_ = 0;
   size_t graph_count_ = 0;
   uint64_t clock_ = 0;
   uint64_t appended_ = 0;
