@@ -4,6 +4,7 @@
 // harness's bf16 attention bound, and differ (the kernel was taken); prefill steps replayed as CUDA
 // graphs give the eager backend's logits bit for bit. Skips where no CUDA device is visible, and
 // where the device is no sm_90 (the kernel is Hopper machine code).
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -30,8 +31,10 @@ const char* const kQwen3Heads16 = R"({
   "rms_norm_eps": 1e-06, "rope_theta": 1000000, "tie_word_embeddings": true,
   "torch_dtype": "bfloat16", "vocab_size": 512})";
 
-CudaOptions wgmma_options(bool on, bool graphs = true, int64_t vectors = 0) {
+CudaOptions wgmma_options(bool on, bool graphs = true, int64_t vectors = 0, bool tma = false) {
   CudaOptions o;
+  o.flash_tma = tma;  // the TMA kernel (attention_tma_wgmma.cu) at every prompt length
+  o.flash_tma_min_rows = 0;
   o.flash_wgmma = on;
   o.flash_wgmma_vectors = vectors;
   o.flash_wide_auto = false;  // the reference: the key-halves kernel at every shape
@@ -41,14 +44,23 @@ CudaOptions wgmma_options(bool on, bool graphs = true, int64_t vectors = 0) {
 
 // `rounds` prefill steps of the same shape on one model and cache, each of 3 fresh prompts (300,
 // 77 and 150 tokens; different tokens every round): each prompt's last row's logits. With graphs,
-// round 2 is captured and rounds 3.. replay it.
-std::vector<std::vector<float>> qwen3_prefill_rounds(Backend& backend, int rounds) {
+// round 2 is captured and rounds 3.. replay it. `poison`: every byte of the cache's pools 0xff
+// (bf16 NaN) before the prompts, as blocks another sequence left with overflowed values.
+std::vector<std::vector<float>> qwen3_prefill_rounds(Backend& backend, int rounds,
+                                                     bool poison = false) {
   auto model = load_causal_lm(config_dir("wgmma_qwen3_h16", kQwen3Heads16), backend,
                               {.dummy_weights = true});
   const int64_t vocab = model->info().vocab;
   const int64_t lens[3] = {300, 77, 150};
   KvCache cache(backend, model->kv_shape(),
                 {.block_size = 16, .num_blocks = 40 * rounds, .dtype = DType::BF16});
+  if (poison) {
+    backend.synchronize();  // the pools' zeroing, on the backend's stream, first
+    for (const KvLayer& l : cache.pool().layers)
+      for (const Tensor* t : {&l.keys, &l.values})
+        EXPECT_EQ(cudaMemset(const_cast<void*>(t->data()), 0xff, t->nbytes()), cudaSuccess);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  }
   std::vector<std::vector<float>> out;
   for (int r = 0; r < rounds; ++r) {
     std::vector<std::vector<int32_t>> prompts(3);
@@ -127,17 +139,49 @@ TEST_F(CudaWgmmaAttentionTest, QueryPrefetchEqualsStagedQueriesBitForBit) {
 }
 
 TEST_F(CudaWgmmaAttentionTest, GraphReplayEqualsEagerBitForBit) {
-  auto eager_backend = make_cuda_backend(0, wgmma_options(true, false));
-  auto graph_backend = make_cuda_backend(0, wgmma_options(true, true));
-  const auto want = qwen3_prefill_rounds(*eager_backend, 4);
-  const auto got = qwen3_prefill_rounds(*graph_backend, 4);
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t r = 0; r < got.size(); ++r) {
-    size_t differ = 0;
-    for (size_t i = 0; i < got[r].size(); ++i) differ += !(got[r][i] == want[r][i]);  // NaN too
-    EXPECT_EQ(differ, 0u) << "round " << r;
+  for (bool tma : {false, true}) {
+    SCOPED_TRACE(tma ? "TMA kernel" : "wgmma kernel");
+    auto eager_backend = make_cuda_backend(0, wgmma_options(true, false, 0, tma));
+    auto graph_backend = make_cuda_backend(0, wgmma_options(true, true, 0, tma));
+    const auto want = qwen3_prefill_rounds(*eager_backend, 4);
+    const auto got = qwen3_prefill_rounds(*graph_backend, 4);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t r = 0; r < got.size(); ++r) {
+      size_t differ = 0;
+      for (size_t i = 0; i < got[r].size(); ++i) differ += !(got[r][i] == want[r][i]);  // NaN too
+      EXPECT_EQ(differ, 0u) << "round " << r;
+    }
+    EXPECT_GE(cuda_stats(*graph_backend)->graph_launches, 2);  // rounds 3 and 4 replayed
   }
-  EXPECT_GE(cuda_stats(*graph_backend)->graph_launches, 2);  // rounds 3 and 4 replayed
+}
+
+// The TMA kernel (attention_tma_wgmma.cu) against the key-halves kernel, over a cache whose pools
+// were all NaN before the prompts: its copies take whole 16-key blocks, so each prompt's last
+// block brings rows past the prompt's end (300, 77 and 150 keys), which must be masked and
+// zeroed, and the three prompts' tiles of 128 keys end in partial blocks.
+TEST_F(CudaWgmmaAttentionTest, TmaKernelFollowsKeyHalvesOverAPoisonedCache) {
+  auto by_halves = make_cuda_backend(0, wgmma_options(false));
+  const std::vector<std::vector<float>> want = qwen3_prefill_rounds(*by_halves, 1);
+  for (int64_t stages : {2, 3, -2}) {  // -2: 2 stages, ping-pong
+    SCOPED_TRACE("stages " + std::to_string(stages));
+    CudaOptions o = wgmma_options(true, true, 0, true);
+    o.flash_tma_stages = stages < 0 ? -stages : stages;
+    o.flash_tma_pingpong = stages < 0;
+    auto by_tma = make_cuda_backend(0, o);
+    const std::vector<std::vector<float>> got = qwen3_prefill_rounds(*by_tma, 1, true);
+    if (cuda_stats(*by_tma)->tma_attentions == 0)
+      GTEST_SKIP() << "the TMA kernel does not run on this device (not sm_90)";
+    EXPECT_EQ(cuda_stats(*by_tma)->tma_attentions, 3);  // every layer's attention
+    ASSERT_EQ(got[0].size(), want[0].size());
+    size_t finite = 0;
+    for (float v : got[0]) finite += std::isfinite(v) ? 1 : 0;
+    EXPECT_EQ(finite, got[0].size());
+    const double e = nmse(got[0], want[0]);
+    std::printf("TMA kernel, %lld stages: NMSE %.6e against the key-halves kernel\n",
+                static_cast<long long>(stages), e);
+    EXPECT_TRUE(e <= 1e-4) << "NMSE " << e;
+    EXPECT_GT(e, 0.0) << "the same logits as the key-halves kernel";
+  }
 }
 
 }  // namespace

@@ -57,6 +57,13 @@ CudaOptions harness_cuda_options(const std::string& name) {
     o.packed_flash_halves = true;
   }
   if (name == "cuda_flash_wgmma") o.flash_wgmma = true;  // Hopper warpgroup-MMA prefill kernel
+  if (name.starts_with("cuda_flash_tma")) {  // ... its TMA / producer-warp form, every length
+    o.flash_wgmma = true;
+    o.flash_tma = true;
+    o.flash_tma_min_rows = 0;
+    o.flash_tma_stages = name == "cuda_flash_tma3" ? 3 : 2;
+    o.flash_tma_pingpong = name == "cuda_flash_tma_pp";
+  }
   if (name == "cuda_flash_wgmma128") {  // ... with 128-vector tiles (2 warpgroups) at any size
     o.flash_wgmma = true;
     o.flash_wgmma_vectors = 128;
@@ -178,6 +185,9 @@ std::vector<HarnessBackend> harness_backends() {
                              "cuda_flash_halves",
                              "cuda_flash_wgmma",
                              "cuda_flash_wgmma128",
+                             "cuda_flash_tma",
+                             "cuda_flash_tma3",
+                             "cuda_flash_tma_pp",
                              "cuda_flash_wgmma_pipe",
                              "cuda_flash_wgmma_qlate",
                              "cuda_flash_wgmma128_qlate",

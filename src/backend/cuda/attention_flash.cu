@@ -177,14 +177,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>)
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
   // ldmatrix lane roles: matrix mi = lane / 8, row lr = lane % 8 of it.
   const int mi = lane / 8, lr = lane % 8;
-  // Keys [full_lo, full_hi) are visible to every row of this warp (empty when a row is past nv:
-  // its range is [0, 0)); a tile inside it needs no mask.
-  int full_lo = max(lo0, lo1), full_hi = min(hi0, hi1);
-#pragma unroll
-  for (int off = 1; off < 32; off <<= 1) {
-    full_lo = max(full_lo, __shfl_xor_sync(0xffffffffu, full_lo, off));
-    full_hi = min(full_hi, __shfl_xor_sync(0xffffffffu, full_hi, off));
-  }
+  int full_lo, full_hi;  // keys every row of this warp sees
+  warp_full_key_span(lo0, hi0, lo1, hi1, full_lo, full_hi);
 
   int stage = 0;
   for (int t0 = chunk_lo; t0 < chunk_hi; t0 += kKeys, stage ^= 1) {

@@ -295,10 +295,12 @@ __device__ __forceinline__ void values_interleaved(float (&o)[D / 8][4],
   }
 }
 
-// softmax_tile_base2 with tree reductions and lane-partial sums (l0, l1: this lane's share), over
-// kGroups groups of 8 keys from t0 (a power of two; a whole tile by default), without the
-// accumulators' rescale: alpha0 / alpha1 are the factors for rows 0 and 1 (the wgmma kernels skip
-// the rescale when both are 1).
+// softmax_tile_base2 with lane-partial sums (l0, l1: this lane's share), over kGroups groups of 8
+// keys from t0 (a power of two; a whole tile by default), without the accumulators' rescale:
+// alpha0 / alpha1 are the factors for rows 0 and 1 (the wgmma kernels skip the rescale when both
+// are 1). Row maxima and sums: tree reductions over arrays up to 8 groups; past that (the TMA
+// kernel's 128-key tiles) four running values each, as those arrays went to local memory there
+// (a 128-byte stack frame, ~46 % of the warps' cycles stalled on it: lead23_h200/run4).
 template <bool kMask, int kGroups>
 __device__ __forceinline__ void softmax_scores(float (&s)[kGroups][4], float& m0, float& m1,
                                                float& l0, float& l1, float& alpha0, float& alpha1,
@@ -315,20 +317,34 @@ __device__ __forceinline__ void softmax_scores(float (&s)[kGroups][4], float& m0
         if (!(ok && t >= lo1 && t < hi1)) s[nt][2 + x] = -INFINITY;
       }
   }
-  float r0[kGroups], r1[kGroups];
+  constexpr bool kTree = kGroups <= 8;
+  float mx0, mx1;
+  if constexpr (kTree) {
+    float r0[kGroups], r1[kGroups];
 #pragma unroll
-  for (int nt = 0; nt < kGroups; ++nt) {
-    r0[nt] = fmaxf(s[nt][0], s[nt][1]);
-    r1[nt] = fmaxf(s[nt][2], s[nt][3]);
-  }
-#pragma unroll
-  for (int w = kGroups / 2; w >= 1; w /= 2)
-#pragma unroll
-    for (int i = 0; i < w; ++i) {
-      r0[i] = fmaxf(r0[i], r0[i + w]);
-      r1[i] = fmaxf(r1[i], r1[i + w]);
+    for (int nt = 0; nt < kGroups; ++nt) {
+      r0[nt] = fmaxf(s[nt][0], s[nt][1]);
+      r1[nt] = fmaxf(s[nt][2], s[nt][3]);
     }
-  float mx0 = r0[0], mx1 = r1[0];
+#pragma unroll
+    for (int w = kGroups / 2; w >= 1; w /= 2)
+#pragma unroll
+      for (int i = 0; i < w; ++i) {
+        r0[i] = fmaxf(r0[i], r0[i + w]);
+        r1[i] = fmaxf(r1[i], r1[i + w]);
+      }
+    mx0 = r0[0], mx1 = r1[0];
+  } else {
+    float a0 = s[0][0], b0 = s[0][1], a1 = s[0][2], b1 = s[0][3];
+#pragma unroll
+    for (int nt = 1; nt < kGroups; ++nt) {
+      a0 = fmaxf(a0, s[nt][0]);
+      b0 = fmaxf(b0, s[nt][1]);
+      a1 = fmaxf(a1, s[nt][2]);
+      b1 = fmaxf(b1, s[nt][3]);
+    }
+    mx0 = fmaxf(a0, b0), mx1 = fmaxf(a1, b1);
+  }
 #pragma unroll
   for (int off = 1; off <= 2; off <<= 1) {
     mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
@@ -341,27 +357,60 @@ __device__ __forceinline__ void softmax_scores(float (&s)[kGroups][4], float& m0
   const float b1 = kMask && mn1 == -INFINITY ? 0.0f : mn1;
   alpha0 = ex2(m0 - b0);  // m = -inf: 0 (nothing to rescale)
   alpha1 = ex2(m1 - b1);
+  float sum0, sum1;
+  if constexpr (kTree) {
+    float r0[kGroups], r1[kGroups];
 #pragma unroll
-  for (int nt = 0; nt < kGroups; ++nt) {
+    for (int nt = 0; nt < kGroups; ++nt) {
 #pragma unroll
-    for (int x = 0; x < 2; ++x) {
-      s[nt][x] = ex2(s[nt][x] - b0);
-      s[nt][2 + x] = ex2(s[nt][2 + x] - b1);
+      for (int x = 0; x < 2; ++x) {
+        s[nt][x] = ex2(s[nt][x] - b0);
+        s[nt][2 + x] = ex2(s[nt][2 + x] - b1);
+      }
+      r0[nt] = s[nt][0] + s[nt][1];
+      r1[nt] = s[nt][2] + s[nt][3];
     }
-    r0[nt] = s[nt][0] + s[nt][1];
-    r1[nt] = s[nt][2] + s[nt][3];
+#pragma unroll
+    for (int w = kGroups / 2; w >= 1; w /= 2)
+#pragma unroll
+      for (int i = 0; i < w; ++i) {
+        r0[i] += r0[i + w];
+        r1[i] += r1[i + w];
+      }
+    sum0 = r0[0], sum1 = r1[0];
+  } else {
+    float a0 = 0.0f, c0 = 0.0f, a1 = 0.0f, c1 = 0.0f;
+#pragma unroll
+    for (int nt = 0; nt < kGroups; ++nt) {
+      s[nt][0] = ex2(s[nt][0] - b0);
+      s[nt][1] = ex2(s[nt][1] - b0);
+      s[nt][2] = ex2(s[nt][2] - b1);
+      s[nt][3] = ex2(s[nt][3] - b1);
+      a0 += s[nt][0];
+      c0 += s[nt][1];
+      a1 += s[nt][2];
+      c1 += s[nt][3];
+    }
+    sum0 = a0 + c0, sum1 = a1 + c1;
   }
-#pragma unroll
-  for (int w = kGroups / 2; w >= 1; w /= 2)
-#pragma unroll
-    for (int i = 0; i < w; ++i) {
-      r0[i] += r0[i + w];
-      r1[i] += r1[i + w];
-    }
-  l0 = l0 * alpha0 + r0[0];
-  l1 = l1 * alpha1 + r1[0];
+  l0 = l0 * alpha0 + sum0;
+  l1 = l1 * alpha1 + sum1;
   m0 = mn0;
   m1 = mn1;
+}
+
+// Keys [full_lo, full_hi) that every row of the warp sees, from each lane's two rows' ranges
+// [lo0, hi0) and [lo1, hi1) (empty when a row is past nv: its range is [0, 0)); a key tile
+// inside it needs no mask.
+__device__ __forceinline__ void warp_full_key_span(int lo0, int hi0, int lo1, int hi1, int& full_lo,
+                                                   int& full_hi) {
+  full_lo = max(lo0, lo1);
+  full_hi = min(hi0, hi1);
+#pragma unroll
+  for (int off = 1; off < 32; off <<= 1) {
+    full_lo = max(full_lo, __shfl_xor_sync(0xffffffffu, full_lo, off));
+    full_hi = min(full_hi, __shfl_xor_sync(0xffffffffu, full_hi, off));
+  }
 }
 
 // softmax_scores, then the accumulators rescaled by alpha.

@@ -3,6 +3,8 @@
 // CudaOptions::packed_wgmma). Kept out of kernels.h so that adding it rebuilds only its users.
 #pragma once
 
+#include <cuda.h>
+
 #include <cstdint>
 
 #include "backend/cuda/kernels.h"
@@ -46,5 +48,27 @@ bool attention_packed_wgmma_supports(int64_t tokens, int64_t hkv, int64_t head_d
                                      int sm_minor);
 bool attention_packed_wgmma_rope_supports(int64_t head_dim);
 void launch_attention_packed_wgmma(const void* args, cudaStream_t stream);
+
+// Paged prefill attention with TMA copies by a producer warp and 128-key tiles
+// (attention_tma_wgmma.cu, CudaOptions::flash_tma): the same work and arguments as
+// launch_attention_flash_wgmma with 128-vector tiles (grid (hkv, sequences, tiles of
+// attention_tma_wgmma_vectors() vectors); out and / or out_bf16; q16 where set), the pools read
+// through tensor maps made by encode_kv_pool_map. Runs on compute capability 9.0 for head_dim
+// 128, f16/bf16 pools of blocks of 8..128 keys (a power of two) whose rows fit int32.
+bool attention_tma_wgmma_supports(ElemType type, int64_t head_dim, int64_t hkv, int64_t block_size,
+                                  int64_t num_blocks, int sm_major, int sm_minor);
+int64_t attention_tma_wgmma_vectors();
+// A pool [hkv, num_blocks, block_size, head_dim] as the kernel reads it: boxes of one block's
+// rows by 64 dims, 128-byte swizzle. False where the driver refuses it.
+bool encode_kv_pool_map(CUtensorMap* map, ElemType type, const void* pool, int64_t hkv,
+                        int64_t num_blocks, int64_t block_size, int64_t head_dim);
+// AttentionArgs::tune bit of the TMA kernel: its consumer warpgroups take turns at their products
+// (CudaOptions::flash_tma_pingpong).
+constexpr int64_t kTmaPingPong = 1;
+struct TmaAttentionArgs {
+  AttentionArgs a;
+  CUtensorMap keys, values;
+};
+void launch_attention_tma_wgmma(const void* args, cudaStream_t stream);
 
 }  // namespace infera::cuda

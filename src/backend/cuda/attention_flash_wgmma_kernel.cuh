@@ -111,12 +111,8 @@ __global__ void __launch_bounds__(256, 2)
   const int r0 = qwg * kWgVectors + wq * 16 + gid, r1 = r0 + 8;
   const int lo0 = range[2 * r0], hi0 = range[2 * r0 + 1];
   const int lo1 = range[2 * r1], hi1 = range[2 * r1 + 1];
-  int full_lo = max(lo0, lo1), full_hi = min(hi0, hi1);
-#pragma unroll
-  for (int off = 1; off < 32; off <<= 1) {
-    full_lo = max(full_lo, __shfl_xor_sync(0xffffffffu, full_lo, off));
-    full_hi = min(full_hi, __shfl_xor_sync(0xffffffffu, full_hi, off));
-  }
+  int full_lo, full_hi;
+  warp_full_key_span(lo0, hi0, lo1, hi1, full_lo, full_hi);
   int wg_lo = len, wg_hi = 0;
   for (int v = qwg * kWgVectors; v < min(nv, (qwg + 1) * kWgVectors); ++v) {
     wg_lo = min(wg_lo, range[2 * v]);

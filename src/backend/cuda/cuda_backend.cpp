@@ -346,7 +346,8 @@ CudaStats CudaBackend::stats() const {
           encoder_stacks_,
           packed_wgmma_,
           packed_rope_inside_,
-          encoder_stream_glu_};
+          encoder_stream_glu_,
+          tma_attentions_};
 }
 
 }  // namespace cuda
@@ -388,6 +389,12 @@ CudaOptions cuda_options_from_env() {
   o.mlp_bf16_only = cuda::env_flag("INFERA_CUDA_MLP_BF16_ONLY", o.mlp_bf16_only);
   o.decode_pipeline = cuda::env_flag("INFERA_CUDA_DECODE_PIPELINE", o.decode_pipeline);
   o.stream_new_steps = cuda::env_flag("INFERA_CUDA_STREAM", o.stream_new_steps);
+  o.flash_tma = cuda::env_flag("INFERA_CUDA_FLASH_TMA", o.flash_tma);
+  if (const char* v = std::getenv("INFERA_CUDA_FLASH_TMA_MIN_ROWS"); v && *v)
+    o.flash_tma_min_rows = std::max(0, std::atoi(v));
+  if (const char* v = std::getenv("INFERA_CUDA_FLASH_TMA_STAGES"); v && *v)
+    o.flash_tma_stages = std::atoi(v) == 3 ? 3 : 2;
+  o.flash_tma_pingpong = cuda::env_flag("INFERA_CUDA_FLASH_TMA_PINGPONG", o.flash_tma_pingpong);
   o.replay_chunks = cuda::env_flag("INFERA_CUDA_REPLAY_CHUNKS", o.replay_chunks);
   o.cublaslt_plans = cuda::env_flag("INFERA_CUDA_CUBLASLT", o.cublaslt_plans);
   o.decode_attention = cuda::env_flag("INFERA_CUDA_DECODE_ATTENTION", o.decode_attention);

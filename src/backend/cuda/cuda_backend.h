@@ -86,6 +86,22 @@ struct CudaOptions {
   // a time). Bit for bit the same outputs. ncu per launch (bench/reference/pf8_h200/run1):
   // 8x512 73.3 -> 63.0 us, 1x2048 81.7 -> 73.1, 1x512 21.5 -> 17.4.
   bool flash_wgmma_q_prefetch = true;
+  // Where flash_wgmma runs and the batch's longest prompt has flash_tma_min_rows rows or more:
+  // the TMA kernel instead (attention_tma_wgmma.cu: a producer warpgroup copies 128-key K/V
+  // tiles with TMA, 2 consumer warpgroups of 64 query vectors, S of a tile and P V of the one
+  // before in flight together; head_dim 128, blocks of 8..128 keys; INFERA_CUDA_FLASH_TMA=0 off,
+  // INFERA_CUDA_FLASH_TMA_MIN_ROWS=n). On an H100 (bench/reference/lead23_h200/run5, ncu per
+  // launch): 1x2048 74.5 -> 62.5 us, step_bench prefill 1x2048 x1.08-1.09; 8x512 slower (85 us,
+  // step x0.93: a block's walk of <= 4 key tiles does not repay its prologue at one block an SM),
+  // hence the row threshold (from 512 rows: 1x512 x0.94, 8x512 x0.92-0.93; run7).
+  bool flash_tma = true;
+  int64_t flash_tma_min_rows = 1024;
+  // K/V stages, 2 or 3 (INFERA_CUDA_FLASH_TMA_STAGES; 3: level at 1x2048, x0.99).
+  int64_t flash_tma_stages = 2;
+  // Its two consumer warpgroups take turns at issuing their products, one's softmax under the
+  // other's products (FlashAttention-3's ping-pong; INFERA_CUDA_FLASH_TMA_PINGPONG=1). Off: on an
+  // H100 1x2048 62.8 -> 61.9 us a launch, step_bench level (x0.99-1.01; lead23_h200/run7).
+  bool flash_tma_pingpong = false;
   // The same kernel for the encoders' packed attention (INFERA_CUDA_PACKED_FLASH_HALVES=1). Off:
   // encoder_bench ModernBERT-large 10x512 13.87 -> 14.10 ms, 64x512 89.08 -> 88.24 ms (one run
   // each, run 2): not measured faster.
@@ -400,6 +416,7 @@ struct CudaStats {
   int64_t packed_wgmma = 0;          // packed attentions on the wgmma kernel (packed_wgmma)
   int64_t packed_rope_inside = 0;    // ... of which with RoPE inside (packed_rope_inside)
   int64_t encoder_stream_glu = 0;    // encoder Wi + GeGLU launches (encoder_stream_glu_max_rows)
+  int64_t tma_attentions = 0;        // paged attentions on the TMA kernel (flash_tma)
 };
 std::optional<CudaStats> cuda_stats(const Backend& backend);
 // With CudaOptions::profile: device time per (op, kernel) since the last call, as a table

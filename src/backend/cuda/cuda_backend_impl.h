@@ -230,6 +230,9 @@ class CudaBackend final : public Backend {
   // query vectors per (sequence, kv head) at most.
   bool flash_wgmma_applies(const Tensor& q, const Tensor& out, const KvLayer& cache,
                            int64_t vectors) const;
+  // Whether the TMA kernel (CudaOptions::flash_tma) takes the wgmma kernel's launch `a` (its
+  // tile shape chosen).
+  bool tma_attention_applies(const AttentionArgs& a, const BatchDesc& d) const;
   // Set by record_gemm_stack around its attention() call: where the wgmma kernel runs for q, it
   // reads the queries from q16 (when set) and writes out only as bf16 (bf16_out_only), and
   // `taken` says it did.
@@ -312,6 +315,7 @@ class CudaBackend final : public Backend {
   int64_t encoder_stacks_ = 0;  // record_encoder_stack's stacks (CudaStats::encoder_stacks)
   int64_t packed_wgmma_ = 0, packed_rope_inside_ = 0;  // CudaStats::packed_wgmma, ...rope_inside
   int64_t encoder_stream_glu_ = 0;                       // CudaStats::encoder_stream_glu
+  int64_t tma_attentions_ = 0;                           // CudaStats::tma_attentions
   int64_t gemm_stack_qkv_one_ = 0;  // CudaStats::gemm_stack_qkv_one
   int64_t gemm_stacks_ = 0;  // record_gemm_stack's stacks (CudaStats::gemm_stacks)
   Tensor decode_stack_trace_;  // CudaOptions::decode_stack_trace's device buffer

@@ -2,6 +2,7 @@
 // indices against the extremes computed when the batch was uploaded), chooses a kernel and
 // records its launch; DeviceContext issues the launches (see device_context.h).
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "backend/cuda/attention_decode_mma.h"
@@ -437,6 +438,16 @@ bool CudaBackend::flash_wgmma_applies(const Tensor& q, const Tensor& out, const 
                                         prop.major, prop.minor);
 }
 
+bool CudaBackend::tma_attention_applies(const AttentionArgs& a, const BatchDesc& d) const {
+  const cudaDeviceProp& prop = ctx_->properties();
+  // Long prompts only: a block walks up to rows / 128 key tiles, which repays its prologue at
+  // one block an SM (CudaOptions::flash_tma).
+  return options_.flash_tma && d.max_query_len() >= options_.flash_tma_min_rows &&
+         attention_tma_wgmma_supports(a.type, a.head_dim, a.hkv, a.block_size, a.num_blocks,
+                                      prop.major, prop.minor) &&
+         a.tiles <= 65535;
+}
+
 void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& batch,
                             const AttentionParams& params, Tensor& out) {
   const char* op = "attention";
@@ -532,6 +543,24 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& 
           a.q16 = stack_attention_.q16;
           if (stack_attention_.bf16_out_only && a.out_bf16) a.out = nullptr;
           stack_attention_.taken = true;
+        }
+        if (tma_attention_applies(a, d)) {
+          TmaAttentionArgs t;
+          std::memset(static_cast<void*>(&t), 0, sizeof t);  // padding too: it is the step's key
+          t.a = a;
+          t.a.vectors_per_tile = attention_tma_wgmma_vectors();
+          t.a.tiles = (vectors + t.a.vectors_per_tile - 1) / t.a.vectors_per_tile;
+          t.a.stages = options_.flash_tma_stages;
+          t.a.tune = options_.flash_tma_pingpong ? kTmaPingPong : 0;
+          if (encode_kv_pool_map(&t.keys, a.type, a.keys, hkv, a.num_blocks, a.block_size,
+                                 head_dim) &&
+              encode_kv_pool_map(&t.values, a.type, a.values, hkv, a.num_blocks, a.block_size,
+                                 head_dim)) {
+            nt.kernel = "attention_tma_wgmma";
+            ctx_->record(launch_attention_tma_wgmma, t, nt);
+            ++tma_attentions_;
+            return publish_shadow(out, a.out_bf16);
+          }
         }
         ctx_->record(launch_attention_flash_wgmma, a, nt);
         return publish_shadow(out, a.out_bf16);

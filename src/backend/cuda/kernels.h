@@ -431,7 +431,8 @@ struct AttentionArgs {
   double scale;
   int64_t causal, window;
   int64_t pipelined;  // decode kernel: next round's loads in flight (CudaOptions::decode_pipeline)
-  int64_t stages;     // staged decode kernel: shared-memory stages per warp (3, 4 or 6)
+  int64_t stages;     // staged decode kernel: shared-memory stages per warp (3, 4 or 6); TMA
+                      // prefill kernel: K / V stages (2 or 3)
   // Flash kernel: key tiles every row of a warp sees whole skip the mask, and the softmax runs
   // in base 2 with log2(e) folded into the query scale (CudaOptions::flash_fast_softmax).
   int64_t fast_softmax;

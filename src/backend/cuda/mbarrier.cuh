@@ -1,7 +1,9 @@
 // Shared-memory barriers (mbarrier) and bulk copies (TMA) for the Hopper kernels: the arrival
-// with expected transaction bytes, the parity wait, and a global -> shared bulk copy that
-// completes on a barrier.
+// with expected transaction bytes, the parity wait, and global -> shared bulk copies (plain, and
+// a 2D box of a tensor map) that complete on a barrier.
 #pragma once
+
+#include <cuda.h>
 
 #include <cstdint>
 
@@ -45,6 +47,19 @@ __device__ __forceinline__ void bulk_copy_g2s(void* dst, const void* src, uint32
       "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
           "r"(smem_u32(dst)),
       "l"(src), "r"(bytes), "r"(smem_u32(bar))
+      : "memory");
+}
+
+// A box of the 2D tensor map `map` (a __grid_constant__ parameter) at element coordinates (c0:
+// the inner, contiguous dimension; c1: rows) into shared memory at dst, completing on `bar`.
+// Elements outside the tensor (negative coordinates included) arrive as zeros and count towards
+// the box's bytes.
+__device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, uint64_t* bar,
+                                            int c0, int c1) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%3, %4}], [%2];\n" ::"r"(smem_u32(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_u32(bar)), "r"(c0), "r"(c1)
       : "memory");
 }
 

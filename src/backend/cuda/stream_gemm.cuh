@@ -88,14 +88,6 @@ struct StreamLayout {
   static_assert(kBarOffset <= kCtaSmemBudget, "over the shared-memory budget");
 };
 
-__device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, uint64_t* bar,
-                                            int c0, int c1) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
-      " [%0], [%1, {%3, %4}], [%2];\n" ::"r"(smem_u32(dst)),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_u32(bar)), "r"(c0), "r"(c1)
-      : "memory");
-}
 // Shared-memory matrix descriptor for a K-major tile with 128-byte swizzle: rows of 128 bytes,
 // 8-row (1024-byte) swizzle atoms stacked along M/N (stride byte offset 1024); the leading
 // byte offset is unused for swizzled K-major layouts. Advancing k by 16 elements = +32 bytes.
