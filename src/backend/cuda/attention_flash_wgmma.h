@@ -49,7 +49,7 @@ bool attention_packed_wgmma_supports(int64_t tokens, int64_t hkv, int64_t head_d
 bool attention_packed_wgmma_rope_supports(int64_t head_dim);
 void launch_attention_packed_wgmma(const void* args, cudaStream_t stream);
 
-// Paged prefill attention with TMA copies by a producer warp and 128-key tiles
+// Paged prefill attention with TMA copies by a producer warpgroup and 128-key tiles
 // (attention_tma_wgmma.cu, CudaOptions::flash_tma): the same work and arguments as
 // launch_attention_flash_wgmma with 128-vector tiles (grid (hkv, sequences, tiles of
 // attention_tma_wgmma_vectors() vectors); out and / or out_bf16; q16 where set), the pools read
