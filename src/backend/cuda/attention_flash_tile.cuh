@@ -97,14 +97,13 @@ __device__ __forceinline__ void warp_union_key_range(int nv, int len, bool packe
   }
 }
 
-// The block's query vectors' key ranges, by NT threads: range[2v], range[2v + 1] = [lo, hi) of
-// vector v < kVec ([0, 0) past nv), and range[2 kVec], range[2 kVec + 1] their union (tile-aligned
-// from the sequence's first row when packed). Every thread calls it (it synchronizes twice).
+// The block's query vectors' key ranges, by threads 0..NT - 1: range[2v], range[2v + 1] = [lo,
+// hi) of vector v < kVec ([0, 0) past nv); no barrier.
 template <int kVec, int NT>
-__device__ __forceinline__ void block_key_ranges(const AttentionArgs& a, int row_begin, int g,
-                                                 int v0, int nv, int len, bool packed, int* range) {
-  const int tid = threadIdx.x, lane = tid % 32;
-  for (int v = tid; v < kVec; v += NT) {
+__device__ __forceinline__ void vector_key_ranges(const AttentionArgs& a, int row_begin, int g,
+                                                  int v0, int nv, int len, bool packed,
+                                                  int* range) {
+  for (int v = static_cast<int>(threadIdx.x); v < kVec; v += NT) {
     int lo = 0, hi = 0;
     if (v < nv) {
       int row, head;
@@ -114,6 +113,15 @@ __device__ __forceinline__ void block_key_ranges(const AttentionArgs& a, int row
     range[2 * v] = lo;
     range[2 * v + 1] = hi;
   }
+}
+
+// vector_key_ranges, and range[2 kVec], range[2 kVec + 1] their union (tile-aligned from the
+// sequence's first row when packed). Every thread calls it (it synchronizes twice).
+template <int kVec, int NT>
+__device__ __forceinline__ void block_key_ranges(const AttentionArgs& a, int row_begin, int g,
+                                                 int v0, int nv, int len, bool packed, int* range) {
+  const int tid = threadIdx.x, lane = tid % 32;
+  vector_key_ranges<kVec, NT>(a, row_begin, g, v0, nv, len, packed, range);
   __syncthreads();
   if (tid < 32) warp_union_key_range<kVec>(nv, len, packed, lane, range);
   __syncthreads();

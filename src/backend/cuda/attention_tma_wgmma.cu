@@ -174,16 +174,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs));
   const int wg = warp / 4, wq = warp % 4, gid = lane / 4, tig = lane % 4;
   const float scale = static_cast<float>(a.scale) * 1.4426950408889634f;  // base 2
-  if (tid < kVec) {  // each vector's key range ([0, 0) past nv)
-    int lo = 0, hi = 0;
-    if (tid < nv) {
-      int row, head;
-      vector_row_head(a, row_begin, g, v0 + tid, row, head);
-      key_range(a, a.positions[row], len, lo, hi);
-    }
-    range[2 * tid] = lo;
-    range[2 * tid + 1] = hi;
-  }
+  vector_key_ranges<kVec, kConsumers>(a, row_begin, g, v0, nv, len, false, range);
   stage_queries_swizzled<T, D, kVec, kConsumers>(a, row_begin, g, v0, nv, scale, qs);
   wgmma::fence_proxy_async();
   consumers_sync();

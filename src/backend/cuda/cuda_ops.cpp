@@ -441,11 +441,11 @@ bool CudaBackend::flash_wgmma_applies(const Tensor& q, const Tensor& out, const 
 bool CudaBackend::tma_attention_applies(const AttentionArgs& a, const BatchDesc& d) const {
   const cudaDeviceProp& prop = ctx_->properties();
   // Long prompts only: a block walks up to rows / 128 key tiles, which repays its prologue at
-  // one block an SM (CudaOptions::flash_tma).
+  // one block an SM (CudaOptions::flash_tma). Its grid's tiles are at most the wgmma kernel's
+  // (flash_wgmma_applies checked those against the grid's limit).
   return options_.flash_tma && d.max_query_len() >= options_.flash_tma_min_rows &&
          attention_tma_wgmma_supports(a.type, a.head_dim, a.hkv, a.block_size, a.num_blocks,
-                                      prop.major, prop.minor) &&
-         a.tiles <= 65535;
+                                      prop.major, prop.minor);
 }
 
 void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& batch,
