@@ -162,16 +162,23 @@ TEST_F(CudaWgmmaAttentionTest, GraphReplayEqualsEagerBitForBit) {
 TEST_F(CudaWgmmaAttentionTest, TmaKernelFollowsKeyHalvesOverAPoisonedCache) {
   auto by_halves = make_cuda_backend(0, wgmma_options(false));
   const std::vector<std::vector<float>> want = qwen3_prefill_rounds(*by_halves, 1);
-  for (int64_t stages : {2, 3, -2}) {  // -2: 2 stages, ping-pong
+  // -2: 2 stages, ping-pong; -3: 2, queries by TMA; -4: persistent, queries by TMA, ping-pong;
+  // -5: persistent with 3 stages (one query buffer, staged by the consumers).
+  for (int64_t stages : {2, 3, -2, -3, -4, -5}) {
     SCOPED_TRACE("stages " + std::to_string(stages));
     CudaOptions o = wgmma_options(true, true, 0, true);
-    o.flash_tma_stages = stages < 0 ? -stages : stages;
-    o.flash_tma_pingpong = stages < 0;
+    o.flash_tma_stages = stages == 3 || stages == -5 ? 3 : 2;
+    o.flash_tma_pingpong = stages == -2 || stages == -4;
+    o.flash_tma_queries = stages == -3 || stages == -4;
+    o.flash_tma_persistent = stages <= -4;
+    o.flash_tma_max_blocks = 5;  // persistent: each block walks ~24 of the 120 work items
     auto by_tma = make_cuda_backend(0, o);
     const std::vector<std::vector<float>> got = qwen3_prefill_rounds(*by_tma, 1, true);
     if (cuda_stats(*by_tma)->tma_attentions == 0)
       GTEST_SKIP() << "the TMA kernel does not run on this device (not sm_90)";
     EXPECT_EQ(cuda_stats(*by_tma)->tma_attentions, 3);  // every layer's attention
+    // The GEMM stack hands the queries over as bf16: with flash_tma_queries they come by TMA.
+    EXPECT_EQ(cuda_stats(*by_tma)->tma_queries, stages == -3 || stages == -4 ? 3 : 0);
     ASSERT_EQ(got[0].size(), want[0].size());
     size_t finite = 0;
     for (float v : got[0]) finite += std::isfinite(v) ? 1 : 0;

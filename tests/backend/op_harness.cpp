@@ -63,6 +63,9 @@ CudaOptions harness_cuda_options(const std::string& name) {
     o.flash_tma_min_rows = 0;
     o.flash_tma_stages = name == "cuda_flash_tma3" ? 3 : 2;
     o.flash_tma_pingpong = name == "cuda_flash_tma_pp";
+    o.flash_tma_persistent = name == "cuda_flash_tma_persist" || name == "cuda_flash_tma3_persist";
+    if (name == "cuda_flash_tma3_persist") o.flash_tma_stages = 3;
+    o.flash_tma_max_blocks = 3;  // (persistent: every block walks many work items)
   }
   if (name == "cuda_flash_wgmma128") {  // ... with 128-vector tiles (2 warpgroups) at any size
     o.flash_wgmma = true;
@@ -188,6 +191,8 @@ std::vector<HarnessBackend> harness_backends() {
                              "cuda_flash_tma",
                              "cuda_flash_tma3",
                              "cuda_flash_tma_pp",
+                             "cuda_flash_tma_persist",
+                             "cuda_flash_tma3_persist",
                              "cuda_flash_wgmma_pipe",
                              "cuda_flash_wgmma_qlate",
                              "cuda_flash_wgmma128_qlate",

@@ -51,7 +51,7 @@ void launch_attention_packed_wgmma(const void* args, cudaStream_t stream);
 
 // Paged prefill attention with TMA copies by a producer warpgroup and 128-key tiles
 // (attention_tma_wgmma.cu, CudaOptions::flash_tma): the same work and arguments as
-// launch_attention_flash_wgmma with 128-vector tiles (grid (hkv, sequences, tiles of
+// launch_attention_flash_wgmma with 128-vector tiles (work items of (kv head, sequence, tile of
 // attention_tma_wgmma_vectors() vectors); out and / or out_bf16; q16 where set), the pools read
 // through tensor maps made by encode_kv_pool_map. Runs on compute capability 9.0 for head_dim
 // 128, f16/bf16 pools of blocks of 8..128 keys (a power of two) whose rows fit int32.
@@ -65,9 +65,20 @@ bool encode_kv_pool_map(CUtensorMap* map, ElemType type, const void* pool, int64
 // AttentionArgs::tune bit of the TMA kernel: its consumer warpgroups take turns at their products
 // (CudaOptions::flash_tma_pingpong).
 constexpr int64_t kTmaPingPong = 1;
+// ... the producer copies the queries (AttentionArgs::q16) with TMA through `queries`, made by
+// encode_query_map (CudaOptions::flash_tma_queries).
+constexpr int64_t kTmaQueries = 2;
+// bf16 queries [tokens, hq, head_dim] (q16) as the kernel reads them: boxes of 64 vectors (64 /
+// group rows x group heads) x 64 dims. False for a group that is not 1, 2, 4 or 8, another
+// head_dim than 128, a misaligned q16, or where the driver refuses it.
+bool encode_query_map(CUtensorMap* map, const void* q16, int64_t tokens, int64_t hq, int64_t group,
+                      int64_t head_dim);
 struct TmaAttentionArgs {
   AttentionArgs a;
-  CUtensorMap keys, values;
+  CUtensorMap keys, values, queries;  // queries: with kTmaQueries only
+  // Blocks of the 1D grid over the hkv x sequences x tiles work items: all of them, or at most one
+  // an SM (CudaOptions::flash_tma_persistent), each block walking its items in a snake order.
+  int64_t grid;
 };
 void launch_attention_tma_wgmma(const void* args, cudaStream_t stream);
 

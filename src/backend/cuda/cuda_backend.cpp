@@ -347,7 +347,8 @@ CudaStats CudaBackend::stats() const {
           packed_wgmma_,
           packed_rope_inside_,
           encoder_stream_glu_,
-          tma_attentions_};
+          tma_attentions_,
+          tma_queries_};
 }
 
 }  // namespace cuda
@@ -395,6 +396,9 @@ CudaOptions cuda_options_from_env() {
   if (const char* v = std::getenv("INFERA_CUDA_FLASH_TMA_STAGES"); v && *v)
     o.flash_tma_stages = std::atoi(v) == 3 ? 3 : 2;
   o.flash_tma_pingpong = cuda::env_flag("INFERA_CUDA_FLASH_TMA_PINGPONG", o.flash_tma_pingpong);
+  o.flash_tma_queries = cuda::env_flag("INFERA_CUDA_FLASH_TMA_QUERIES", o.flash_tma_queries);
+  o.flash_tma_persistent =
+      cuda::env_flag("INFERA_CUDA_FLASH_TMA_PERSISTENT", o.flash_tma_persistent);
   o.replay_chunks = cuda::env_flag("INFERA_CUDA_REPLAY_CHUNKS", o.replay_chunks);
   o.cublaslt_plans = cuda::env_flag("INFERA_CUDA_CUBLASLT", o.cublaslt_plans);
   o.decode_attention = cuda::env_flag("INFERA_CUDA_DECODE_ATTENTION", o.decode_attention);

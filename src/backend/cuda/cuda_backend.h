@@ -86,14 +86,19 @@ struct CudaOptions {
   // a time). Bit for bit the same outputs. ncu per launch (bench/reference/pf8_h200/run1):
   // 8x512 73.3 -> 63.0 us, 1x2048 81.7 -> 73.1, 1x512 21.5 -> 17.4.
   bool flash_wgmma_q_prefetch = true;
-  // Where flash_wgmma runs and the batch's longest prompt has flash_tma_min_rows rows or more:
-  // the TMA kernel instead (attention_tma_wgmma.cu: a producer warpgroup copies 128-key K/V
+  // Where flash_wgmma runs and the longest prompt has flash_tma_min_rows rows or more (or half
+  // that, with (kv head, sequence, 128-vector tile) work items for every SM twice): the TMA kernel
+  // instead (attention_tma_wgmma.cu: a producer warpgroup copies 128-key K/V
   // tiles with TMA, 2 consumer warpgroups of 64 query vectors, S of a tile and P V of the one
   // before in flight together; head_dim 128, blocks of 8..128 keys; INFERA_CUDA_FLASH_TMA=0 off,
   // INFERA_CUDA_FLASH_TMA_MIN_ROWS=n). On an H100 (bench/reference/lead23_h200/run5, ncu per
   // launch): 1x2048 74.5 -> 62.5 us, step_bench prefill 1x2048 x1.08-1.09; 8x512 slower (85 us,
   // step x0.93: a block's walk of <= 4 key tiles does not repay its prologue at one block an SM),
-  // hence the row threshold (from 512 rows: 1x512 x0.94, 8x512 x0.92-0.93; run7).
+  // hence a threshold, then on the longest prompt (from 512 rows: 1x512 x0.94, 8x512 x0.92-0.93;
+  // run7). With the queries by TMA and the persistent grid below, 8x512 is faster on it too
+  // (x1.014-1.083 against HEAD's kernels; bench/reference/lead24_h200/run4), while prompts whose
+  // items leave SMs idle are not (1x512 x0.978-0.999 in run 3; 2x512, 4x256, 16x128 level or
+  // x0.97-0.99 in run 4), hence the second way in.
   bool flash_tma = true;
   int64_t flash_tma_min_rows = 1024;
   // K/V stages, 2 or 3 (INFERA_CUDA_FLASH_TMA_STAGES; 3: level at 1x2048, x0.99).
@@ -102,6 +107,21 @@ struct CudaOptions {
   // other's products (FlashAttention-3's ping-pong; INFERA_CUDA_FLASH_TMA_PINGPONG=1). Off: on an
   // H100 1x2048 62.8 -> 61.9 us a launch, step_bench level (x0.99-1.01; lead23_h200/run7).
   bool flash_tma_pingpong = false;
+  // Its producer copies the queries too, with TMA, where the GEMM stack hands them over as scaled
+  // bf16 (AttentionArgs::q16) and the group is 1, 2, 4 or 8 (INFERA_CUDA_FLASH_TMA_QUERIES=0:
+  // the consumers stage them). On an H100 (bench/reference/lead24_h200): 1x2048 62.1-62.8 ->
+  // 49.5-50.0 us a launch (ncu, run 4), step_bench 1x2048 x1.036-1.045, 4x1024 x1.070-1.074,
+  // 2x2048 x1.028-1.069 (run 3).
+  bool flash_tma_queries = true;
+  // Its grid at most one block an SM, each walking several work items in a snake order (longest
+  // first, every other round backwards), so that an item's first copies overlap the previous
+  // item's end (INFERA_CUDA_FLASH_TMA_PERSISTENT=0: a block an item). On top of the queries:
+  // 1x2048 -> 47.6-48.2 us a launch (run 4), step_bench x1.049-1.062 against x1.036-1.045, 4x1024
+  // x1.074-1.085 against x1.070-1.074 (run 3). Striding through the items instead of the snake
+  // left the first blocks the longest item of every round: x0.96-1.00 (run 2).
+  bool flash_tma_persistent = true;
+  // ... its blocks at most (0: the SMs'; tests set a few, so that each block walks many items).
+  int64_t flash_tma_max_blocks = 0;
   // The same kernel for the encoders' packed attention (INFERA_CUDA_PACKED_FLASH_HALVES=1). Off:
   // encoder_bench ModernBERT-large 10x512 13.87 -> 14.10 ms, 64x512 89.08 -> 88.24 ms (one run
   // each, run 2): not measured faster.
@@ -417,6 +437,7 @@ struct CudaStats {
   int64_t packed_rope_inside = 0;    // ... of which with RoPE inside (packed_rope_inside)
   int64_t encoder_stream_glu = 0;    // encoder Wi + GeGLU launches (encoder_stream_glu_max_rows)
   int64_t tma_attentions = 0;        // paged attentions on the TMA kernel (flash_tma)
+  int64_t tma_queries = 0;           // ... of which with the queries by TMA (flash_tma_queries)
 };
 std::optional<CudaStats> cuda_stats(const Backend& backend);
 // With CudaOptions::profile: device time per (op, kernel) since the last call, as a table

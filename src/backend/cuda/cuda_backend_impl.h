@@ -316,6 +316,7 @@ class CudaBackend final : public Backend {
   int64_t packed_wgmma_ = 0, packed_rope_inside_ = 0;  // CudaStats::packed_wgmma, ...rope_inside
   int64_t encoder_stream_glu_ = 0;                       // CudaStats::encoder_stream_glu
   int64_t tma_attentions_ = 0;                           // CudaStats::tma_attentions
+  int64_t tma_queries_ = 0;                              // CudaStats::tma_queries
   int64_t gemm_stack_qkv_one_ = 0;  // CudaStats::gemm_stack_qkv_one
   int64_t gemm_stacks_ = 0;  // record_gemm_stack's stacks (CudaStats::gemm_stacks)
   Tensor decode_stack_trace_;  // CudaOptions::decode_stack_trace's device buffer

@@ -440,12 +440,17 @@ bool CudaBackend::flash_wgmma_applies(const Tensor& q, const Tensor& out, const 
 
 bool CudaBackend::tma_attention_applies(const AttentionArgs& a, const BatchDesc& d) const {
   const cudaDeviceProp& prop = ctx_->properties();
-  // Long prompts only: a block walks up to rows / 128 key tiles, which repays its prologue at
-  // one block an SM (CudaOptions::flash_tma). Its grid's tiles are at most the wgmma kernel's
-  // (flash_wgmma_applies checked those against the grid's limit).
-  return options_.flash_tma && d.max_query_len() >= options_.flash_tma_min_rows &&
+  // A prompt of flash_tma_min_rows rows, or prompts of half that whose work items fill every SM
+  // twice (8x512: 512 items); fewer items leave SMs idle at one block an SM (1x512: 64 items,
+  // 2x512, 4x256, 16x128: <= 256 measured level or slower). Its 1D grid must fit int.
+  const int64_t longest = d.max_query_len(), vectors = attention_tma_wgmma_vectors();
+  const int64_t items = a.hkv * a.num_seqs * ((longest * (a.hq / a.hkv) + vectors - 1) / vectors);
+  const bool many_items = 2 * longest >= options_.flash_tma_min_rows &&
+                          items >= 2 * int64_t{prop.multiProcessorCount};
+  return options_.flash_tma && (longest >= options_.flash_tma_min_rows || many_items) &&
          attention_tma_wgmma_supports(a.type, a.head_dim, a.hkv, a.block_size, a.num_blocks,
-                                      prop.major, prop.minor);
+                                      prop.major, prop.minor) &&
+         a.hkv * a.num_seqs * a.tiles <= int64_t{0x7fffffff};
 }
 
 void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& batch,
@@ -552,6 +557,16 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& 
           t.a.tiles = (vectors + t.a.vectors_per_tile - 1) / t.a.vectors_per_tile;
           t.a.stages = options_.flash_tma_stages;
           t.a.tune = options_.flash_tma_pingpong ? kTmaPingPong : 0;
+          const int64_t items = hkv * seqs * t.a.tiles;
+          const int64_t most = options_.flash_tma_max_blocks > 0
+                                   ? options_.flash_tma_max_blocks
+                                   : int64_t{ctx_->properties().multiProcessorCount};
+          t.grid = options_.flash_tma_persistent ? std::min(items, most) : items;
+          if (options_.flash_tma_queries && a.q16 &&
+              encode_query_map(&t.queries, a.q16, a.num_tokens, hq, hq / hkv, head_dim)) {
+            t.a.tune |= kTmaQueries;
+            ++tma_queries_;
+          }
           if (encode_kv_pool_map(&t.keys, a.type, a.keys, hkv, a.num_blocks, a.block_size,
                                  head_dim) &&
               encode_kv_pool_map(&t.values, a.type, a.values, hkv, a.num_blocks, a.block_size,

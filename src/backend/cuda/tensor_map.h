@@ -44,4 +44,24 @@ inline bool encode_2d_map(CUtensorMap* map, CUtensorMapDataType type, const void
             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+// A 2-byte-element [d2][d1][d0] tensor (d0 contiguous; stride1 / stride2 in elements between
+// consecutive d1 / d2 indices) in boxes of box0 x box1 x box2 (box0 x 2 = 128 bytes) with
+// 128-byte swizzle; out-of-bounds elements read as zero.
+inline bool encode_3d_map(CUtensorMap* map, CUtensorMapDataType type, const void* base, int64_t d0,
+                          int64_t d1, int64_t d2, int64_t stride1, int64_t stride2, int box0,
+                          int box1, int box2) {
+  EncodeTiledFn fn = encode_tiled_fn();
+  if (!fn) return false;
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(d0), static_cast<cuuint64_t>(d1),
+                              static_cast<cuuint64_t>(d2)};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(stride1) * 2,
+                                 static_cast<cuuint64_t>(stride2) * 2};
+  const cuuint32_t box[3] = {static_cast<cuuint32_t>(box0), static_cast<cuuint32_t>(box1),
+                             static_cast<cuuint32_t>(box2)};
+  const cuuint32_t elem[3] = {1, 1, 1};
+  return fn(map, type, 3, const_cast<void*>(base), dims, strides, box, elem,
+            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 }  // namespace infera::cuda
