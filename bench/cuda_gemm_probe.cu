@@ -6,6 +6,11 @@
 // max |difference| of each variant against the first one's output (both read back as f32).
 //
 //   cuda_gemm_probe            (no arguments; ~10 s on an H200)
+//   cuda_gemm_probe --algos    every algorithm cuBLASLt's heuristic offers (up to 16) for the
+//                              decoder stack's prefill and batched-decode GEMMs as the backend
+//                              runs them (bf16 in, f32 out; o and down with beta 1, the residual
+//                              add), each timed and described (tile, stages, split-k, swizzle,
+//                              cluster ids), the heuristic's first marked: is it the fastest?
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -16,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "cuda_probe_check.h"
@@ -100,9 +106,128 @@ double time_us(F&& f, cudaStream_t s) {
   return t[t.size() / 2];
 }
 
+// An algorithm's configuration as cuBLASLt describes it (enum ids; -1 where it says nothing).
+void describe(const cublasLtMatmulAlgo_t& algo, char* buf, size_t len) {
+  const cublasLtMatmulAlgoConfigAttributes_t attrs[] = {CUBLASLT_ALGO_CONFIG_ID,
+                                                        CUBLASLT_ALGO_CONFIG_TILE_ID,
+                                                        CUBLASLT_ALGO_CONFIG_STAGES_ID,
+                                                        CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
+                                                        CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING,
+                                                        CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID};
+  long long v[6];
+  for (int i = 0; i < 6; ++i) {
+    uint64_t raw = 0;
+    size_t written = 0;
+    v[i] = cublasLtMatmulAlgoConfigGetAttribute(&algo, attrs[i], &raw, sizeof raw, &written) ==
+                   CUBLAS_STATUS_SUCCESS
+               ? static_cast<long long>(written == 4 ? static_cast<uint32_t>(raw) : raw)
+               : -1;
+  }
+  std::snprintf(buf, len, "id %lld tile %lld stages %lld splitk %lld swizzle %lld cluster %lld",
+                v[0], v[1], v[2], v[3], v[4], v[5]);
+}
+
+// --algos: each heuristic algorithm of each shape, timed.
+int probe_algorithms(cudaStream_t s, cublasLtHandle_t lt, void* ws) {
+  struct Shape {
+    int n, k, m;
+    float beta;
+    const char* what;
+  };
+  const Shape shapes[] = {
+      {2048, 1024, 4096, 0, "qkv 2048"},     {2048, 2048, 1024, 1, "o 2048"},
+      {2048, 1024, 6144, 0, "gate+up 2048"}, {2048, 3072, 1024, 1, "down 2048"},
+      {4096, 2048, 1024, 1, "o 8x512"},      {4096, 3072, 1024, 1, "down 8x512"},
+      {512, 2048, 1024, 1, "o 512"},         {512, 3072, 1024, 1, "down 512"},
+      {256, 1024, 4096, 0, "qkv b256"},      {256, 3072, 1024, 1, "down b256"},
+      {64, 1024, 6144, 0, "gate+up b64"},    {64, 3072, 1024, 1, "down b64"}};
+  constexpr int kMost = 16;
+  for (const Shape& sh : shapes) {
+    const int n = sh.n, k = sh.k, m = sh.m;
+    __nv_bfloat16 *w, *x;
+    float *out, *ref;
+    CK(cudaMalloc(&w, size_t(m) * k * 2));
+    CK(cudaMalloc(&x, size_t(n) * k * 2));
+    CK(cudaMalloc(&out, size_t(n) * m * 4));
+    CK(cudaMalloc(&ref, size_t(n) * m * 4));
+    fill_bf16<<<1024, 256, 0, s>>>(w, size_t(m) * k, 1234u + m);
+    fill_bf16<<<1024, 256, 0, s>>>(x, size_t(n) * k, 99u + n);
+    CK(cudaMemsetAsync(ref, 0, size_t(n) * m * 4, s));
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t a, b, c;
+    CB(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    CB(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+    CB(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+    CB(cublasLtMatrixLayoutCreate(&a, CUDA_R_16BF, k, m, k));
+    CB(cublasLtMatrixLayoutCreate(&b, CUDA_R_16BF, k, n, k));
+    CB(cublasLtMatrixLayoutCreate(&c, CUDA_R_32F, m, n, m));
+    cublasLtMatmulPreference_t pref;
+    CB(cublasLtMatmulPreferenceCreate(&pref));
+    size_t wsb = kWorkspace;
+    CB(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb,
+                                            sizeof(wsb)));
+    cublasLtMatmulHeuristicResult_t r[kMost];
+    int found = 0;
+    CB(cublasLtMatmulAlgoGetHeuristic(lt, op, a, b, c, c, pref, kMost, r, &found));
+    cublasLtMatmulPreferenceDestroy(pref);
+    const float alpha = 1.f, beta0 = 0.f;
+    // The reference: algorithm 0 with beta 0 (the product alone); with beta 1 each timed
+    // algorithm accumulates, so only the first launch's output is compared, against the
+    // reference plus the zeros it started from.
+    std::vector<float> want(size_t(n) * m), got(want.size());
+    if (found > 0) {
+      CB(cublasLtMatmul(lt, op, &alpha, w, a, x, b, &beta0, ref, c, ref, c, &r[0].algo, ws,
+                        kWorkspace, s));
+      CK(cudaMemcpyAsync(want.data(), ref, want.size() * 4, cudaMemcpyDeviceToHost, s));
+      CK(cudaStreamSynchronize(s));
+    }
+    const double fl = 2.0 * n * k * m;
+    std::printf("%s (n %d, k %d, m %d, beta %.0f): %d algorithms\n", sh.what, n, k, m, sh.beta,
+                found);
+    for (int i = 0; i < found; ++i) {
+      if (r[i].state != CUBLAS_STATUS_SUCCESS || r[i].workspaceSize > kWorkspace) continue;
+      CK(cudaMemsetAsync(out, 0, size_t(n) * m * 4, s));
+      const float* beta = &sh.beta;
+      auto run = [&] {
+        CB(cublasLtMatmul(lt, op, &alpha, w, a, x, b, beta, out, c, out, c, &r[i].algo, ws,
+                          kWorkspace, s));
+      };
+      run();
+      CK(cudaMemcpyAsync(got.data(), out, got.size() * 4, cudaMemcpyDeviceToHost, s));
+      CK(cudaStreamSynchronize(s));
+      double diff = 0;
+      for (size_t j = 0; j < got.size(); ++j) {
+        const double d = std::fabs(double(got[j]) - double(want[j]));
+        diff = std::isnan(d) ? NAN : std::max(diff, d);  // a NaN stays NaN: a failure
+        if (std::isnan(diff)) break;
+      }
+      const double us = time_us(run, s);
+      char buf[160];
+      describe(r[i].algo, buf, sizeof buf);
+      std::printf("  %2d%s %8.1f us %6.0f TFLOP/s  ws %7zu  max|diff| %.1e  %s\n", i,
+                  i == 0 ? "*" : " ", us, fl / us * 1e-6, r[i].workspaceSize, diff, buf);
+    }
+    cublasLtMatrixLayoutDestroy(a);
+    cublasLtMatrixLayoutDestroy(b);
+    cublasLtMatrixLayoutDestroy(c);
+    cublasLtMatmulDescDestroy(op);
+    cudaFree(w);
+    cudaFree(x);
+    cudaFree(out);
+    cudaFree(ref);
+  }
+  return 0;
+}
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  const bool algos = argc > 1 && std::string(argv[1]) == "--algos";
+  if (argc > 1 && !algos) {
+    std::fprintf(stderr, "usage: cuda_gemm_probe [--algos]\n");
+    return 2;
+  }
   cudaStream_t s;
   CK(cudaStreamCreate(&s));
   cublasHandle_t h;
@@ -113,6 +238,7 @@ int main() {
   CB(cublasSetWorkspace(h, ws, kWorkspace));
   cublasLtHandle_t lt;
   CB(cublasLtCreate(&lt));
+  if (algos) return probe_algorithms(s, lt, ws);
   struct Shape {
     int n, k, m;
     const char* what;
