@@ -30,6 +30,7 @@
 
 #include "backend/cuda/attention_flash_wgmma.h"
 #include "backend/cuda/attention_flash_wgmma_tile.cuh"
+#include "backend/cuda/attention_tma_schedule.h"
 #include "backend/cuda/mbarrier.cuh"
 #include "backend/cuda/tensor_map.h"
 
@@ -109,14 +110,9 @@ __device__ __forceinline__ bool work_item(const AttentionArgs& a, int item, Work
   return true;
 }
 
-// The item of round k of this block: rounds of gridDim.x items, walked forwards in even rounds
-// and backwards in odd ones (a snake), so that a block that took one of the longest items (they
-// come first) takes one of the shortest next. Striding by gridDim.x instead gave the first blocks
-// the longest item of each round (1x2048 at 132 blocks: 48 tiles on block 0 against 32 on
-// average). Grows with k, so the first past `items` ends the walk.
+// The item of round k of this block (attention_tma_schedule.h: a snake over rounds of gridDim.x).
 __device__ __forceinline__ int snake_item(int k) {
-  const int g = static_cast<int>(gridDim.x), b = static_cast<int>(blockIdx.x);
-  return k * g + ((k & 1) ? g - 1 - b : b);
+  return tma_schedule::snake_item(k, static_cast<int>(gridDim.x), static_cast<int>(blockIdx.x));
 }
 
 // kPingPong (CudaOptions::flash_tma_pingpong): the two consumer warpgroups take turns at issuing

@@ -7,6 +7,7 @@
 
 #include "backend/cuda/attention_decode_mma.h"
 #include "backend/cuda/attention_flash_wgmma.h"
+#include "backend/cuda/attention_tma_schedule.h"
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/op_checks.h"
@@ -440,14 +441,13 @@ bool CudaBackend::flash_wgmma_applies(const Tensor& q, const Tensor& out, const 
 
 bool CudaBackend::tma_attention_applies(const AttentionArgs& a, const BatchDesc& d) const {
   const cudaDeviceProp& prop = ctx_->properties();
-  // A prompt of flash_tma_min_rows rows, or prompts of half that whose work items fill every SM
-  // twice (8x512: 512 items); fewer items leave SMs idle at one block an SM (1x512: 64 items,
-  // 2x512, 4x256, 16x128: <= 256 measured level or slower). Its 1D grid must fit int.
-  const int64_t longest = d.max_query_len(), vectors = attention_tma_wgmma_vectors();
-  const int64_t items = a.hkv * a.num_seqs * ((longest * (a.hq / a.hkv) + vectors - 1) / vectors);
-  const bool many_items = 2 * longest >= options_.flash_tma_min_rows &&
-                          items >= 2 * int64_t{prop.multiProcessorCount};
-  return options_.flash_tma && (longest >= options_.flash_tma_min_rows || many_items) &&
+  // Long prompts, or many items (attention_tma_schedule.h). Its 1D grid must fit int.
+  const int64_t longest = d.max_query_len();
+  const int64_t items = tma_schedule::work_items(a.hkv, a.num_seqs, longest, a.hq / a.hkv,
+                                                 attention_tma_wgmma_vectors());
+  return options_.flash_tma &&
+         tma_schedule::wanted(longest, items, options_.flash_tma_min_rows,
+                              prop.multiProcessorCount) &&
          attention_tma_wgmma_supports(a.type, a.head_dim, a.hkv, a.block_size, a.num_blocks,
                                       prop.major, prop.minor) &&
          a.hkv * a.num_seqs * a.tiles <= int64_t{0x7fffffff};
