@@ -563,10 +563,8 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& 
                                    : int64_t{ctx_->properties().multiProcessorCount};
           t.grid = options_.flash_tma_persistent ? std::min(items, most) : items;
           if (options_.flash_tma_queries && a.q16 &&
-              encode_query_map(&t.queries, a.q16, a.num_tokens, hq, hq / hkv, head_dim)) {
+              encode_query_map(&t.queries, a.q16, a.num_tokens, hq, hq / hkv, head_dim))
             t.a.tune |= kTmaQueries;
-            ++tma_queries_;
-          }
           if (encode_kv_pool_map(&t.keys, a.type, a.keys, hkv, a.num_blocks, a.block_size,
                                  head_dim) &&
               encode_kv_pool_map(&t.values, a.type, a.values, hkv, a.num_blocks, a.block_size,
@@ -574,6 +572,7 @@ void CudaBackend::attention(const Tensor& q, const KvLayer& cache, const Batch& 
             nt.kernel = "attention_tma_wgmma";
             ctx_->record(launch_attention_tma_wgmma, t, nt);
             ++tma_attentions_;
+            if (t.a.tune & kTmaQueries) ++tma_queries_;
             return publish_shadow(out, a.out_bf16);
           }
         }
