@@ -9,7 +9,9 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
@@ -46,10 +48,17 @@ CudaOptions wgmma_options(bool on, bool graphs = true, int64_t vectors = 0, bool
 // 77 and 150 tokens; different tokens every round): each prompt's last row's logits. With graphs,
 // round 2 is captured and rounds 3.. replay it. `poison`: every byte of the cache's pools 0xff
 // (bf16 NaN) before the prompts, as blocks another sequence left with overflowed values.
+// `heads`: {q heads, kv heads} of another config than kQwen3Heads16's (same sizes otherwise).
 std::vector<std::vector<float>> qwen3_prefill_rounds(Backend& backend, int rounds,
-                                                     bool poison = false) {
-  auto model = load_causal_lm(config_dir("wgmma_qwen3_h16", kQwen3Heads16), backend,
-                              {.dummy_weights = true});
+                                                     bool poison = false,
+                                                     std::pair<int, int> heads = {16, 8}) {
+  std::string config = kQwen3Heads16;
+  const std::string q_heads = "\"num_attention_heads\": ", kv_heads = "\"num_key_value_heads\": ";
+  config.replace(config.find(q_heads) + q_heads.size(), 2, std::to_string(heads.first));
+  config.replace(config.find(kv_heads) + kv_heads.size(), 1, std::to_string(heads.second));
+  const std::string name =
+      "wgmma_qwen3_h" + std::to_string(heads.first) + "_kv" + std::to_string(heads.second);
+  auto model = load_causal_lm(config_dir(name, config), backend, {.dummy_weights = true});
   const int64_t vocab = model->info().vocab;
   const int64_t lens[3] = {300, 77, 150};
   KvCache cache(backend, model->kv_shape(),
@@ -188,6 +197,40 @@ TEST_F(CudaWgmmaAttentionTest, TmaKernelFollowsKeyHalvesOverAPoisonedCache) {
                 static_cast<long long>(stages), e);
     EXPECT_TRUE(e <= 1e-4) << "NMSE " << e;
     EXPECT_GT(e, 0.0) << "the same logits as the key-halves kernel";
+  }
+}
+
+// The producer's query boxes (64 / group rows x group heads x 64 dims of q16) land where the
+// consumers would stage the same bits, for every group the query map takes: with the queries by
+// TMA the logits are bit for bit those without (both on the persistent grid, 3 blocks). Qwen3-0.6B
+// is group 2 (the test above); groups 1, 4 and 8 here, over 4 kv heads (the bf16 q/k/v path needs
+// heads in fours).
+TEST_F(CudaWgmmaAttentionTest, TmaQueriesEqualStagedQueriesForEveryGroup) {
+  for (const std::pair<int, int> heads : {std::pair{4, 4}, {16, 4}, {32, 4}}) {
+    SCOPED_TRACE("q heads " + std::to_string(heads.first) + ", kv heads " +
+                 std::to_string(heads.second));
+    std::vector<std::vector<float>> logits[2];
+    for (int queries = 0; queries < 2; ++queries) {
+      CudaOptions o = wgmma_options(true, true, 0, true);
+      o.flash_tma_queries = queries == 1;
+      o.flash_tma_persistent = true;
+      o.flash_tma_max_blocks = 3;
+      auto backend = make_cuda_backend(0, o);
+      logits[queries] = qwen3_prefill_rounds(*backend, 1, false, heads);
+      if (cuda_stats(*backend)->tma_attentions == 0)
+        GTEST_SKIP() << "the TMA kernel does not run on this device (not sm_90)";
+      EXPECT_EQ(cuda_stats(*backend)->tma_attentions, 3);
+      EXPECT_EQ(cuda_stats(*backend)->tma_queries, queries == 1 ? 3 : 0);
+    }
+    const std::vector<float>&staged = logits[0][0], &by_tma = logits[1][0];
+    ASSERT_EQ(by_tma.size(), staged.size());
+    size_t finite = 0, same = 0;
+    for (size_t i = 0; i < staged.size(); ++i) {
+      finite += std::isfinite(by_tma[i]) ? 1 : 0;
+      same += std::memcmp(&by_tma[i], &staged[i], sizeof(float)) == 0 ? 1 : 0;
+    }
+    EXPECT_EQ(finite, staged.size());
+    EXPECT_EQ(same, staged.size()) << "logits differ from the consumers' staged queries";
   }
 }
 
