@@ -1,12 +1,13 @@
 #!/bin/bash
-# Staged at the end of session 24 (.devcarry/lead25a, git-ignored): slim builds at 6e2fe55 (the
+# Staged at the end of session 24 (.devcarry/lead25a, git-ignored): slim builds at 8944cab (the
 # TMA attention with queries by TMA and the persistent snake grid on).
 #   1. cuda_gemm_probe --algos: every cuBLASLt heuristic algorithm of the decoder stack's GEMMs
 #      (prefill 2048 / 8x512 / 512 rows, decode b256 / b64; o and down with beta 1): is the
 #      heuristic's first the fastest? (o and down at 2048 rows run at 480-556 TFLOP/s in one wave
 #      of 128x128 tiles, q/k/v and gate/up at 620-670: session 22's ncu.) Then the plain probe.
-#   2. test_cuda_backend less the fixture tests, the harness's CUDA targets, memcheck of the TMA
-#      model test;
+#   2. test_cuda_backend less the fixture tests (with TmaQueriesEqualStagedQueriesForEveryGroup:
+#      the query boxes for groups 1, 4, 8, never run yet), the harness's CUDA targets, memcheck of
+#      the TMA model tests;
 #   3. the defaults table: step_bench (prefill 512 / 2048 / 8x512, decode b1 / b8 / b64 / b256 at
 #      context 512) and encoder_bench (ModernBERT-large 1x93 / 50x93 / 10x512 / 64x512).
 # run(command="DEADLINE=330 bash .devcarry/lead25a/run1.sh", carry=[".devcarry/lead25a"]).
