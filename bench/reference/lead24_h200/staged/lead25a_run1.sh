@@ -33,7 +33,7 @@ verdict "test_cuda_backend (no fixture tests)" $R/cuda_tests.log "TMA kernel"
 timeout 120 $B/test_backend_ops --gtest_filter='*cuda*' > $R/harness.log 2>&1
 echo "rc $?" >> $R/harness.log
 verdict "test_backend_ops CUDA targets" $R/harness.log
-timeout 60 $SAN --tool memcheck $B/test_cuda_backend --gtest_filter='CudaWgmmaAttention*Tma*' > $R/memcheck.log 2>&1
+timeout 90 $SAN --tool memcheck $B/test_cuda_backend --gtest_filter='CudaWgmmaAttention*Tma*' > $R/memcheck.log 2>&1
 echo "rc $?" >> $R/memcheck.log
 verdict "memcheck TMA model test" $R/memcheck.log
 A="--model $M --dummy-weights --device cuda --kv-dtype bf16"
