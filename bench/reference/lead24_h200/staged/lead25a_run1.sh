@@ -6,7 +6,8 @@
 #      heuristic's first the fastest? (o and down at 2048 rows run at 480-556 TFLOP/s in one wave
 #      of 128x128 tiles, q/k/v and gate/up at 620-670: session 22's ncu.) Then the plain probe.
 #   2. test_cuda_backend less the fixture tests (with TmaQueriesEqualStagedQueriesForEveryGroup:
-#      the query boxes for groups 1, 4, 8, never run yet), the harness's CUDA targets, memcheck of
+#      the query boxes for groups 1, 4, 8, never run yet), the harness (every op on `cuda`, paged
+#      attention on the TMA targets), memcheck of
 #      the TMA model tests;
 #   3. the defaults table: step_bench (prefill 512 / 2048 / 8x512, decode b1 / b8 / b64 / b256 at
 #      context 512) and encoder_bench (ModernBERT-large 1x93 / 50x93 / 10x512 / 64x512).
@@ -30,9 +31,9 @@ FILTER='-*qwen3_micro*:*qwen3_small_untied*:CudaBackendTest.GraphReplay*:CudaBac
 timeout 120 $B/test_cuda_backend --gtest_filter="$FILTER" > $R/cuda_tests.log 2>&1
 echo "rc $?" >> $R/cuda_tests.log
 verdict "test_cuda_backend (no fixture tests)" $R/cuda_tests.log "TMA kernel"
-timeout 120 $B/test_backend_ops --gtest_filter='*cuda*' > $R/harness.log 2>&1
+timeout 120 $B/test_backend_ops --gtest_filter='*/cuda:*Paged*/cuda_flash_tma*' > $R/harness.log 2>&1
 echo "rc $?" >> $R/harness.log
-verdict "test_backend_ops CUDA targets" $R/harness.log
+verdict "test_backend_ops: every op on cuda, paged attention on the TMA targets" $R/harness.log
 timeout 90 $SAN --tool memcheck $B/test_cuda_backend --gtest_filter='CudaWgmmaAttention*Tma*' > $R/memcheck.log 2>&1
 echo "rc $?" >> $R/memcheck.log
 verdict "memcheck TMA model test" $R/memcheck.log
