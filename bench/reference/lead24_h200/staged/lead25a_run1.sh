@@ -7,8 +7,7 @@
 #      of 128x128 tiles, q/k/v and gate/up at 620-670: session 22's ncu.) Then the plain probe.
 #   2. test_cuda_backend less the fixture tests (with TmaQueriesEqualStagedQueriesForEveryGroup:
 #      the query boxes for groups 1, 4, 8, never run yet), the harness (every op on `cuda`, paged
-#      attention on the TMA targets), memcheck of
-#      the TMA model tests;
+#      attention on the TMA targets), memcheck of the TMA model tests;
 #   3. the defaults table: step_bench (prefill 512 / 2048 / 8x512, decode b1 / b8 / b64 / b256 at
 #      context 512) and encoder_bench (ModernBERT-large 1x93 / 50x93 / 10x512 / 64x512).
 # run(command="DEADLINE=330 bash .devcarry/lead25a/run1.sh", carry=[".devcarry/lead25a"]).
