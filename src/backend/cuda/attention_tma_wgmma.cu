@@ -158,12 +158,12 @@ __global__ void __launch_bounds__(kThreads, 1)
       mbar_init(&vfull[s], 1);
       mbar_init(&kempty[s], kConsumers / 32);  // one arrival a consumer warp
       mbar_init(&vempty[s], kConsumers / 32);
+      mbar_init(&vfixed[s], 1);
     }
     for (int q = 0; q < kQBuffers; ++q) {
       mbar_init(&qfull[q], 1);
       mbar_init(&qempty[q], kConsumers / 32);
     }
-    for (int s = 0; s < kStages; ++s) mbar_init(&vfixed[s], 1);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();  // the barriers, initialized; the block's only barrier of all its threads
