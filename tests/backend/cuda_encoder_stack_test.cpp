@@ -7,6 +7,7 @@
 // composition is. And the packed attention's wgmma kernel with RoPE inside it against the staged
 // rotation (bit for bit) and the mma.sync flash kernel. Skips, saying so, where no CUDA device is
 // visible.
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -222,6 +223,38 @@ TEST_P(CudaEncoderStackTest, StreamGegluFollowsCublasPairAndCpu) {
     // Against the cuBLAS pair.
     expect_near_other_path(got[b], want[b], cpu[b], 1e-4, "no trace of the stream GEMM's GeGLU",
                            std::string(c.name) + " batch " + std::to_string(b));
+  }
+}
+
+// Wi and GeGLU as one launch of the GLU GEMM (CudaOptions::glu_gemm, glu_gemm.cu) against the
+// cuBLAS pair and the GeGLU kernel, in every batch past the GEMV rows (every layer: its count).
+// The kernel applies GeGLU to the f32 sums where the pair's kernel reads their bf16 roundings:
+// NMSE <= 1e-4 and > 0, and against the CPU as far as the pair is (a wrong tile, row or
+// activation gives ~1). Compute capability 9.0 only.
+TEST_P(CudaEncoderStackTest, GluGemmFollowsCublasPairAndCpu) {
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess || prop.major != 9 || prop.minor != 0)
+    GTEST_SKIP() << "the GLU GEMM needs compute capability 9.0";
+  const Case& c = GetParam();
+  const auto dir = cuda_test::config_dir(std::string("encoder_stack_") + c.name, c.config);
+  const std::vector<std::vector<int64_t>> batches = {{93}, {50, 40, 38}, {200, 77, 130}};
+  auto run = [&](Backend& b) {
+    auto model = load_encoder(dir, b, {.dummy_weights = true, .dummy_seed = 5});
+    return run_batches(*model, c.hidden, batches);
+  };
+  CudaOptions glu, pair;
+  glu.glu_gemm = true;
+  auto glu_b = make_cuda_backend(0, glu), pair_b = make_cuda_backend(0, pair);
+  auto cpu_b = make_cpu_backend(2);
+  const auto got = run(*glu_b), want = run(*pair_b), cpu = run(*cpu_b);
+  EXPECT_EQ(cuda_stats(*glu_b)->encoder_stacks, 3);
+  EXPECT_EQ(cuda_stats(*glu_b)->glu_gemms, 3 * c.layers);
+  EXPECT_EQ(cuda_stats(*pair_b)->glu_gemms, 0);
+  ASSERT_EQ(got.size(), batches.size());
+  for (size_t b = 0; b < got.size(); ++b) {
+    ASSERT_EQ(got[b].size(), want[b].size());
+    expect_near_other_path(got[b], want[b], cpu[b], 1e-4, "no trace of the GLU GEMM's GeGLU",
+                           std::string(c.name) + " glu gemm batch " + std::to_string(b));
   }
 }
 

@@ -7,6 +7,7 @@
 // The wgmma attention's bf16 queries and output (gemm_stack_attention16) give the logits of its
 // f32 hand-off bit for bit. Greedy choices equal the CPU's where its margin is no near tie. Skips, saying so, where no CUDA
 // device is visible.
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -165,6 +166,54 @@ TEST_P(CudaGemmStackTest, PrefillAndBatchedDecodeFollowCompositionAndCpu) {
       if (cuda_test::top_margin(want) <= 2e-2f) continue;
       ++compared;
       EXPECT_EQ(cuda_test::argmax(row(got[s])), cuda_test::argmax(want)) << "step " << s << " row " << r;
+    }
+    EXPECT_GT(compared, 0u) << "no row with a clear greedy choice in step " << s;
+  }
+}
+
+// gate/up and SwiGLU as one launch of the GLU GEMM (CudaOptions::glu_gemm, glu_gemm.cu) in the
+// stack of Qwen3-0.6B's layer shape: every layer of the three GEMM-path steps on it (its count),
+// the logits near the cuBLAS pair's (whose SwiGLU reads the products rounded to bf16, the kernel's
+// the f32 sums: NMSE <= 1e-4 and > 0; a wrong tile, row or activation gives ~1) and the CPU's
+// greedy choices where its margin is no near tie. Compute capability 9.0 only.
+TEST(CudaGemmStackGluGemm, FollowsTheCublasPairAndCpu) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible: cuda tests not run";
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess || prop.major != 9 || prop.minor != 0)
+    GTEST_SKIP() << "the GLU GEMM needs compute capability 9.0";
+  const auto dir = cuda_test::config_dir("gemm_stack_glu_gemm", kQwen3Layer06B);
+  auto run = [&](Backend& b) {
+    auto model = load_causal_lm(dir, b, {.dummy_weights = true});
+    return run_steps(*model);
+  };
+  CudaOptions glu, pair;
+  glu.glu_gemm = true;
+  auto glu_b = make_cuda_backend(0, glu), pair_b = make_cuda_backend(0, pair);
+  auto cpu_b = make_cpu_backend(2);
+  const auto got = run(*glu_b), want = run(*pair_b), cpu = run(*cpu_b);
+  EXPECT_EQ(cuda_stats(*glu_b)->gemm_stacks, 3);
+  EXPECT_EQ(cuda_stats(*glu_b)->glu_gemms, 3 * 2);  // the config's 2 layers
+  EXPECT_EQ(cuda_stats(*pair_b)->glu_gemms, 0);
+  ASSERT_EQ(got.size(), 3u);
+  const int64_t vocab = static_cast<int64_t>(cpu[0].size() / 100);
+  for (size_t s = 0; s < got.size(); ++s) {
+    const double e = cuda_test::nmse(got[s], want[s]);
+    std::printf("  glu gemm step %zu: NMSE vs the cuBLAS pair %.2e; max |diff| vs cpu %.2e (pair "
+                "%.2e)\n",
+                s, e, test::max_abs_diff(got[s], cpu[s]), test::max_abs_diff(want[s], cpu[s]));
+    EXPECT_LE(e, 1e-4) << "step " << s;  // NaN fails
+    EXPECT_GT(e, 0.0) << "step " << s << ": no trace of the kernel's f32 SwiGLU";
+    size_t compared = 0;
+    for (size_t r = 0; r * size_t(vocab) < cpu[s].size(); ++r) {
+      const auto row = [&](const std::vector<float>& v) {
+        return std::vector<float>(v.begin() + long(r * size_t(vocab)),
+                                  v.begin() + long((r + 1) * size_t(vocab)));
+      };
+      const auto cpu_row = row(cpu[s]);
+      if (cuda_test::top_margin(cpu_row) <= 2e-2f) continue;
+      ++compared;
+      EXPECT_EQ(cuda_test::argmax(row(got[s])), cuda_test::argmax(cpu_row))
+          << "step " << s << " row " << r;
     }
     EXPECT_GT(compared, 0u) << "no row with a clear greedy choice in step " << s;
   }

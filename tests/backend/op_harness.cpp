@@ -34,6 +34,10 @@ CudaOptions harness_cuda_options(const std::string& name) {
     o.stream_gemm_min_rows = 1;
     o.stream_gemm_max_rows = 256;
   }
+  if (name == "cuda_glu_gemm") {  // gate/up + SwiGLU / GeGLU past the GEMV on the GLU GEMM
+    o.glu_gemm = true;
+    o.stream_gemm = false;  // (its rows too)
+  }
   if (name == "cuda_unstaged") {  // the register decode attention, and GEMMs one per launch
     o.decode_staged = false;
     o.paired_gemm = false;  // (the staged kernel's bf16 shadow does not apply here)
@@ -175,6 +179,7 @@ std::vector<HarnessBackend> harness_backends() {
     for (const char* name : {"cuda_exact",
                              "cuda_skinny",
                              "cuda_stream",
+                             "cuda_glu_gemm",
                              "cuda_unstaged",
                              "cuda_decode_mma",
                              "cuda_interleaved",

@@ -348,7 +348,8 @@ CudaStats CudaBackend::stats() const {
           packed_rope_inside_,
           encoder_stream_glu_,
           tma_attentions_,
-          tma_queries_};
+          tma_queries_,
+          glu_gemms_};
 }
 
 }  // namespace cuda
@@ -388,6 +389,11 @@ CudaOptions cuda_options_from_env() {
   o.glu_bf16_gemm = cuda::env_flag("INFERA_CUDA_GLU_BF16", o.glu_bf16_gemm);
   o.qk_norm_by_token = cuda::env_flag("INFERA_CUDA_QKNORM_TOKEN", o.qk_norm_by_token);
   o.mlp_bf16_only = cuda::env_flag("INFERA_CUDA_MLP_BF16_ONLY", o.mlp_bf16_only);
+  o.glu_gemm = cuda::env_flag("INFERA_CUDA_GLU_GEMM", o.glu_gemm);
+  if (const char* v = std::getenv("INFERA_CUDA_GLU_GEMM_ROWS"); v && *v)
+    o.glu_gemm_min_rows = std::max<int64_t>(1, std::atoll(v));
+  if (const char* v = std::getenv("INFERA_CUDA_GLU_GEMM_TILE"); v && *v)
+    o.glu_gemm_tile_cols = std::atoll(v);
   o.decode_pipeline = cuda::env_flag("INFERA_CUDA_DECODE_PIPELINE", o.decode_pipeline);
   o.stream_new_steps = cuda::env_flag("INFERA_CUDA_STREAM", o.stream_new_steps);
   o.flash_tma = cuda::env_flag("INFERA_CUDA_FLASH_TMA", o.flash_tma);

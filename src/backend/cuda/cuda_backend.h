@@ -169,6 +169,17 @@ struct CudaOptions {
   // reads): at 8x512 50 of the kernel's 125 MB a layer. Same bits as matmul_swiglu + matmul
   // (the down GEMM read the bf16 shadow of the same values). INFERA_CUDA_MLP_BF16_ONLY=0: off.
   bool mlp_bf16_only = true;
+  // On that path, gate/up and the gated unit as ONE kernel of our own (glu_gemm.cu: a persistent
+  // TMA + wgmma GEMM whose stage holds both weights' rows, act(a) * b in the epilogue, bf16 and / or
+  // f32 out) instead of a cuBLAS pair and the SwiGLU / GeGLU kernel: the pass over two bf16 [n, f]
+  // products and a launch a layer go. From glu_gemm_min_rows rows; compute capability 9.0;
+  // numerics: act on the f32 accumulators (the cuBLAS path rounds both products to bf16 first).
+  // OFF until measured on a GPU (written in session 25 without one): INFERA_CUDA_GLU_GEMM=1 on,
+  // INFERA_CUDA_GLU_GEMM_ROWS=n, INFERA_CUDA_GLU_GEMM_TILE=64|128 (output columns a tile; else
+  // 128 where the tiles fill every SM, 64 otherwise).
+  bool glu_gemm = false;
+  int64_t glu_gemm_min_rows = 1;
+  int64_t glu_gemm_tile_cols = 0;
   // Decode attention (<= 4 query vectors per kv head) with every warp on its own keys
   // (INFERA_CUDA_DECODE_ATTENTION=0: the general f32 kernel instead).
   bool decode_attention = true;
@@ -438,6 +449,7 @@ struct CudaStats {
   int64_t encoder_stream_glu = 0;    // encoder Wi + GeGLU launches (encoder_stream_glu_max_rows)
   int64_t tma_attentions = 0;        // paged attentions on the TMA kernel (flash_tma)
   int64_t tma_queries = 0;           // ... of which with the queries by TMA (flash_tma_queries)
+  int64_t glu_gemms = 0;             // gate/up + gated unit as one launch (glu_gemm)
 };
 std::optional<CudaStats> cuda_stats(const Backend& backend);
 // With CudaOptions::profile: device time per (op, kernel) since the last call, as a table

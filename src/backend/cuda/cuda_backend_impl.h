@@ -205,6 +205,12 @@ class CudaBackend final : public Backend {
   void record_glu_bf16(const Tensor& x, const Tensor& w_gate, const Tensor& w_up,
                        const Tensor& gate, Tensor& up, float* out_f32, void* out_bf16,
                        const char* op, bool geglu = false, const void* x_bf16 = nullptr);
+  // The same product as ONE launch of the GLU GEMM (glu_gemm.cu), the gated unit in its epilogue
+  // and nothing in `up`: where CudaOptions::glu_gemm is on, n >= glu_gemm_min_rows and the kernel
+  // takes the shapes. False (nothing recorded) elsewhere.
+  bool record_glu_gemm(const void* x_bf16, int64_t n, int64_t k, const Tensor& w_gate,
+                       const Tensor& w_up, float* out_f32, void* out_bf16, bool geglu,
+                       const OpNote& nt);
   // out [n, m] (= or +=, accumulate) x_bf16 [n, k] . w^T with bf16 w, f32 accumulation, out F32
   // or BF16 (cuBLAS).
   void record_gemm_bf16_in(const void* x_bf16, const Tensor& w, void* out, ElemType out_type,
@@ -317,6 +323,7 @@ class CudaBackend final : public Backend {
   int64_t encoder_stream_glu_ = 0;                       // CudaStats::encoder_stream_glu
   int64_t tma_attentions_ = 0;                           // CudaStats::tma_attentions
   int64_t tma_queries_ = 0;                              // CudaStats::tma_queries
+  int64_t glu_gemms_ = 0;                                // CudaStats::glu_gemms
   int64_t gemm_stack_qkv_one_ = 0;  // CudaStats::gemm_stack_qkv_one
   int64_t gemm_stacks_ = 0;  // record_gemm_stack's stacks (CudaStats::gemm_stacks)
   Tensor decode_stack_trace_;  // CudaOptions::decode_stack_trace's device buffer

@@ -7,6 +7,7 @@
 
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/glu_gemm.h"
 #include "backend/cuda/op_checks.h"
 #include "backend/cuda/residual_mlp.h"
 #include "infera/error.h"
@@ -172,6 +173,9 @@ void CudaBackend::record_glu_bf16(const Tensor& x, const Tensor& w_gate, const T
   const int64_t k = row_width(x), n = row_count(x), m = w_gate.dim(0);
   auto* g16 = static_cast<uint16_t*>(up.data());
   const void* xb = bf16_input(x, n, k, x_bf16);
+  if (record_glu_gemm(xb, n, k, w_gate, w_up, out_f32, out_bf16, geglu,
+                      note(op, "glu_gemm", {&x, &w_gate})))
+    return;
   // Paired (CudaOptions::paired_gemm): the two outputs in the weights' address order, so that
   // one forward stride reaches both.
   const bool up_first = options_.paired_gemm && w_up.data() < w_gate.data();
@@ -185,6 +189,32 @@ void CudaBackend::record_glu_bf16(const Tensor& x, const Tensor& w_gate, const T
   ctx_->record(geglu ? launch_geglu_bf16 : launch_swiglu_bf16,
                SwigluBf16Args{gate16, up16, out_f32, n * m, out_bf16},
                note(op, geglu ? "geglu_bf16" : "swiglu_bf16", {&gate, &up}));
+}
+
+bool CudaBackend::record_glu_gemm(const void* x_bf16, int64_t n, int64_t k, const Tensor& w_gate,
+                                  const Tensor& w_up, float* out_f32, void* out_bf16, bool geglu,
+                                  const OpNote& nt) {
+  if (!options_.glu_gemm || n < options_.glu_gemm_min_rows || w_gate.dtype() != DType::BF16 ||
+      w_up.dtype() != DType::BF16 || w_up.shape() != w_gate.shape() || w_gate.rank() != 2 ||
+      w_gate.dim(1) != k)
+    return false;
+  const cudaDeviceProp& prop = ctx_->properties();
+  const GluGemmArgs a{x_bf16,
+                      w_gate.data(),
+                      w_up.data(),
+                      out_bf16,
+                      out_f32,
+                      n,
+                      k,
+                      w_gate.dim(0),
+                      k,
+                      geglu ? kGluGemmGelu : kGluGemmSilu,
+                      options_.glu_gemm_tile_cols,
+                      int64_t{prop.multiProcessorCount}};
+  if (glu_gemm_unsupported(a, prop.major, prop.minor)) return false;
+  ctx_->record(launch_glu_gemm, a, nt);
+  ++glu_gemms_;
+  return true;
 }
 
 void CudaBackend::matmul_swiglu_down(const Tensor& x, const Tensor& w_gate, const Tensor& w_up,
