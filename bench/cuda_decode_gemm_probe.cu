@@ -22,7 +22,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "cuda_probe_check.h"
+#include "cuda_probe_util.cuh"
 
 namespace {
 
@@ -30,48 +30,11 @@ constexpr size_t kWorkspace = size_t{32} << 20;
 constexpr size_t kRotationBytes = size_t{160} << 20;  // > 3x the H200's 50 MB L2
 constexpr int kLaunches = 30;
 
-__global__ void fill_bf16(__nv_bfloat16* p, size_t n, uint32_t seed) {
-  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
-       i += size_t{gridDim.x} * blockDim.x) {
-    uint32_t x = static_cast<uint32_t>(i) * 2654435761u ^ seed;
-    x ^= x >> 13;
-    x *= 0x5bd1e995u;
-    x ^= x >> 15;
-    p[i] = __float2bfloat16((static_cast<float>(x & 0xffff) / 65536.0f - 0.5f) * 0.1f);
-  }
-}
+using probe::fill_bf16;
 
-// f(i) launches the i-th GEMM of a run; returns us per launch: kLaunches launches captured in a
-// CUDA graph (so the host's per-call cost, ~10 us for cublasGemmEx, is not what is timed), the
-// graph replayed 7 times, median.
 template <typename F>
 double time_us(F&& f, cudaStream_t s) {
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  cudaGraph_t g;
-  cudaGraphExec_t ge;
-  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < kLaunches; ++i) f(i);
-  CK(cudaStreamEndCapture(s, &g));
-  CK(cudaGraphInstantiate(&ge, g, 0));
-  CK(cudaGraphLaunch(ge, s));
-  std::vector<double> t;
-  for (int r = 0; r < 7; ++r) {
-    CK(cudaEventRecord(a, s));
-    CK(cudaGraphLaunch(ge, s));
-    CK(cudaEventRecord(b, s));
-    CK(cudaEventSynchronize(b));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms * 1000.0 / kLaunches);
-  }
-  std::sort(t.begin(), t.end());
-  cudaGraphExecDestroy(ge);
-  cudaGraphDestroy(g);
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return t[t.size() / 2];
+  return probe::graph_time_us(f, s, kLaunches);
 }
 
 struct Weights {  // `copies` copies of an [m, k] bf16 weight, one after the other

@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "cuda_probe_check.h"
+#include "cuda_probe_util.cuh"
 
 namespace {
 
@@ -67,16 +67,7 @@ Lt make_lt(cublasLtHandle_t h, int n, int k, int m, cudaDataType_t out_type, voi
   return l;
 }
 
-__global__ void fill_bf16(__nv_bfloat16* p, size_t n, uint32_t seed) {
-  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
-       i += size_t{gridDim.x} * blockDim.x) {
-    uint32_t x = static_cast<uint32_t>(i) * 2654435761u ^ seed;
-    x ^= x >> 13;
-    x *= 0x5bd1e995u;
-    x ^= x >> 15;
-    p[i] = __float2bfloat16((static_cast<float>(x & 0xffff) / 65536.0f - 0.5f) * 0.1f);
-  }
-}
+using probe::fill_bf16;
 
 __global__ void bf16_to_f32(const __nv_bfloat16* in, float* out, size_t n) {
   for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;

@@ -1,0 +1,131 @@
+// Probe of the GLU GEMM (src/backend/cuda/glu_gemm.cu) against what the backend runs without it:
+// the gate/up (or Wi) pair as one strided-batched cublasGemmStridedBatchedEx writing bf16, then
+// the SwiGLU / GeGLU kernel (the glu_bf16_gemm path, record_glu_bf16). Qwen3-0.6B's gate/up
+// (1024 -> 2 x 3072, SwiGLU) at decode and prefill rows and ModernBERT-large's Wi (1024 -> 2 x
+// 2624, GeGLU) at its benchmark batches, each with the tile width chosen by shape and forced to
+// 64 and 128 output columns. 20 launches in a CUDA graph, median of 7 replays (the weights stay in
+// L2 between launches, as within a prefill step they do not: compare the variants, not the
+// absolute GB/s); TFLOP/s counts both products. Each variant's bf16 output against the pair's:
+// the largest |difference| over the largest |value| (the pair rounds both products to bf16 before
+// the gated unit, the kernel applies it to the f32 sums: ~1e-2 is rounding, ~1 a wrong tile).
+//
+//   cuda_glu_gemm_probe            (no arguments; ~10 s on an H100)
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "backend/cuda/glu_gemm.h"
+#include "backend/cuda/kernels.h"
+#include "cuda_probe_util.cuh"
+
+namespace {
+
+constexpr int kLaunches = 20;
+
+struct Shape {
+  int m, k, f;
+  bool gelu;
+  const char* what;
+};
+
+std::vector<float> to_host(const __nv_bfloat16* p, size_t n) {
+  std::vector<__nv_bfloat16> h(n);
+  CK(cudaMemcpy(h.data(), p, n * 2, cudaMemcpyDeviceToHost));
+  std::vector<float> out(n);
+  for (size_t i = 0; i < n; ++i) out[i] = __bfloat162float(h[i]);
+  return out;
+}
+
+// max |a - b| / max |b|; NaN where either holds a NaN.
+double relative_max_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double d = 0, scale = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) || std::isnan(b[i])) return std::nan("");
+    d = std::max(d, std::fabs(double(a[i]) - b[i]));
+    scale = std::max(scale, std::fabs(double(b[i])));
+  }
+  return scale > 0 ? d / scale : std::nan("");
+}
+
+}  // namespace
+
+int main() {
+  using namespace infera::cuda;
+  cudaDeviceProp prop{};
+  CK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("device: %s (%d SMs)\n", prop.name, prop.multiProcessorCount);
+  cudaStream_t s;
+  CK(cudaStreamCreate(&s));
+  cublasHandle_t h;
+  CB(cublasCreate(&h));
+  CB(cublasSetStream(h, s));
+  const Shape shapes[] = {{64, 1024, 3072, false, "qwen3 gate/up b64"},
+                          {256, 1024, 3072, false, "qwen3 gate/up b256"},
+                          {512, 1024, 3072, false, "qwen3 gate/up 1x512"},
+                          {2048, 1024, 3072, false, "qwen3 gate/up 1x2048"},
+                          {4096, 1024, 3072, false, "qwen3 gate/up 8x512"},
+                          {93, 1024, 2624, true, "modernbert Wi 1x93"},
+                          {4650, 1024, 2624, true, "modernbert Wi 50x93"},
+                          {5120, 1024, 2624, true, "modernbert Wi 10x512"},
+                          {32768, 1024, 2624, true, "modernbert Wi 64x512"}};
+  std::printf("%-24s %-12s %9s %9s %10s\n", "shape", "variant", "us", "TFLOP/s", "rel diff");
+  for (const Shape& sh : shapes) {
+    const size_t xs = size_t(sh.m) * sh.k, ws = size_t(sh.f) * sh.k, os = size_t(sh.m) * sh.f;
+    __nv_bfloat16 *x, *w, *pair_out, *h16, *ours;
+    CK(cudaMalloc(&x, xs * 2));
+    CK(cudaMalloc(&w, 2 * ws * 2));  // w0 then w1, one after the other (as the loader places them)
+    CK(cudaMalloc(&pair_out, 2 * os * 2));
+    CK(cudaMalloc(&h16, os * 2));
+    CK(cudaMalloc(&ours, os * 2));
+    probe::fill_bf16<<<1024, 256, 0, s>>>(x, xs, 7u + sh.m);
+    probe::fill_bf16<<<1024, 256, 0, s>>>(w, 2 * ws, 11u + sh.f);
+    // The backend's path: the pair (w0's product in pair_out, w1's after it), then the gated unit.
+    const auto pair = [&](int) {
+      const float alpha = 1.0f, beta = 0.0f;
+      CB(cublasGemmStridedBatchedEx(
+          h, CUBLAS_OP_T, CUBLAS_OP_N, sh.f, sh.m, sh.k, &alpha, w, CUDA_R_16BF, sh.k,
+          static_cast<long long>(ws), x, CUDA_R_16BF, sh.k, 0, &beta, pair_out, CUDA_R_16BF, sh.f,
+          static_cast<long long>(os), 2, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+      const SwigluBf16Args g{pair_out, pair_out + os, nullptr, static_cast<int64_t>(os), h16};
+      sh.gelu ? launch_geglu_bf16(&g, s) : launch_swiglu_bf16(&g, s);
+    };
+    const double t_pair = probe::graph_time_us(pair, s, kLaunches);
+    const double flop = 2.0 * 2.0 * sh.m * double(sh.k) * sh.f;
+    CK(cudaStreamSynchronize(s));
+    const std::vector<float> want = to_host(h16, os);
+    std::printf("%-24s %-12s %9.2f %9.1f %10s\n", sh.what, "cublas+glu", t_pair,
+                flop / t_pair * 1e-6, "-");
+    for (int tile : {0, 64, 128}) {
+      GluGemmArgs a{x,       w,
+                    w + ws,  ours,
+                    nullptr, sh.m,
+                    sh.k,    sh.f,
+                    sh.k,    sh.gelu ? kGluGemmGelu : kGluGemmSilu,
+                    tile,    prop.multiProcessorCount};
+      if (const char* why = glu_gemm_unsupported(a, prop.major, prop.minor)) {
+        std::printf("%-24s glu_gemm not run: %s\n", sh.what, why);
+        break;
+      }
+      CK(cudaMemsetAsync(ours, 0xff, os * 2, s));  // NaNs: a tile left unwritten shows
+      const double t = probe::graph_time_us([&](int) { launch_glu_gemm(&a, s); }, s, kLaunches);
+      CK(cudaStreamSynchronize(s));
+      char name[32];
+      std::snprintf(name, sizeof name, tile ? "glu tile %d" : "glu auto", tile);
+      std::printf("%-24s %-12s %9.2f %9.1f %10.2e  x%.3f\n", sh.what, name, t, flop / t * 1e-6,
+                  relative_max_diff(to_host(ours, os), want), t_pair / t);
+    }
+    CK(cudaFree(x));
+    CK(cudaFree(w));
+    CK(cudaFree(pair_out));
+    CK(cudaFree(h16));
+    CK(cudaFree(ours));
+  }
+  CK(cudaGetLastError());
+  cublasDestroy(h);
+  return 0;
+}
