@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../model/fixture_cases.h"
@@ -171,51 +172,73 @@ TEST_P(CudaGemmStackTest, PrefillAndBatchedDecodeFollowCompositionAndCpu) {
   }
 }
 
-// gate/up and SwiGLU as one launch of the GLU GEMM (CudaOptions::glu_gemm, glu_gemm.cu) in the
-// stack of Qwen3-0.6B's layer shape: every layer of the three GEMM-path steps on it (its count),
-// the logits near the cuBLAS pair's (whose SwiGLU reads the products rounded to bf16, the kernel's
-// the f32 sums: NMSE <= 1e-4 and > 0; a wrong tile, row or activation gives ~1) and the CPU's
-// greedy choices where its margin is no near tie. Compute capability 9.0 only.
-TEST(CudaGemmStackGluGemm, FollowsTheCublasPairAndCpu) {
-  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible: cuda tests not run";
-  cudaDeviceProp prop{};
-  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess || prop.major != 9 || prop.minor != 0)
-    GTEST_SKIP() << "the GLU GEMM needs compute capability 9.0";
-  const auto dir = cuda_test::config_dir("gemm_stack_glu_gemm", kQwen3Layer06B);
+// The TMA GEMMs of our own in the stack of Qwen3-0.6B's layer shape, each switch alone and both,
+// against the default path (cuBLAS and the elementwise kernels after it):
+//   - the GLU GEMM (CudaOptions::glu_gemm, glu_gemm.cu): gate/up and SwiGLU as one launch, in
+//     every layer of the three GEMM-path steps;
+//   - the q/k/v GEMM (CudaOptions::qkv_gemm, qkv_gemm.cu): q/k/v and the qk-norm / RoPE / KV write
+//     as one launch, in every layer of the two prefill steps (the 40-row decode step's attention
+//     is not the wgmma prefill kernel, which the fused queries are for).
+// Each applies its elementwise step to the f32 sums where the default path reads them rounded to
+// bf16: logits NMSE <= 1e-4 and > 0 (a wrong tile, row, head, slot or activation gives ~1), and
+// the CPU's greedy choices where its margin is no near tie. Compute capability 9.0 only.
+class CudaGemmStackTmaGemms : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible: cuda tests not run";
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess || prop.major != 9 || prop.minor != 0)
+      GTEST_SKIP() << "the TMA GEMMs need compute capability 9.0";
+  }
+};
+
+TEST_F(CudaGemmStackTmaGemms, FollowTheCublasPathAndCpu) {
+  const auto dir = cuda_test::config_dir("gemm_stack_tma_gemms", kQwen3Layer06B);
   auto run = [&](Backend& b) {
     auto model = load_causal_lm(dir, b, {.dummy_weights = true});
     return run_steps(*model);
   };
-  CudaOptions glu, pair;
-  glu.glu_gemm = true;
-  auto glu_b = make_cuda_backend(0, glu), pair_b = make_cuda_backend(0, pair);
-  auto cpu_b = make_cpu_backend(2);
-  const auto got = run(*glu_b), want = run(*pair_b), cpu = run(*cpu_b);
-  EXPECT_EQ(cuda_stats(*glu_b)->gemm_stacks, 3);
-  EXPECT_EQ(cuda_stats(*glu_b)->glu_gemms, 3 * 2);  // the config's 2 layers
-  EXPECT_EQ(cuda_stats(*pair_b)->glu_gemms, 0);
-  ASSERT_EQ(got.size(), 3u);
+  auto cpu_b = make_cpu_backend(2), cublas_b = make_cuda_backend(0, CudaOptions{});
+  const auto cpu = run(*cpu_b), want = run(*cublas_b);
+  EXPECT_EQ(cuda_stats(*cublas_b)->glu_gemms, 0);
+  EXPECT_EQ(cuda_stats(*cublas_b)->qkv_gemms, 0);
   const int64_t vocab = static_cast<int64_t>(cpu[0].size() / 100);
-  for (size_t s = 0; s < got.size(); ++s) {
-    const double e = cuda_test::nmse(got[s], want[s]);
-    std::printf("  glu gemm step %zu: NMSE vs the cuBLAS pair %.2e; max |diff| vs cpu %.2e (pair "
-                "%.2e)\n",
-                s, e, test::max_abs_diff(got[s], cpu[s]), test::max_abs_diff(want[s], cpu[s]));
-    EXPECT_LE(e, 1e-4) << "step " << s;  // NaN fails
-    EXPECT_GT(e, 0.0) << "step " << s << ": no trace of the kernel's f32 SwiGLU";
-    size_t compared = 0;
-    for (size_t r = 0; r * size_t(vocab) < cpu[s].size(); ++r) {
-      const auto row = [&](const std::vector<float>& v) {
-        return std::vector<float>(v.begin() + long(r * size_t(vocab)),
-                                  v.begin() + long((r + 1) * size_t(vocab)));
-      };
-      const auto cpu_row = row(cpu[s]);
-      if (cuda_test::top_margin(cpu_row) <= 2e-2f) continue;
-      ++compared;
-      EXPECT_EQ(cuda_test::argmax(row(got[s])), cuda_test::argmax(cpu_row))
-          << "step " << s << " row " << r;
+  for (const auto [glu, qkv] : {std::pair{true, false}, {false, true}, {true, true}}) {
+    const std::string what = std::string(glu ? "glu" : "") + (glu && qkv ? "+" : "") +
+                             (qkv ? "qkv" : "") + " gemm";
+    CudaOptions o;
+    o.glu_gemm = glu;
+    o.qkv_gemm = qkv;
+    auto b = make_cuda_backend(0, o);
+    const auto got = run(*b);
+    EXPECT_EQ(cuda_stats(*b)->gemm_stacks, 3) << what;
+    EXPECT_EQ(cuda_stats(*b)->glu_gemms, glu ? 3 * 2 : 0) << what;  // the config's 2 layers
+    EXPECT_EQ(cuda_stats(*b)->qkv_gemms, qkv ? 2 * 2 : 0) << what;
+    ASSERT_EQ(got.size(), 3u);
+    for (size_t s = 0; s < got.size(); ++s) {
+      const double e = cuda_test::nmse(got[s], want[s]);
+      std::printf("  %s step %zu: NMSE vs cuBLAS %.2e; max |diff| vs cpu %.2e (cuBLAS %.2e)\n",
+                  what.c_str(), s, e, test::max_abs_diff(got[s], cpu[s]),
+                  test::max_abs_diff(want[s], cpu[s]));
+      EXPECT_LE(e, 1e-4) << what << " step " << s;  // NaN fails
+      if (glu || s < 2)
+        EXPECT_GT(e, 0.0) << what << " step " << s << ": no trace of the kernel";
+      else  // the decode step, q/k/v GEMM alone: not on it, its caches written by one-row steps
+        EXPECT_EQ(e, 0.0) << what << " step " << s << ": the decode step left the default path";
+      size_t compared = 0;
+      for (size_t r = 0; r * size_t(vocab) < cpu[s].size(); ++r) {
+        const auto row = [&](const std::vector<float>& v) {
+          return std::vector<float>(v.begin() + long(r * size_t(vocab)),
+                                    v.begin() + long((r + 1) * size_t(vocab)));
+        };
+        const auto cpu_row = row(cpu[s]);
+        if (cuda_test::top_margin(cpu_row) <= 2e-2f) continue;
+        ++compared;
+        EXPECT_EQ(cuda_test::argmax(row(got[s])), cuda_test::argmax(cpu_row))
+            << what << " step " << s << " row " << r;
+      }
+      EXPECT_GT(compared, 0u) << "no row with a clear greedy choice in step " << s;
     }
-    EXPECT_GT(compared, 0u) << "no row with a clear greedy choice in step " << s;
   }
 }
 

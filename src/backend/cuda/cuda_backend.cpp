@@ -349,7 +349,8 @@ CudaStats CudaBackend::stats() const {
           encoder_stream_glu_,
           tma_attentions_,
           tma_queries_,
-          glu_gemms_};
+          glu_gemms_,
+          qkv_gemms_};
 }
 
 }  // namespace cuda
@@ -394,6 +395,7 @@ CudaOptions cuda_options_from_env() {
     o.glu_gemm_min_rows = std::max<int64_t>(1, std::atoll(v));
   if (const char* v = std::getenv("INFERA_CUDA_GLU_GEMM_TILE"); v && *v)
     o.glu_gemm_tile_cols = std::atoll(v);
+  o.qkv_gemm = cuda::env_flag("INFERA_CUDA_QKV_GEMM", o.qkv_gemm);
   o.decode_pipeline = cuda::env_flag("INFERA_CUDA_DECODE_PIPELINE", o.decode_pipeline);
   o.stream_new_steps = cuda::env_flag("INFERA_CUDA_STREAM", o.stream_new_steps);
   o.flash_tma = cuda::env_flag("INFERA_CUDA_FLASH_TMA", o.flash_tma);

@@ -180,6 +180,14 @@ struct CudaOptions {
   bool glu_gemm = false;
   int64_t glu_gemm_min_rows = 1;
   int64_t glu_gemm_tile_cols = 0;
+  // The GEMM stack's q/k/v GEMM and its qk-norm / RoPE / KV-cache write as ONE kernel of our own
+  // (qkv_gemm.cu: the GLU GEMM's TMA + wgmma kernel, a tile one head of 128 rows, the per-head norm,
+  // rotation and the writes of bf16 queries, keys and values in the epilogue, on the f32 sums)
+  // where q/k/v run as one GEMM (gemm_stack_qkv_one), the attention takes bf16 queries
+  // (gemm_stack_attention16), head_dim 128 and a bf16 cache; compute capability 9.0. The GEMM's
+  // bf16 [n, (hq + 2 hkv) 128] output and the qk-norm launch go. OFF until measured on a GPU
+  // (written in session 25 without one): INFERA_CUDA_QKV_GEMM=1.
+  bool qkv_gemm = false;
   // Decode attention (<= 4 query vectors per kv head) with every warp on its own keys
   // (INFERA_CUDA_DECODE_ATTENTION=0: the general f32 kernel instead).
   bool decode_attention = true;
@@ -450,6 +458,7 @@ struct CudaStats {
   int64_t tma_attentions = 0;        // paged attentions on the TMA kernel (flash_tma)
   int64_t tma_queries = 0;           // ... of which with the queries by TMA (flash_tma_queries)
   int64_t glu_gemms = 0;             // gate/up + gated unit as one launch (glu_gemm)
+  int64_t qkv_gemms = 0;             // q/k/v GEMM + qk-norm/RoPE/KV write as one (qkv_gemm)
 };
 std::optional<CudaStats> cuda_stats(const Backend& backend);
 // With CudaOptions::profile: device time per (op, kernel) since the last call, as a table

@@ -208,6 +208,12 @@ class CudaBackend final : public Backend {
   // The same product as ONE launch of the GLU GEMM (glu_gemm.cu), the gated unit in its epilogue
   // and nothing in `up`: where CudaOptions::glu_gemm is on, n >= glu_gemm_min_rows and the kernel
   // takes the shapes. False (nothing recorded) elsewhere.
+  // The GEMM stack's q/k/v GEMM (w_qkv: q's, k's and v's rows one after another) and the
+  // qk-norm / RoPE / KV write of `qa` (with its bf16 queries out) as ONE launch of qkv_gemm.cu,
+  // where CudaOptions::qkv_gemm is on and the kernel takes the shapes. False (nothing recorded)
+  // elsewhere.
+  bool record_qkv_gemm(const void* x_bf16, const Tensor& w_qkv, int64_t k,
+                       const QkNormRopeKvArgs& qa, const OpNote& nt);
   bool record_glu_gemm(const void* x_bf16, int64_t n, int64_t k, const Tensor& w_gate,
                        const Tensor& w_up, float* out_f32, void* out_bf16, bool geglu,
                        const OpNote& nt);
@@ -324,6 +330,7 @@ class CudaBackend final : public Backend {
   int64_t tma_attentions_ = 0;                           // CudaStats::tma_attentions
   int64_t tma_queries_ = 0;                              // CudaStats::tma_queries
   int64_t glu_gemms_ = 0;                                // CudaStats::glu_gemms
+  int64_t qkv_gemms_ = 0;                                // CudaStats::qkv_gemms
   int64_t gemm_stack_qkv_one_ = 0;  // CudaStats::gemm_stack_qkv_one
   int64_t gemm_stacks_ = 0;  // record_gemm_stack's stacks (CudaStats::gemm_stacks)
   Tensor decode_stack_trace_;  // CudaOptions::decode_stack_trace's device buffer

@@ -12,12 +12,14 @@
 // Per layer: [norm ->] q/k/v GEMMs -> qk-norm/RoPE/KV write -> attention -> o GEMM (+= x) ->
 // norm -> gate/up GEMMs + SwiGLU (bf16) -> down GEMM (+= x) -> the next layer's norm.
 #include <cstdint>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/op_checks.h"
+#include "backend/cuda/qkv_gemm.h"
 #include "infera/error.h"
 
 namespace infera::cuda {
@@ -30,6 +32,23 @@ void CudaBackend::record_norm_bf16(const Tensor& x, const Tensor& w, float eps, 
   AddRmsNormArgs a{x.data_as<float>(), nullptr, w.data(), nullptr, rows, dim,
                    elem_type(w.dtype()), eps, out16, decode_tune()};
   ctx_->record(launch_add_rmsnorm, a, note(op, "rmsnorm_bf16", {&x, &w}));
+}
+
+bool CudaBackend::record_qkv_gemm(const void* x_bf16, const Tensor& w_qkv, int64_t k,
+                                  const QkNormRopeKvArgs& qa, const OpNote& nt) {
+  if (!options_.qkv_gemm) return false;
+  const cudaDeviceProp& prop = ctx_->properties();
+  QkvGemmArgs a;
+  std::memset(static_cast<void*>(&a), 0, sizeof a);  // padding too: it is the step's key
+  a.x = x_bf16;
+  a.w = w_qkv.data();
+  a.k = k;
+  a.qa = qa;
+  a.sm_count = prop.multiProcessorCount;
+  if (qkv_gemm_unsupported(a, prop.major, prop.minor)) return false;
+  ctx_->record(launch_qkv_gemm, a, nt);
+  ++qkv_gemms_;
+  return true;
 }
 
 bool CudaBackend::record_gemm_stack(Tensor& x, std::span<const DecoderLayerRefs> layers,
@@ -93,24 +112,6 @@ bool CudaBackend::record_gemm_stack(Tensor& x, std::span<const DecoderLayerRefs>
     // the k/v pair (CudaOptions::gemm_stack_qkv_one).
     const bool qkv_one = qkv_bf16 && options_.gemm_stack_qkv_one && follows(*w.q_proj, *w.k_proj) &&
                          follows(*w.k_proj, *w.v_proj);
-    if (qkv_one) {
-      record_gemm_strided_bf16(xn16, w.q_proj->data(), qkv16, n, d, qkv_row, 1, 0, 0,
-                               note(op, "cublas_gemm_qkv", {s.xn, w.q_proj}));
-      ++gemm_stack_qkv_one_;
-    } else {
-      void* outs[] = {qkv_bf16 ? static_cast<void*>(q16) : s.q->data(),
-                      qkv_bf16 ? static_cast<void*>(k16) : s.k->data(),
-                      qkv_bf16 ? static_cast<void*>(v16) : s.v->data()};
-      record_gemm_bf16_in(xn16, *w.q_proj, outs[0], qkv_type, false, n, d,
-                          note(op, "cublas_gemm_q", {s.xn, w.q_proj}));
-      if (!record_gemm_pair(xn16, *w.k_proj, *w.v_proj, outs[1], outs[2], qkv_type, n, d,
-                            note(op, "cublas_gemm_pair_kv", {s.xn, w.k_proj}))) {
-        record_gemm_bf16_in(xn16, *w.k_proj, outs[1], qkv_type, false, n, d,
-                            note(op, "cublas_gemm_k", {s.xn, w.k_proj}));
-        record_gemm_bf16_in(xn16, *w.v_proj, outs[2], qkv_type, false, n, d,
-                            note(op, "cublas_gemm_v", {s.xn, w.v_proj}));
-      }
-    }
     // The wgmma prefill attention reads q as the scaled bf16 it would round it to (same bits),
     // written by the qk-norm kernel over its bf16 input, and writes only its bf16 output.
     const bool attention16 = options_.gemm_stack_attention16 &&
@@ -129,7 +130,32 @@ bool CudaBackend::record_gemm_stack(Tensor& x, std::span<const DecoderLayerRefs>
       qa.q16_out = q16_attention;
       qa.q16_scale = static_cast<double>(p.scale * 1.4426950408889634f);  // the kernel's base 2
     }
-    ctx_->record(launch_qk_norm_rope_kv, qa, note(op, "qk_norm_rope_kv", {&qh, &kh, &w.cache->keys}));
+    // The GEMM and the qk-norm as one kernel (CudaOptions::qkv_gemm), else cuBLAS then the kernel.
+    if (qkv_one && q_bf16 &&
+        record_qkv_gemm(xn16, *w.q_proj, d, qa, note(op, "qkv_gemm", {s.xn, w.q_proj}))) {
+      ++gemm_stack_qkv_one_;
+    } else {
+      if (qkv_one) {
+        record_gemm_strided_bf16(xn16, w.q_proj->data(), qkv16, n, d, qkv_row, 1, 0, 0,
+                                 note(op, "cublas_gemm_qkv", {s.xn, w.q_proj}));
+        ++gemm_stack_qkv_one_;
+      } else {
+        void* outs[] = {qkv_bf16 ? static_cast<void*>(q16) : s.q->data(),
+                        qkv_bf16 ? static_cast<void*>(k16) : s.k->data(),
+                        qkv_bf16 ? static_cast<void*>(v16) : s.v->data()};
+        record_gemm_bf16_in(xn16, *w.q_proj, outs[0], qkv_type, false, n, d,
+                            note(op, "cublas_gemm_q", {s.xn, w.q_proj}));
+        if (!record_gemm_pair(xn16, *w.k_proj, *w.v_proj, outs[1], outs[2], qkv_type, n, d,
+                              note(op, "cublas_gemm_pair_kv", {s.xn, w.k_proj}))) {
+          record_gemm_bf16_in(xn16, *w.k_proj, outs[1], qkv_type, false, n, d,
+                              note(op, "cublas_gemm_k", {s.xn, w.k_proj}));
+          record_gemm_bf16_in(xn16, *w.v_proj, outs[2], qkv_type, false, n, d,
+                              note(op, "cublas_gemm_v", {s.xn, w.v_proj}));
+        }
+      }
+      ctx_->record(launch_qk_norm_rope_kv, qa,
+                   note(op, "qk_norm_rope_kv", {&qh, &kh, &w.cache->keys}));
+    }
     stack_attention_ = {qh.data_as<const float>(), q_bf16 ? q16_attention : nullptr, attention16,
                         false};
     attention(qh, *w.cache, batch, {.scale = p.scale, .causal = true}, attn_h);

@@ -1,4 +1,4 @@
-// The GLU GEMM's tile schedule (glu_gemm_schedule.h), on the CPU: the persistent grid's tiles must
+// The TMA GEMMs' tile schedule (tma_gemm_schedule.h), on the CPU: the persistent grid's tiles must
 // cover the output exactly once whatever the partial tiles and bands (a skipped tile leaves outputs
 // unwritten, a doubled one races), the tiles in flight together must share few x row tiles (the
 // bands' point: the L2 holds them), and the tile width must follow its rule.
@@ -10,16 +10,16 @@
 #include <utility>
 #include <vector>
 
-#include "backend/cuda/glu_gemm_schedule.h"
+#include "backend/cuda/tma_gemm_schedule.h"
 
 namespace infera::cuda {
 namespace {
 
-using glu_schedule::col_tiles;
-using glu_schedule::kBandRows;
-using glu_schedule::kTileRows;
-using glu_schedule::row_tiles;
-using glu_schedule::tile_at;
+using gemm_schedule::col_tiles;
+using gemm_schedule::kBandRows;
+using gemm_schedule::kTileRows;
+using gemm_schedule::row_tiles;
+using gemm_schedule::tile_at;
 
 struct Shape {
   int64_t m, f;
@@ -33,7 +33,7 @@ const Shape kShapes[] = {{1, 64, 64},       {93, 2624, 64},    {93, 2624, 128},
                          {1100, 3072, 128}, {4650, 2624, 128}, {32768, 2624, 128},
                          {2048, 3072, 128}, {300, 37, 64},     {129, 200, 64}};
 
-TEST(GluSchedule, TilesCoverTheOutputExactlyOnce) {
+TEST(TmaGemmSchedule, TilesCoverTheOutputExactlyOnce) {
   for (const Shape& s : kShapes) {
     SCOPED_TRACE(std::to_string(s.m) + "x" + std::to_string(s.f) + " cols " +
                  std::to_string(s.cols));
@@ -42,7 +42,7 @@ TEST(GluSchedule, TilesCoverTheOutputExactlyOnce) {
     EXPECT_EQ(nt, (s.f + s.cols - 1) / s.cols);
     std::set<std::pair<int, int>> seen;
     for (int t = 0; t < tiles; ++t) {
-      const glu_schedule::Tile tile = tile_at(t, s.m, s.f, s.cols);
+      const gemm_schedule::Tile tile = tile_at(t, s.m, s.f, s.cols);
       ASSERT_EQ(tile.m0 % kTileRows, 0) << "tile " << t;
       ASSERT_EQ(tile.n0 % s.cols, 0) << "tile " << t;
       ASSERT_TRUE(tile.m0 >= 0 && tile.m0 < s.m) << "tile " << t << " row " << tile.m0;
@@ -56,7 +56,7 @@ TEST(GluSchedule, TilesCoverTheOutputExactlyOnce) {
 // Where a band holds a wave of tiles (132, an H100's SMs, a tile each), any wave reads at most two
 // bands' x rows: at 64x512 tokens 16 of the 256 row tiles (4 MB of x), where a column-by-column
 // walk would read 132 (33 MB, most of the L2, again for each of the 21 column tiles).
-TEST(GluSchedule, AWaveSharesFewRowTiles) {
+TEST(TmaGemmSchedule, AWaveSharesFewRowTiles) {
   int checked = 0;
   for (const Shape& s : kShapes) {
     SCOPED_TRACE(std::to_string(s.m) + "x" + std::to_string(s.f));
@@ -73,17 +73,17 @@ TEST(GluSchedule, AWaveSharesFewRowTiles) {
   EXPECT_GE(checked, 4);
 }
 
-TEST(GluSchedule, TileWidthFillsTheSms) {
+TEST(TmaGemmSchedule, TileWidthFillsTheSms) {
   // 128 columns where the tiles cover every SM at least once, else 64.
-  EXPECT_EQ(glu_schedule::tile_cols_for(2048, 3072, 132, 0), 128);  // 16 x 24 tiles
-  EXPECT_EQ(glu_schedule::tile_cols_for(32768, 2624, 132, 0), 128);
-  EXPECT_EQ(glu_schedule::tile_cols_for(93, 2624, 132, 0), 64);     // 21 tiles of 128
-  EXPECT_EQ(glu_schedule::tile_cols_for(1024, 2112, 132, 0), 128);  // 8 x 17 = 136
-  EXPECT_EQ(glu_schedule::tile_cols_for(1024, 2048, 132, 0), 64);   // 8 x 16 = 128
+  EXPECT_EQ(gemm_schedule::glu_tile_cols(2048, 3072, 132, 0), 128);  // 16 x 24 tiles
+  EXPECT_EQ(gemm_schedule::glu_tile_cols(32768, 2624, 132, 0), 128);
+  EXPECT_EQ(gemm_schedule::glu_tile_cols(93, 2624, 132, 0), 64);     // 21 tiles of 128
+  EXPECT_EQ(gemm_schedule::glu_tile_cols(1024, 2112, 132, 0), 128);  // 8 x 17 = 136
+  EXPECT_EQ(gemm_schedule::glu_tile_cols(1024, 2048, 132, 0), 64);   // 8 x 16 = 128
   // Forced widths hold; anything else is the rule's.
-  EXPECT_EQ(glu_schedule::tile_cols_for(93, 2624, 132, 128), 128);
-  EXPECT_EQ(glu_schedule::tile_cols_for(2048, 3072, 132, 64), 64);
-  EXPECT_EQ(glu_schedule::tile_cols_for(2048, 3072, 132, 96), 128);
+  EXPECT_EQ(gemm_schedule::glu_tile_cols(93, 2624, 132, 128), 128);
+  EXPECT_EQ(gemm_schedule::glu_tile_cols(2048, 3072, 132, 64), 64);
+  EXPECT_EQ(gemm_schedule::glu_tile_cols(2048, 3072, 132, 96), 128);
 }
 
 }  // namespace

@@ -1,0 +1,189 @@
+// The q/k/v GEMM with the head epilogue (CudaOptions::qkv_gemm; sm_90a, head_dim 128): the
+// decoder stack's q/k/v product and qk_norm_rope_kv_write in one launch of the TMA GEMM
+// (tma_gemm.cuh).
+//
+// Why: the cuBLAS GEMM wrote q, k and v as bf16 [n, (hq + 2 hkv) 128] and the qk-norm kernel read
+// them back to norm, rotate and scatter them: at a 2048-token Qwen3-0.6B prompt ~15 us a layer of
+// elementwise work (session 22's ncu) and 33 MB moved, besides a launch.
+//
+// A tile is 128 rows by 128 columns, i.e. one head of q, k or v for 128 tokens, so each row's head
+// is in the registers of one quad of lanes (32 values a lane), and a value's RoPE partner (+64)
+// is the same lane's accumulator 8 column groups on. The epilogue is qk_norm_rope_kv_bf16_kernel's
+// per-head arithmetic (fused.cu) on the f32 sums instead of their bf16 roundings: the sum of
+// squares (a quad's shuffles), the norm weight, the rotation, and q times the attention's scale
+// as bf16 queries, k into the key pool, v into the value pool, at the row's slot.
+#include <cuda.h>
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "backend/cuda/device_util.cuh"
+#include "backend/cuda/qkv_gemm.h"
+#include "backend/cuda/tensor_map.h"
+#include "backend/cuda/tma_gemm.cuh"
+
+namespace infera::cuda {
+namespace qkv_gemm {
+
+constexpr int kD = 128;  // head_dim: a tile's columns
+
+template <typename W>
+struct HeadEpilogue {
+  static constexpr int kN = kD, kSegments = 1;
+  using bf16 = __nv_bfloat16;
+  const W* q_norm;
+  const W* k_norm;
+  const int32_t* positions;
+  const int32_t* slots;
+  const float* cos;  // [positions, 64]
+  const float* sin;
+  bf16* key_pool;  // [hkv, num_blocks, block_size, 128]
+  bf16* value_pool;
+  bf16* q16;  // [m, hq, 128]
+  int m, hq, hkv, block_size, num_blocks;
+  float eps, q_scale;
+
+  __device__ bf16* pool_row(bf16* pool, int head, int slot) const {
+    const int block = slot / block_size, offset = slot % block_size;
+    return pool + ((static_cast<int64_t>(head) * num_blocks + block) * block_size + offset) * kD;
+  }
+
+  __device__ void operator()(const gemm_schedule::Tile& tile, const float (&acc)[kN / 2], int row0,
+                             int lane) const {
+    const int head = tile.n0 / kD;  // of q's hq, k's hkv and v's hkv heads in turn
+    const int kind = head < hq ? 0 : head < hq + hkv ? 1 : 2;
+    const int h = head - (kind == 0 ? 0 : kind == 1 ? hq : hq + hkv);
+    const int c0 = 2 * (lane % 4);  // this lane's columns: 8 j + c0 and the next, j < 16
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int row = row0 + 8 * half;
+      if (kind == 2) {  // (tile-uniform) v: straight to the cache
+        if (row >= m) continue;
+        bf16* const dst = pool_row(value_pool, h, slots[row]);
+#pragma unroll
+        for (int j = 0; j < kD / 8; ++j)
+          *reinterpret_cast<__nv_bfloat162*>(dst + 8 * j + c0) =
+              __floats2bfloat162_rn(acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1]);
+        continue;
+      }
+      // The head's sum of squares: this lane's 32 values, then the quad's (every lane shuffles,
+      // rows past m too: their zero-filled sums are never stored).
+      float ss = 0.0f;
+#pragma unroll
+      for (int j = 0; j < kD / 8; ++j) {
+        const float a0 = acc[4 * j + 2 * half], a1 = acc[4 * j + 2 * half + 1];
+        ss += a0 * a0;
+        ss += a1 * a1;
+      }
+      ss += __shfl_xor_sync(0xffffffffu, ss, 1);
+      ss += __shfl_xor_sync(0xffffffffu, ss, 2);
+      if (row >= m) continue;
+      const float inv = 1.0f / sqrtf(ss / static_cast<float>(kD) + eps);
+      const int pos = positions[row];
+      const W* const w = kind == 0 ? q_norm : k_norm;
+      bf16* const dst = kind == 0 ? q16 + (static_cast<int64_t>(row) * hq + h) * kD
+                                  : pool_row(key_pool, h, slots[row]);
+      const float scale = kind == 0 ? q_scale : 1.0f;
+#pragma unroll
+      for (int j = 0; j < kD / 16; ++j) {  // the low half's groups; partners 8 groups on
+        const int c = 8 * j + c0;
+        const float2 cs = *reinterpret_cast<const float2*>(cos + pos * (kD / 2) + c);
+        const float2 sn = *reinterpret_cast<const float2*>(sin + pos * (kD / 2) + c);
+        float r0[2], r1[2];
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float lo = to_f32(w[c + e]) * (acc[4 * j + 2 * half + e] * inv);
+          const float hi =
+              to_f32(w[c + e + kD / 2]) * (acc[4 * (j + kD / 16) + 2 * half + e] * inv);
+          const float cv = e ? cs.y : cs.x, sv = e ? sn.y : sn.x;
+          r0[e] = lo * cv - hi * sv;
+          r1[e] = hi * cv + lo * sv;
+        }
+        *reinterpret_cast<__nv_bfloat162*>(dst + c) =
+            __floats2bfloat162_rn(r0[0] * scale, r0[1] * scale);
+        *reinterpret_cast<__nv_bfloat162*>(dst + c + kD / 2) =
+            __floats2bfloat162_rn(r1[0] * scale, r1[1] * scale);
+      }
+    }
+  }
+};
+
+template <typename W>
+void launch(const QkvGemmArgs& a, const tma_gemm::Tiling& tg, const CUtensorMap& xmap,
+            const CUtensorMap& wmap, int grid, cudaStream_t stream) {
+  const QkNormRopeKvArgs& q = a.qa;
+  const HeadEpilogue<W> epi{static_cast<const W*>(q.q_norm),
+                            static_cast<const W*>(q.k_norm),
+                            q.positions,
+                            q.slots,
+                            q.cos,
+                            q.sin,
+                            static_cast<__nv_bfloat16*>(q.key_pool),
+                            static_cast<__nv_bfloat16*>(q.value_pool),
+                            static_cast<__nv_bfloat16*>(q.q16_out),
+                            static_cast<int>(q.n),
+                            static_cast<int>(q.hq),
+                            static_cast<int>(q.hkv),
+                            static_cast<int>(q.block_size),
+                            static_cast<int>(q.num_blocks),
+                            static_cast<float>(q.eps),
+                            static_cast<float>(q.q16_scale)};
+  tma_gemm::launch(epi, tg, xmap, wmap, wmap, grid, stream);
+}
+
+}  // namespace qkv_gemm
+
+const char* qkv_gemm_unsupported(const QkvGemmArgs& a, int cc_major, int cc_minor) {
+  const QkNormRopeKvArgs& q = a.qa;
+  if (cc_major != 9 || cc_minor != 0) return "wgmma needs compute capability 9.0 (sm_90a)";
+  if (!encode_tiled_fn()) return "the driver has no cuTensorMapEncodeTiled";
+  if (q.head_dim != qkv_gemm::kD) return "head_dim must be 128 (a tile is one head)";
+  if (q.cache_type != ElemType::BF16) return "the cache must be bf16";
+  if (!q.q16_out || q.k) return "only the bf16 queries and the cache are written";
+  if (q.n < 1 || q.hq < 1 || q.hkv < 1 || q.block_size < 1 || q.num_blocks < 1)
+    return "an empty shape";
+  // int tile coordinates, tile counts and pool block indices.
+  if (q.n > INT_MAX / 2 || (q.hq + 2 * q.hkv) * qkv_gemm::kD > INT_MAX / 2 ||
+      q.num_blocks * q.block_size > INT_MAX || a.k > INT_MAX / 2)
+    return "a dimension too large";
+  if (a.k < 8 || a.k % 8 != 0) return "k must be a multiple of 8 (TMA's 16-byte strides)";
+  if (!aligned16(a.x) || !aligned16(a.w)) return "x and the weights must be 16-byte aligned";
+  if (!q.positions || !q.slots || !q.cos || !q.sin || !q.q_norm || !q.k_norm || !q.key_pool ||
+      !q.value_pool)
+    return "a missing operand";
+  return nullptr;
+}
+
+void launch_qkv_gemm(const void* args, cudaStream_t stream) {
+  QkvGemmArgs a;
+  std::memcpy(static_cast<void*>(&a), args, sizeof a);
+  const QkNormRopeKvArgs& q = a.qa;
+  const int64_t rows = (q.hq + 2 * q.hkv) * qkv_gemm::kD;
+  CUtensorMap xmap, wmap;
+  const CUtensorMapDataType bf16 = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  if (!encode_2d_map(&xmap, bf16, a.x, q.n, a.k, a.k, tma_gemm::kBK, tma_gemm::kRows) ||
+      !encode_2d_map(&wmap, bf16, a.w, rows, a.k, a.k, tma_gemm::kBK, qkv_gemm::kD))
+    throw std::runtime_error("qkv_gemm: the driver refused a tensor map (n " + std::to_string(q.n) +
+                             ", k " + std::to_string(a.k) + ", rows " + std::to_string(rows) + ")");
+  tma_gemm::Tiling tg{};
+  tg.m = static_cast<int>(q.n);
+  tg.n = static_cast<int>(rows);
+  tg.cols = qkv_gemm::kD;
+  tg.k_blocks = static_cast<int>((a.k + tma_gemm::kBK - 1) / tma_gemm::kBK);
+  tg.tiles = gemm_schedule::row_tiles(q.n) * gemm_schedule::col_tiles(rows, qkv_gemm::kD);
+  const int grid = static_cast<int>(std::min<int64_t>(tg.tiles, std::max<int64_t>(1, a.sm_count)));
+  switch (q.norm_type) {
+    case ElemType::F32:
+      return qkv_gemm::launch<float>(a, tg, xmap, wmap, grid, stream);
+    case ElemType::F16:
+      return qkv_gemm::launch<__half>(a, tg, xmap, wmap, grid, stream);
+    case ElemType::BF16:
+      return qkv_gemm::launch<__nv_bfloat16>(a, tg, xmap, wmap, grid, stream);
+  }
+}
+
+}  // namespace infera::cuda

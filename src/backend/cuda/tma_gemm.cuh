@@ -1,0 +1,169 @@
+// The TMA GEMMs' kernel (sm_90a): out tiles of x [m, k] . W^T through tensor-core products whose
+// epilogue is the point, shared by glu_gemm.cu (the gated unit over two weights' products) and
+// qkv_gemm.cu (qk-norm, RoPE and the cache writes over a q/k/v head's products).
+//
+// The structure is the TMA attention's (attention_tma_wgmma.cu), on a GEMM:
+//   - a persistent grid, a block an SM, walks 128-row x tile-column output tiles in bands
+//     (tma_gemm_schedule.h);
+//   - one producer thread copies each 64-wide k block of the tile's x rows and of its weight rows
+//     with TMA (128-byte swizzle) into a ring of stages guarded by mbarriers, running ahead into
+//     the next tile while the consumers finish this one; a stage's weight rows are kSegments boxes
+//     of kN / kSegments rows, box s from tensor map s (the GLU: w0's tile rows, then w1's);
+//   - two consumer warpgroups own 64 rows each: one wgmma of N = kN a 16-wide k step, both
+//     operands K-major in shared memory (the Hugging Face [out, in] layout), the f32 accumulators
+//     in registers, handed to the epilogue when the tile's k loop is done.
+// Zero fill of the TMA boxes covers m, the weight rows and k past the tiles.
+//
+// An epilogue Epi is a type with
+//   static constexpr int kN, kSegments;  // a stage's weight rows, in that many boxes
+//   __device__ void operator()(const gemm_schedule::Tile& tile, const float (&acc)[Epi::kN / 2],
+//                              int row0, int lane) const;
+// called by every consumer thread once its tile's products are done: acc holds wgmma's
+// accumulator layout, 8 columns a group j, acc[4j..4j+1] in row `row0` (the tile's m0 + 64 wg +
+// 16 (warp % 4) + lane / 4), acc[4j + 2..4j + 3] in row0 + 8, at columns 8j + 2 (lane % 4) and
+// the next. Every thread of a warp calls it (it may shuffle), rows past m included.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+
+#include <stdexcept>
+
+#include "backend/cuda/mbarrier.cuh"
+#include "backend/cuda/stream_gemm_wgmma.cuh"
+#include "backend/cuda/tma_gemm_schedule.h"
+#include "backend/cuda/wgmma.cuh"
+
+namespace infera::cuda::tma_gemm {
+
+constexpr int kBK = 64;  // k a stage: 64 bf16 = 128 bytes, one swizzled row
+constexpr int kRows = gemm_schedule::kTileRows;
+constexpr int kConsumers = 256;             // warpgroups 0 and 1
+constexpr int kThreads = kConsumers + 128;  // warpgroup 2: the producer's (one thread works)
+// As the TMA attention's: the producer gives its registers to the consumers (kN / 2 accumulators
+// a thread), and the sum stays within the block's allocation at launch (168 x 384 at one block an
+// SM), or setmaxnreg.inc would wait forever.
+constexpr int kProducerRegs = 24, kConsumerRegs = 240;
+static_assert(kProducerRegs * (kThreads - kConsumers) + kConsumerRegs * kConsumers <=
+                  65536 / kThreads / 8 * 8 * kThreads,
+              "setmaxnreg would wait for more registers than the block holds");
+constexpr int kRingBytes = 192 * 1024;  // of an SM's 227 KB
+
+template <int kN, int kSegments>
+struct Layout {
+  static constexpr int kABytes = kRows * kBK * 2;                 // x: 128 rows
+  static constexpr int kSegmentBytes = kN / kSegments * kBK * 2;  // one box of weight rows
+  static constexpr int kStageBytes = kABytes + kN * kBK * 2;      // multiples of the 1024-byte atom
+  static constexpr int kStages = kRingBytes / kStageBytes;        // 4 at kN 256, 6 at 128
+  static constexpr int kSmem = kStages * kStageBytes + 1024;      // + alignment slack
+  static_assert(kSegmentBytes % 1024 == 0, "a box must start at a swizzle atom");
+};
+
+// The output's tile grid: [m, n] in tiles of kRows x cols; k_blocks of kBK along k.
+struct Tiling {
+  int m, n, cols, k_blocks, tiles;
+};
+
+template <int N>
+__device__ __forceinline__ void fence_accumulators(float (&d)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+template <class Epi>
+__global__ void __launch_bounds__(kThreads, 1)
+    tma_gemm_kernel(const Epi epi, const Tiling tg, const __grid_constant__ CUtensorMap xmap,
+                    const __grid_constant__ CUtensorMap w0map,
+                    const __grid_constant__ CUtensorMap w1map) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using L = Layout<Epi::kN, Epi::kSegments>;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const uint32_t raw_addr = smem_u32(smem_raw);
+  unsigned char* const base = smem_raw + ((1024 - (raw_addr & 1023)) & 1023);
+  __shared__ __align__(8) uint64_t full[L::kStages], empty[L::kStages];
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  if (tid == 0) {
+    for (int s = 0; s < L::kStages; ++s) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], kConsumers / 32);  // one arrival a consumer warp
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();  // the barriers, initialized; the block's only barrier of all its threads
+
+  if (warp >= kConsumers / 32) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
+    if (warp != kConsumers / 32 || lane != 0) return;
+    // Producer: stage `it` (counted over the block's tiles) waits for the consumers to have
+    // released its previous use, then takes x's box and the weight boxes of one k block.
+    int it = 0;
+    for (int t = blockIdx.x; t < tg.tiles; t += gridDim.x) {
+      const gemm_schedule::Tile tile = gemm_schedule::tile_at(t, tg.m, tg.n, tg.cols);
+      for (int kb = 0; kb < tg.k_blocks; ++kb, ++it) {
+        const int s = it % L::kStages;
+        if (it >= L::kStages) mbar_wait(&empty[s], ((it / L::kStages) - 1) & 1);
+        unsigned char* const st = base + s * L::kStageBytes;
+        mbar_expect_tx(&full[s], L::kStageBytes);  // (zero-filled elements count too)
+        tma_load_2d(st, &xmap, &full[s], kb * kBK, tile.m0);
+#pragma unroll
+        for (int seg = 0; seg < Epi::kSegments; ++seg)
+          tma_load_2d(st + L::kABytes + seg * L::kSegmentBytes, seg == 0 ? &w0map : &w1map,
+                      &full[s], kb * kBK, tile.n0);
+      }
+    }
+    return;
+  }
+
+  // Consumers: warpgroup wg owns rows 64 wg..+63 of each tile.
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs));
+  const int wg = warp / 4, wq = warp % 4;
+  const uint64_t a_desc = wgmma::desc_sw128(smem_u32(base) + wg * 64 * 128, 16, 1024);
+  const uint64_t b_desc = wgmma::desc_sw128(smem_u32(base) + L::kABytes, 16, 1024);
+  float acc[Epi::kN / 2];
+  int it = 0;
+  for (int t = blockIdx.x; t < tg.tiles; t += gridDim.x) {
+    const gemm_schedule::Tile tile = gemm_schedule::tile_at(t, tg.m, tg.n, tg.cols);
+#pragma unroll
+    for (int i = 0; i < Epi::kN / 2; ++i) acc[i] = 0.0f;
+    // One k block's products in flight behind the next's: a stage goes back to the producer once
+    // the products that read it are done (wait<1> after the next block's are issued).
+    for (int kb = 0; kb < tg.k_blocks; ++kb, ++it) {
+      const int s = it % L::kStages;
+      mbar_wait(&full[s], (it / L::kStages) & 1);
+      const uint32_t so = static_cast<uint32_t>(s * L::kStageBytes);
+      fence_accumulators(acc);
+      wgmma::fence();
+#pragma unroll
+      for (int kk = 0; kk < kBK / 16; ++kk)  // 16 k a step: 32 bytes along the swizzled rows
+        sgemm::Wgmma<Epi::kN>::run(acc, wgmma::desc_add(a_desc, so + kk * 32),
+                                   wgmma::desc_add(b_desc, so + kk * 32));
+      wgmma::commit();
+      wgmma::wait<1>();
+      fence_accumulators(acc);
+      if (kb > 0 && lane == 0) mbar_arrive(&empty[(it - 1) % L::kStages]);
+    }
+    wgmma::wait<0>();
+    fence_accumulators(acc);
+    if (tg.k_blocks > 0 && lane == 0) mbar_arrive(&empty[(it - 1) % L::kStages]);
+    epi(tile, acc, tile.m0 + wg * 64 + wq * 16 + lane / 4, lane);
+  }
+#else
+  __trap();
+#endif
+}
+
+// One launch: grid blocks (at most one an SM) over tg's tiles.
+template <class Epi>
+void launch(const Epi& epi, const Tiling& tg, const CUtensorMap& xmap, const CUtensorMap& w0map,
+            const CUtensorMap& w1map, int grid, cudaStream_t stream) {
+  constexpr auto kernel = tma_gemm_kernel<Epi>;
+  constexpr int kSmem = Layout<Epi::kN, Epi::kSegments>::kSmem;
+  static const bool attr_set = [] {
+    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem) ==
+           cudaSuccess;
+  }();
+  if (!attr_set) throw std::runtime_error("tma_gemm: cannot raise the kernel's shared memory");
+  kernel<<<static_cast<unsigned>(grid), kThreads, kSmem, stream>>>(epi, tg, xmap, w0map, w1map);
+}
+
+}  // namespace infera::cuda::tma_gemm
