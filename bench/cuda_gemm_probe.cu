@@ -69,11 +69,7 @@ Lt make_lt(cublasLtHandle_t h, int n, int k, int m, cudaDataType_t out_type, voi
 
 using probe::fill_bf16;
 
-__global__ void bf16_to_f32(const __nv_bfloat16* in, float* out, size_t n) {
-  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
-       i += size_t{gridDim.x} * blockDim.x)
-    out[i] = __bfloat162float(in[i]);
-}
+using probe::bf16_to_f32;
 
 template <typename F>
 double time_us(F&& f, cudaStream_t s) {

@@ -1,5 +1,6 @@
 // Shared pieces of the standalone CUDA probes in bench/ (cuda_gemm_probe, cuda_decode_gemm_probe,
-// cuda_glu_gemm_probe): seeded bf16 fills and GPU time per launch from a replayed CUDA graph.
+// cuda_tma_gemm_probe): seeded bf16 fills, bf16 -> f32 copies and GPU time per launch from a
+// replayed CUDA graph.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -23,6 +24,12 @@ __global__ void fill_bf16(__nv_bfloat16* p, size_t n, uint32_t seed) {
     x ^= x >> 15;
     p[i] = __float2bfloat16((static_cast<float>(x & 0xffff) / 65536.0f - 0.5f) * 0.1f);
   }
+}
+
+__global__ void bf16_to_f32(const __nv_bfloat16* in, float* out, size_t n) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
+       i += size_t{gridDim.x} * blockDim.x)
+    out[i] = __bfloat162float(in[i]);
 }
 
 // f(i) launches the i-th run of a product; returns us per launch: `launches` launches captured

@@ -12,6 +12,7 @@
 
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
@@ -226,15 +227,18 @@ TEST_P(CudaEncoderStackTest, StreamGegluFollowsCublasPairAndCpu) {
   }
 }
 
-// Wi and GeGLU as one launch of the GLU GEMM (CudaOptions::glu_gemm, glu_gemm.cu) against the
-// cuBLAS pair and the GeGLU kernel, in every batch past the GEMV rows (every layer: its count).
-// The kernel applies GeGLU to the f32 sums where the pair's kernel reads their bf16 roundings:
-// NMSE <= 1e-4 and > 0, and against the CPU as far as the pair is (a wrong tile, row or
-// activation gives ~1). Compute capability 9.0 only.
-TEST_P(CudaEncoderStackTest, GluGemmFollowsCublasPairAndCpu) {
+// The TMA GEMMs of our own against the default path (cuBLAS and the elementwise kernels after it),
+// in every batch past the GEMV rows (every layer: their counts), each alone and both:
+//   - the GLU GEMM (CudaOptions::glu_gemm, glu_gemm.cu): Wi and GeGLU as one launch, GeGLU on the
+//     f32 sums where the pair's kernel reads their bf16 roundings: NMSE <= 1e-4 and > 0;
+//   - the residual GEMM (CudaOptions::residual_gemm, residual_gemm.cu): the o and Wo projections'
+//     x += . W^T, cuBLAS's f32 sum in its own order (<= 1e-4, maybe 0).
+// And against the CPU as far as the default path is (a wrong tile, row or activation gives ~1).
+// Compute capability 9.0 only.
+TEST_P(CudaEncoderStackTest, TmaGemmsFollowCublasAndCpu) {
   cudaDeviceProp prop{};
   if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess || prop.major != 9 || prop.minor != 0)
-    GTEST_SKIP() << "the GLU GEMM needs compute capability 9.0";
+    GTEST_SKIP() << "the TMA GEMMs need compute capability 9.0";
   const Case& c = GetParam();
   const auto dir = cuda_test::config_dir(std::string("encoder_stack_") + c.name, c.config);
   const std::vector<std::vector<int64_t>> batches = {{93}, {50, 40, 38}, {200, 77, 130}};
@@ -242,19 +246,29 @@ TEST_P(CudaEncoderStackTest, GluGemmFollowsCublasPairAndCpu) {
     auto model = load_encoder(dir, b, {.dummy_weights = true, .dummy_seed = 5});
     return run_batches(*model, c.hidden, batches);
   };
-  CudaOptions glu, pair;
-  glu.glu_gemm = true;
-  auto glu_b = make_cuda_backend(0, glu), pair_b = make_cuda_backend(0, pair);
+  auto pair_b = make_cuda_backend(0, CudaOptions{});
   auto cpu_b = make_cpu_backend(2);
-  const auto got = run(*glu_b), want = run(*pair_b), cpu = run(*cpu_b);
-  EXPECT_EQ(cuda_stats(*glu_b)->encoder_stacks, 3);
-  EXPECT_EQ(cuda_stats(*glu_b)->glu_gemms, 3 * c.layers);
+  const auto want = run(*pair_b), cpu = run(*cpu_b);
   EXPECT_EQ(cuda_stats(*pair_b)->glu_gemms, 0);
-  ASSERT_EQ(got.size(), batches.size());
-  for (size_t b = 0; b < got.size(); ++b) {
-    ASSERT_EQ(got[b].size(), want[b].size());
-    expect_near_other_path(got[b], want[b], cpu[b], 1e-4, "no trace of the GLU GEMM's GeGLU",
-                           std::string(c.name) + " glu gemm batch " + std::to_string(b));
+  EXPECT_EQ(cuda_stats(*pair_b)->residual_gemms, 0);
+  for (const auto [glu, residual] : {std::pair{true, false}, {false, true}, {true, true}}) {
+    CudaOptions o;
+    o.glu_gemm = glu;
+    o.residual_gemm = residual;
+    auto b = make_cuda_backend(0, o);
+    const auto got = run(*b);
+    const std::string what = std::string(c.name) + (glu ? " glu" : "") +
+                             (residual ? " residual" : "") + " gemm";
+    EXPECT_EQ(cuda_stats(*b)->encoder_stacks, 3) << what;
+    EXPECT_EQ(cuda_stats(*b)->glu_gemms, glu ? 3 * c.layers : 0) << what;
+    EXPECT_EQ(cuda_stats(*b)->residual_gemms, residual ? 3 * c.layers * 2 : 0) << what;
+    ASSERT_EQ(got.size(), batches.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_EQ(got[i].size(), want[i].size());
+      expect_near_other_path(got[i], want[i], cpu[i], 1e-4,
+                             glu ? "no trace of the GLU GEMM's GeGLU" : nullptr,
+                             what + " batch " + std::to_string(i));
+    }
   }
 }
 

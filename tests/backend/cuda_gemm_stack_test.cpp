@@ -178,10 +178,13 @@ TEST_P(CudaGemmStackTest, PrefillAndBatchedDecodeFollowCompositionAndCpu) {
 //     every layer of the three GEMM-path steps;
 //   - the q/k/v GEMM (CudaOptions::qkv_gemm, qkv_gemm.cu): q/k/v and the qk-norm / RoPE / KV write
 //     as one launch, in every layer of the two prefill steps (the 40-row decode step's attention
-//     is not the wgmma prefill kernel, which the fused queries are for).
-// Each applies its elementwise step to the f32 sums where the default path reads them rounded to
-// bf16: logits NMSE <= 1e-4 and > 0 (a wrong tile, row, head, slot or activation gives ~1), and
-// the CPU's greedy choices where its margin is no near tie. Compute capability 9.0 only.
+//     is not the wgmma prefill kernel, which the fused queries are for);
+//   - the residual GEMM (CudaOptions::residual_gemm, residual_gemm.cu): the o and down
+//     projections' x += . W^T, in every layer of the three steps.
+// The first two apply their elementwise step to the f32 sums where the default path reads them
+// rounded to bf16: logits NMSE <= 1e-4 and > 0 (a wrong tile, row, head, slot or activation gives
+// ~1); the residual GEMM is cuBLAS's f32 sum in its own order (<= 1e-4, maybe 0). And the CPU's
+// greedy choices where its margin is no near tie. Compute capability 9.0 only.
 class CudaGemmStackTmaGemms : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -203,17 +206,24 @@ TEST_F(CudaGemmStackTmaGemms, FollowTheCublasPathAndCpu) {
   EXPECT_EQ(cuda_stats(*cublas_b)->glu_gemms, 0);
   EXPECT_EQ(cuda_stats(*cublas_b)->qkv_gemms, 0);
   const int64_t vocab = static_cast<int64_t>(cpu[0].size() / 100);
-  for (const auto [glu, qkv] : {std::pair{true, false}, {false, true}, {true, true}}) {
-    const std::string what = std::string(glu ? "glu" : "") + (glu && qkv ? "+" : "") +
-                             (qkv ? "qkv" : "") + " gemm";
+  struct Variant {
+    bool glu, qkv, residual;
+  };
+  for (const Variant v : {Variant{true, false, false}, Variant{false, true, false},
+                          Variant{false, false, true}, Variant{true, true, true}}) {
+    const bool glu = v.glu, qkv = v.qkv;
+    const std::string what = std::string(glu ? " glu" : "") + (qkv ? " qkv" : "") +
+                             (v.residual ? " residual" : "") + " gemm";
     CudaOptions o;
     o.glu_gemm = glu;
     o.qkv_gemm = qkv;
+    o.residual_gemm = v.residual;
     auto b = make_cuda_backend(0, o);
     const auto got = run(*b);
     EXPECT_EQ(cuda_stats(*b)->gemm_stacks, 3) << what;
     EXPECT_EQ(cuda_stats(*b)->glu_gemms, glu ? 3 * 2 : 0) << what;  // the config's 2 layers
     EXPECT_EQ(cuda_stats(*b)->qkv_gemms, qkv ? 2 * 2 : 0) << what;
+    EXPECT_EQ(cuda_stats(*b)->residual_gemms, v.residual ? 3 * 2 * 2 : 0) << what;  // o, down
     ASSERT_EQ(got.size(), 3u);
     for (size_t s = 0; s < got.size(); ++s) {
       const double e = cuda_test::nmse(got[s], want[s]);
@@ -221,9 +231,9 @@ TEST_F(CudaGemmStackTmaGemms, FollowTheCublasPathAndCpu) {
                   what.c_str(), s, e, test::max_abs_diff(got[s], cpu[s]),
                   test::max_abs_diff(want[s], cpu[s]));
       EXPECT_LE(e, 1e-4) << what << " step " << s;  // NaN fails
-      if (glu || s < 2)
+      if (glu || (qkv && s < 2))
         EXPECT_GT(e, 0.0) << what << " step " << s << ": no trace of the kernel";
-      else  // the decode step, q/k/v GEMM alone: not on it, its caches written by one-row steps
+      else if (qkv)  // the decode step, q/k/v GEMM alone: not on it, its caches by one-row steps
         EXPECT_EQ(e, 0.0) << what << " step " << s << ": the decode step left the default path";
       size_t compared = 0;
       for (size_t r = 0; r * size_t(vocab) < cpu[s].size(); ++r) {

@@ -1,7 +1,7 @@
 // The TMA GEMMs' tile schedule (tma_gemm_schedule.h), on the CPU: the persistent grid's tiles must
 // cover the output exactly once whatever the partial tiles and bands (a skipped tile leaves outputs
 // unwritten, a doubled one races), the tiles in flight together must share few x row tiles (the
-// bands' point: the L2 holds them), and the tile width must follow its rule.
+// bands' point: the L2 holds them), and the tile widths must follow their rules.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -84,6 +84,13 @@ TEST(TmaGemmSchedule, TileWidthFillsTheSms) {
   EXPECT_EQ(gemm_schedule::glu_tile_cols(93, 2624, 132, 128), 128);
   EXPECT_EQ(gemm_schedule::glu_tile_cols(2048, 3072, 132, 64), 64);
   EXPECT_EQ(gemm_schedule::glu_tile_cols(2048, 3072, 132, 96), 128);
+  // The residual GEMM: 256 where those tiles cover every SM twice, else 128.
+  EXPECT_EQ(gemm_schedule::residual_tile_cols(2048, 1024, 132, 0), 128);   // 16 x 4 = 64 tiles
+  EXPECT_EQ(gemm_schedule::residual_tile_cols(32768, 1024, 132, 0), 256);  // 256 x 4
+  EXPECT_EQ(gemm_schedule::residual_tile_cols(8448, 1024, 132, 0), 256);   // 66 x 4 = 264
+  EXPECT_EQ(gemm_schedule::residual_tile_cols(8320, 1024, 132, 0), 128);   // 65 x 4 = 260
+  EXPECT_EQ(gemm_schedule::residual_tile_cols(2048, 1024, 132, 256), 256);
+  EXPECT_EQ(gemm_schedule::residual_tile_cols(32768, 1024, 132, 64), 256);
 }
 
 }  // namespace

@@ -350,7 +350,8 @@ CudaStats CudaBackend::stats() const {
           tma_attentions_,
           tma_queries_,
           glu_gemms_,
-          qkv_gemms_};
+          qkv_gemms_,
+          residual_gemms_};
 }
 
 }  // namespace cuda
@@ -396,6 +397,11 @@ CudaOptions cuda_options_from_env() {
   if (const char* v = std::getenv("INFERA_CUDA_GLU_GEMM_TILE"); v && *v)
     o.glu_gemm_tile_cols = std::atoll(v);
   o.qkv_gemm = cuda::env_flag("INFERA_CUDA_QKV_GEMM", o.qkv_gemm);
+  o.residual_gemm = cuda::env_flag("INFERA_CUDA_RESIDUAL_GEMM", o.residual_gemm);
+  if (const char* v = std::getenv("INFERA_CUDA_RESIDUAL_GEMM_ROWS"); v && *v)
+    o.residual_gemm_min_rows = std::max<int64_t>(1, std::atoll(v));
+  if (const char* v = std::getenv("INFERA_CUDA_RESIDUAL_GEMM_TILE"); v && *v)
+    o.residual_gemm_tile_cols = std::atoll(v);
   o.decode_pipeline = cuda::env_flag("INFERA_CUDA_DECODE_PIPELINE", o.decode_pipeline);
   o.stream_new_steps = cuda::env_flag("INFERA_CUDA_STREAM", o.stream_new_steps);
   o.flash_tma = cuda::env_flag("INFERA_CUDA_FLASH_TMA", o.flash_tma);

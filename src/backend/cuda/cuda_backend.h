@@ -188,6 +188,15 @@ struct CudaOptions {
   // bf16 [n, (hq + 2 hkv) 128] output and the qk-norm launch go. OFF until measured on a GPU
   // (written in session 25 without one): INFERA_CUDA_QKV_GEMM=1.
   bool qkv_gemm = false;
+  // The stacks' residual GEMMs (the decoder's o and down, the encoder's o and Wo projections: x +=
+  // . W^T into the f32 residual stream, cuBLAS's beta-1 GEMM) on the same kernel of our own
+  // (residual_gemm.cu), from residual_gemm_min_rows rows; compute capability 9.0. OFF until
+  // measured on a GPU (written in session 25 without one): INFERA_CUDA_RESIDUAL_GEMM=1,
+  // INFERA_CUDA_RESIDUAL_GEMM_ROWS=n, INFERA_CUDA_RESIDUAL_GEMM_TILE=128|256 (output columns a
+  // tile; else 256 where those tiles cover every SM twice, 128 otherwise).
+  bool residual_gemm = false;
+  int64_t residual_gemm_min_rows = 1;
+  int64_t residual_gemm_tile_cols = 0;
   // Decode attention (<= 4 query vectors per kv head) with every warp on its own keys
   // (INFERA_CUDA_DECODE_ATTENTION=0: the general f32 kernel instead).
   bool decode_attention = true;
@@ -459,6 +468,7 @@ struct CudaStats {
   int64_t tma_queries = 0;           // ... of which with the queries by TMA (flash_tma_queries)
   int64_t glu_gemms = 0;             // gate/up + gated unit as one launch (glu_gemm)
   int64_t qkv_gemms = 0;             // q/k/v GEMM + qk-norm/RoPE/KV write as one (qkv_gemm)
+  int64_t residual_gemms = 0;        // x += . W^T on the TMA GEMM (residual_gemm)
 };
 std::optional<CudaStats> cuda_stats(const Backend& backend);
 // With CudaOptions::profile: device time per (op, kernel) since the last call, as a table

@@ -331,6 +331,7 @@ class CudaBackend final : public Backend {
   int64_t tma_queries_ = 0;                              // CudaStats::tma_queries
   int64_t glu_gemms_ = 0;                                // CudaStats::glu_gemms
   int64_t qkv_gemms_ = 0;                                // CudaStats::qkv_gemms
+  int64_t residual_gemms_ = 0;                           // CudaStats::residual_gemms
   int64_t gemm_stack_qkv_one_ = 0;  // CudaStats::gemm_stack_qkv_one
   int64_t gemm_stacks_ = 0;  // record_gemm_stack's stacks (CudaStats::gemm_stacks)
   Tensor decode_stack_trace_;  // CudaOptions::decode_stack_trace's device buffer

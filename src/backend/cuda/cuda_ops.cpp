@@ -11,6 +11,7 @@
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/op_checks.h"
+#include "backend/cuda/residual_gemm.h"
 #include "infera/error.h"
 
 namespace infera::cuda {
@@ -287,6 +288,20 @@ void CudaBackend::record_gemm_bf16_out(const void* x_bf16, const Tensor& w, void
 void CudaBackend::record_gemm_bf16_in(const void* x_bf16, const Tensor& w, void* out,
                                       ElemType out_type, bool accumulate, int64_t n, int64_t k,
                                       const OpNote& nt) {
+  // x += . W^T on the TMA GEMM of our own (CudaOptions::residual_gemm).
+  if (accumulate && out_type == ElemType::F32 && options_.residual_gemm &&
+      n >= options_.residual_gemm_min_rows && w.dtype() == DType::BF16) {
+    const cudaDeviceProp& prop = ctx_->properties();
+    const ResidualGemmArgs r{x_bf16, w.data(), static_cast<float*>(out), n, k, w.dim(0),
+                             options_.residual_gemm_tile_cols, int64_t{prop.multiProcessorCount}};
+    if (!residual_gemm_unsupported(r, prop.major, prop.minor)) {
+      OpNote rn = nt;
+      rn.kernel = "residual_gemm";
+      ctx_->record(launch_residual_gemm, r, rn);
+      ++residual_gemms_;
+      return;
+    }
+  }
   CublasGemmArgs a{ctx_->cublas(), w.data(), x_bf16, out, ElemType::BF16, n, k, w.dim(0), out_type};
   a.accumulate = accumulate ? 1 : 0;
   ctx_->record(launch_cublas_gemm, a, nt);

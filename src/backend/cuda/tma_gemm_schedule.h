@@ -50,4 +50,12 @@ inline int glu_tile_cols(int64_t m, int64_t f, int64_t sms, int64_t forced) {
   return int64_t{row_tiles(m)} * col_tiles(f, 128) >= sms ? 128 : 64;
 }
 
+// The residual GEMM's output columns a tile: 256 where the tiles still cover every SM twice
+// (fewer, larger tiles read x and w less often), else 128 (a 2048-row Qwen3-0.6B o projection:
+// 128 tiles of 128 for 132 SMs, 64 of 256). forced: 128 or 256, anything else: that rule.
+inline int residual_tile_cols(int64_t m, int64_t n, int64_t sms, int64_t forced) {
+  if (forced == 128 || forced == 256) return static_cast<int>(forced);
+  return int64_t{row_tiles(m)} * col_tiles(n, 256) >= 2 * sms ? 256 : 128;
+}
+
 }  // namespace infera::cuda::gemm_schedule

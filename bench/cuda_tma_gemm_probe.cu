@@ -1,6 +1,7 @@
-// Probe of the GLU GEMM (src/backend/cuda/glu_gemm.cu) against what the backend runs without it:
-// the gate/up (or Wi) pair as one strided-batched cublasGemmStridedBatchedEx writing bf16, then
-// the SwiGLU / GeGLU kernel (the glu_bf16_gemm path, record_glu_bf16). Qwen3-0.6B's gate/up
+// Probe of the TMA GEMMs (src/backend/cuda/tma_gemm.cuh) against what the backend runs without
+// them. The GLU GEMM (glu_gemm.cu) against the gate/up (or Wi) pair as one strided-batched
+// cublasGemmStridedBatchedEx writing bf16, then the SwiGLU / GeGLU kernel (the glu_bf16_gemm
+// path, record_glu_bf16). Qwen3-0.6B's gate/up
 // (1024 -> 2 x 3072, SwiGLU) at decode and prefill rows and ModernBERT-large's Wi (1024 -> 2 x
 // 2624, GeGLU) at its benchmark batches, each with the tile width chosen by shape and forced to
 // 64 and 128 output columns. 20 launches in a CUDA graph, median of 7 replays (the weights stay in
@@ -21,6 +22,7 @@
 
 #include "backend/cuda/glu_gemm.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/residual_gemm.h"
 #include "cuda_probe_util.cuh"
 
 namespace {
@@ -41,6 +43,12 @@ std::vector<float> to_host(const __nv_bfloat16* p, size_t n) {
   return out;
 }
 
+std::vector<float> f32_to_host(const float* p, size_t n) {
+  std::vector<float> out(n);
+  CK(cudaMemcpy(out.data(), p, n * 4, cudaMemcpyDeviceToHost));
+  return out;
+}
+
 // max |a - b| / max |b|; NaN where either holds a NaN.
 double relative_max_diff(const std::vector<float>& a, const std::vector<float>& b) {
   double d = 0, scale = 0;
@@ -52,18 +60,8 @@ double relative_max_diff(const std::vector<float>& a, const std::vector<float>& 
   return scale > 0 ? d / scale : std::nan("");
 }
 
-}  // namespace
-
-int main() {
+void probe_glu(const cudaDeviceProp& prop, cudaStream_t s, cublasHandle_t h) {
   using namespace infera::cuda;
-  cudaDeviceProp prop{};
-  CK(cudaGetDeviceProperties(&prop, 0));
-  std::printf("device: %s (%d SMs)\n", prop.name, prop.multiProcessorCount);
-  cudaStream_t s;
-  CK(cudaStreamCreate(&s));
-  cublasHandle_t h;
-  CB(cublasCreate(&h));
-  CB(cublasSetStream(h, s));
   const Shape shapes[] = {{64, 1024, 3072, false, "qwen3 gate/up b64"},
                           {256, 1024, 3072, false, "qwen3 gate/up b256"},
                           {512, 1024, 3072, false, "qwen3 gate/up 1x512"},
@@ -101,12 +99,17 @@ int main() {
     std::printf("%-24s %-12s %9.2f %9.1f %10s\n", sh.what, "cublas+glu", t_pair,
                 flop / t_pair * 1e-6, "-");
     for (int tile : {0, 64, 128}) {
-      GluGemmArgs a{x,       w,
-                    w + ws,  ours,
-                    nullptr, sh.m,
-                    sh.k,    sh.f,
-                    sh.k,    sh.gelu ? kGluGemmGelu : kGluGemmSilu,
-                    tile,    prop.multiProcessorCount};
+      GluGemmArgs a{};
+      a.x = x;
+      a.w0 = w;
+      a.w1 = w + ws;
+      a.out_bf16 = ours;
+      a.m = sh.m;
+      a.k = a.ldx = sh.k;
+      a.f = sh.f;
+      a.act = sh.gelu ? kGluGemmGelu : kGluGemmSilu;
+      a.tile_cols = tile;
+      a.sm_count = prop.multiProcessorCount;
       if (const char* why = glu_gemm_unsupported(a, prop.major, prop.minor)) {
         std::printf("%-24s glu_gemm not run: %s\n", sh.what, why);
         break;
@@ -125,6 +128,84 @@ int main() {
     CK(cudaFree(h16));
     CK(cudaFree(ours));
   }
+}
+
+void probe_residual(const cudaDeviceProp& prop, cudaStream_t s, cublasHandle_t h) {
+  using namespace infera::cuda;
+  struct Residual {
+    int m, k, n;
+    const char* what;
+  };
+  const Residual shapes[] = {
+      {256, 2048, 1024, "qwen3 o b256"},          {2048, 2048, 1024, "qwen3 o 1x2048"},
+      {2048, 3072, 1024, "qwen3 down 1x2048"},    {4096, 2048, 1024, "qwen3 o 8x512"},
+      {4096, 3072, 1024, "qwen3 down 8x512"},     {93, 1024, 1024, "modernbert o 1x93"},
+      {93, 2624, 1024, "modernbert Wo 1x93"},     {5120, 1024, 1024, "modernbert o 10x512"},
+      {32768, 2624, 1024, "modernbert Wo 64x512"}};
+  std::printf("%-24s %-12s %9s %9s %10s\n", "shape (x += . W^T)", "variant", "us", "TFLOP/s",
+              "rel diff");
+  for (const Residual& sh : shapes) {
+    const size_t xs = size_t(sh.m) * sh.k, ws = size_t(sh.n) * sh.k, os = size_t(sh.m) * sh.n;
+    __nv_bfloat16 *x, *w, *init16;
+    float *out, *init;
+    CK(cudaMalloc(&x, xs * 2));
+    CK(cudaMalloc(&w, ws * 2));
+    CK(cudaMalloc(&init16, os * 2));
+    CK(cudaMalloc(&init, os * 4));
+    CK(cudaMalloc(&out, os * 4));
+    probe::fill_bf16<<<1024, 256, 0, s>>>(x, xs, 17u + sh.m);
+    probe::fill_bf16<<<1024, 256, 0, s>>>(w, ws, 19u + sh.k);
+    probe::fill_bf16<<<1024, 256, 0, s>>>(init16, os, 23u);
+    probe::bf16_to_f32<<<1024, 256, 0, s>>>(init16, init, os);
+    const auto cublas = [&](int) {
+      const float alpha = 1.0f, beta = 1.0f;
+      CB(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, sh.n, sh.m, sh.k, &alpha, w, CUDA_R_16BF, sh.k,
+                      x, CUDA_R_16BF, sh.k, &beta, out, CUDA_R_32F, sh.n, CUBLAS_COMPUTE_32F,
+                      CUBLAS_GEMM_DEFAULT));
+    };
+    const double flop = 2.0 * sh.m * double(sh.k) * sh.n;
+    const double t_cublas = probe::graph_time_us(cublas, s, kLaunches);
+    CK(cudaMemcpyAsync(out, init, os * 4, cudaMemcpyDeviceToDevice, s));
+    cublas(0);
+    const std::vector<float> want = f32_to_host(out, os);
+    std::printf("%-24s %-12s %9.2f %9.1f %10s\n", sh.what, "cublas b=1", t_cublas,
+                flop / t_cublas * 1e-6, "-");
+    for (int tile : {0, 128, 256}) {
+      const ResidualGemmArgs a{x, w, out, sh.m, sh.k, sh.n, tile, prop.multiProcessorCount};
+      if (const char* why = residual_gemm_unsupported(a, prop.major, prop.minor)) {
+        std::printf("%-24s residual_gemm not run: %s\n", sh.what, why);
+        break;
+      }
+      const double t =
+          probe::graph_time_us([&](int) { launch_residual_gemm(&a, s); }, s, kLaunches);
+      CK(cudaMemcpyAsync(out, init, os * 4, cudaMemcpyDeviceToDevice, s));
+      launch_residual_gemm(&a, s);
+      char name[32];
+      std::snprintf(name, sizeof name, tile ? "tma tile %d" : "tma auto", tile);
+      std::printf("%-24s %-12s %9.2f %9.1f %10.2e  x%.3f\n", sh.what, name, t, flop / t * 1e-6,
+                  relative_max_diff(f32_to_host(out, os), want), t_cublas / t);
+    }
+    CK(cudaFree(x));
+    CK(cudaFree(w));
+    CK(cudaFree(init16));
+    CK(cudaFree(init));
+    CK(cudaFree(out));
+  }
+}
+
+}  // namespace
+
+int main() {
+  cudaDeviceProp prop{};
+  CK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("device: %s (%d SMs)\n", prop.name, prop.multiProcessorCount);
+  cudaStream_t s;
+  CK(cudaStreamCreate(&s));
+  cublasHandle_t h;
+  CB(cublasCreate(&h));
+  CB(cublasSetStream(h, s));
+  probe_glu(prop, s, h);
+  probe_residual(prop, s, h);
   CK(cudaGetLastError());
   cublasDestroy(h);
   return 0;

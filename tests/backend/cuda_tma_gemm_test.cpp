@@ -1,26 +1,30 @@
-// The GLU GEMM (CudaOptions::glu_gemm, glu_gemm.cu): matmul_swiglu and matmul_geglu as one kernel
-// with the gated unit in its epilogue. Against a double reference of the bf16-rounded operands
-// (x is rounded to bf16 as every bf16 GEMM path rounds it), at each tile width and over shapes
-// with partial tiles in every dimension (rows, output columns, k, an odd column count), and the
-// same bits on repeats and graph replays. The whole-model checks are in cuda_gemm_stack_test.cpp
-// and cuda_encoder_stack_test.cpp, the op harness's cuda_glu_gemm target runs the fused-op cases.
+// The TMA GEMMs of tma_gemm.cuh against double references of the bf16-rounded operands:
+//   - the GLU GEMM (CudaOptions::glu_gemm, glu_gemm.cu): matmul_swiglu and matmul_geglu as one
+//     kernel with the gated unit in its epilogue (x rounded to bf16 as every bf16 GEMM path rounds
+//     it), at each tile width and over shapes with partial tiles in every dimension (rows, output
+//     columns, k, an odd column count), and the same bits on repeats and graph replays;
+//   - the residual GEMM (residual_gemm.cu), launched directly: out += x . w^T at each tile width.
+// The whole-model checks are in cuda_gemm_stack_test.cpp and cuda_encoder_stack_test.cpp, the op
+// harness's cuda_glu_gemm target runs the fused-op cases, cuda_qkv_gemm_test.cpp the q/k/v GEMM.
 // Skips where no CUDA device is visible or it is not compute capability 9.0.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/residual_gemm.h"
 #include "core/dtype_convert.h"
 
 namespace infera {
 namespace {
 
-class CudaGluGemmTest : public ::testing::Test {
+class CudaTmaGemmTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible: cuda tests not run";
@@ -123,7 +127,7 @@ double nmse_to_reference(const Problem& p, const std::vector<float>& got, bool g
 // Every tile width over shapes with partial tiles: 9 rows (the GEMM's fewest past the GEMV), 93
 // (ModernBERT's 1x93 at its 2624 columns), an odd column count (scalar stores), k not a multiple
 // of 64 (a zero-filled last k block), and Qwen3-0.6B's 2048 x 1024 x 3072.
-TEST_F(CudaGluGemmTest, SwigluAndGegluMatchDoubleReference) {
+TEST_F(CudaTmaGemmTest, SwigluAndGegluMatchDoubleReference) {
   const int64_t shapes[][3] = {{9, 64, 64},     {33, 72, 37},    {93, 1024, 2624},  {128, 128, 136},
                                {200, 1032, 64}, {777, 256, 200}, {2048, 1024, 3072}};
   for (int64_t tile : {0, 64, 128}) {
@@ -149,7 +153,7 @@ TEST_F(CudaGluGemmTest, SwigluAndGegluMatchDoubleReference) {
 
 // No split k, no atomics: the same bits on every run, eager and replayed; a stage the producer
 // overwrote before its products were done would show here first.
-TEST_F(CudaGluGemmTest, RepeatsAndReplaysGiveTheSameBits) {
+TEST_F(CudaTmaGemmTest, RepeatsAndReplaysGiveTheSameBits) {
   auto backend = make_cuda_backend(0, glu_gemm(0));
   const Problem p = random_problem(1100, 1024, 3072, 99);  // 9 row tiles: a partial band
   OnDevice on(*backend, p);
@@ -164,6 +168,64 @@ TEST_F(CudaGluGemmTest, RepeatsAndReplaysGiveTheSameBits) {
   }
   EXPECT_GE(cuda_stats(*backend)->graph_launches - graphs_before, 1) << "no graph replay";
   EXPECT_LE(nmse_to_reference(p, first, false), 1e-8);
+}
+
+// out += x . w^T with out holding values already (the residual stream), each tile width and the
+// rule's, over partial tiles in every dimension; rows sampled as the GLU test's.
+TEST_F(CudaTmaGemmTest, ResidualGemmMatchesDoubleReference) {
+  cudaDeviceProp prop{};
+  ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
+  const int64_t shapes[][3] = {
+      {1, 64, 64}, {77, 1032, 1000}, {300, 2048, 1024}, {2048, 3072, 1024}};
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (const auto& sh : shapes) {
+    const int64_t m = sh[0], k = sh[1], n = sh[2];
+    std::vector<uint16_t> x(size_t(m * k)), w(size_t(n * k));
+    std::vector<float> out0(size_t(m * n));
+    for (auto& v : x) v = f32_to_bf16(dist(rng));
+    for (auto& v : w) v = f32_to_bf16(dist(rng) / std::sqrt(static_cast<float>(k)));
+    for (auto& v : out0) v = dist(rng);
+    void *x_d = nullptr, *w_d = nullptr;
+    float* out_d = nullptr;
+    ASSERT_EQ(cudaMalloc(&x_d, x.size() * 2), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&w_d, w.size() * 2), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&out_d, out0.size() * 4), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(x_d, x.data(), x.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(w_d, w.data(), w.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+    std::vector<int64_t> rows;
+    for (int64_t i = 0; i < m; i += m <= 48 ? 1 : m / 48) rows.push_back(i);
+    if (rows.back() != m - 1) rows.push_back(m - 1);
+    for (int64_t tile : {0, 128, 256}) {
+      const std::string what = std::to_string(m) + "x" + std::to_string(k) + "x" +
+                               std::to_string(n) + " tile " + std::to_string(tile);
+      ASSERT_EQ(cudaMemcpy(out_d, out0.data(), out0.size() * 4, cudaMemcpyHostToDevice),
+                cudaSuccess);
+      const cuda::ResidualGemmArgs a{x_d, w_d, out_d, m, k, n, tile, prop.multiProcessorCount};
+      ASSERT_EQ(cuda::residual_gemm_unsupported(a, prop.major, prop.minor), nullptr) << what;
+      cuda::launch_residual_gemm(&a, nullptr);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+      std::vector<float> got(out0.size());
+      ASSERT_EQ(cudaMemcpy(got.data(), out_d, got.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+      double err = 0, ref = 0;
+      for (int64_t i : rows)
+        for (int64_t j = 0; j < n; ++j) {
+          double s = out0[size_t(i * n + j)];
+          for (int64_t c = 0; c < k; ++c)
+            s += double(bf16_to_f32(x[size_t(i * k + c)])) * bf16_to_f32(w[size_t(j * k + c)]);
+          const double d = double(got[size_t(i * n + j)]) - s;
+          err += d * d;
+          ref += s * s;
+        }
+      const double e = ref > 0 ? err / ref : std::nan("");
+      std::printf("  residual %s: NMSE %.2e\n", what.c_str(), e);
+      // f32 sums: ~1e-13; a lost k block or a tile written twice (added twice) gives >= 1e-3.
+      EXPECT_LE(e, 1e-9) << what;  // NaN fails
+    }
+    cudaFree(x_d);
+    cudaFree(w_d);
+    cudaFree(out_d);
+  }
 }
 
 }  // namespace

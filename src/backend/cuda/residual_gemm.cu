@@ -1,0 +1,91 @@
+// The residual GEMM (CudaOptions::residual_gemm; sm_90a): out += x . w^T into the f32 residual
+// stream, on the TMA GEMM (tma_gemm.cuh).
+//
+// Why: cuBLAS's beta-1 GEMMs are the stack's weakest at prefill sizes (the o and down projections
+// at a 2048-token Qwen3-0.6B prompt: 480-556 TFLOP/s in one wave of 128 x 128 tiles against
+// 620-670 for q/k/v and gate/up, session 22's ncu), and an epilogue of our own is where the next
+// fusions go (the next norm's row statistics). Each thread adds its accumulators into its f32
+// pairs of the output (read, add, write: the same f32 sum as beta 1).
+#include <cuda.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "backend/cuda/device_util.cuh"
+#include "backend/cuda/residual_gemm.h"
+#include "backend/cuda/tensor_map.h"
+#include "backend/cuda/tma_gemm.cuh"
+
+namespace infera::cuda {
+namespace residual_gemm {
+
+template <int kCols>
+struct ResidualEpilogue {
+  static constexpr int kN = kCols, kSegments = 1;
+  float* out;
+  int m, n;
+
+  __device__ void operator()(const gemm_schedule::Tile& tile, const float (&acc)[kN / 2], int row0,
+                             int lane) const {
+    const int col0 = tile.n0 + 2 * (lane % 4);
+#pragma unroll
+    for (int j = 0; j < kCols / 8; ++j) {
+      const int col = col0 + 8 * j;  // even, n even: col < n means col + 1 < n
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = row0 + 8 * h;
+        if (row >= m || col >= n) continue;
+        float2* const p = reinterpret_cast<float2*>(out + static_cast<int64_t>(row) * n + col);
+        float2 v = *p;
+        v.x += acc[4 * j + 2 * h];
+        v.y += acc[4 * j + 2 * h + 1];
+        *p = v;
+      }
+    }
+  }
+};
+
+}  // namespace residual_gemm
+
+const char* residual_gemm_unsupported(const ResidualGemmArgs& a, int cc_major, int cc_minor) {
+  if (cc_major != 9 || cc_minor != 0) return "wgmma needs compute capability 9.0 (sm_90a)";
+  if (!encode_tiled_fn()) return "the driver has no cuTensorMapEncodeTiled";
+  if (a.m < 1 || a.k < 1 || a.n < 1) return "an empty product";
+  if (a.m > INT_MAX / 2 || a.n > INT_MAX / 2 || a.k > INT_MAX / 2) return "a dimension too large";
+  if (a.k % 8 != 0) return "k must be a multiple of 8 (TMA's 16-byte strides)";
+  if (a.n % 2 != 0) return "n must be even (the output's f32 pairs)";
+  if (!aligned16(a.x) || !aligned16(a.w)) return "x and the weights must be 16-byte aligned";
+  if (reinterpret_cast<uintptr_t>(a.out) % 8 != 0) return "a misaligned output";
+  return nullptr;
+}
+
+void launch_residual_gemm(const void* args, cudaStream_t stream) {
+  ResidualGemmArgs a;
+  std::memcpy(static_cast<void*>(&a), args, sizeof a);
+  const int cols = gemm_schedule::residual_tile_cols(a.m, a.n, a.sm_count, a.tile_cols);
+  CUtensorMap xmap, wmap;
+  const CUtensorMapDataType bf16 = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  if (!encode_2d_map(&xmap, bf16, a.x, a.m, a.k, a.k, tma_gemm::kBK, tma_gemm::kRows) ||
+      !encode_2d_map(&wmap, bf16, a.w, a.n, a.k, a.k, tma_gemm::kBK, cols))
+    throw std::runtime_error("residual_gemm: the driver refused a tensor map (m " +
+                             std::to_string(a.m) + ", k " + std::to_string(a.k) + ", n " +
+                             std::to_string(a.n) + ")");
+  tma_gemm::Tiling tg{};
+  tg.m = static_cast<int>(a.m);
+  tg.n = static_cast<int>(a.n);
+  tg.cols = cols;
+  tg.k_blocks = static_cast<int>((a.k + tma_gemm::kBK - 1) / tma_gemm::kBK);
+  tg.tiles = gemm_schedule::row_tiles(a.m) * gemm_schedule::col_tiles(a.n, cols);
+  const int grid = static_cast<int>(std::min<int64_t>(tg.tiles, std::max<int64_t>(1, a.sm_count)));
+  const int m = static_cast<int>(a.m), n = static_cast<int>(a.n);
+  if (cols == 256)
+    return tma_gemm::launch(residual_gemm::ResidualEpilogue<256>{a.out, m, n}, tg, xmap, wmap, wmap,
+                            grid, stream);
+  tma_gemm::launch(residual_gemm::ResidualEpilogue<128>{a.out, m, n}, tg, xmap, wmap, wmap, grid,
+                   stream);
+}
+
+}  // namespace infera::cuda
