@@ -24,16 +24,15 @@ def metrics(j):
     return m
 
 
-def main():
-    if len(sys.argv) != 3:
-        sys.exit(__doc__)
-    folder, variants = sys.argv[1], sys.argv[2].split(",")
+def report(folder, variants, metrics_of):
+    """Prints, per metric of metrics_of(json) (higher is better), the first variant's value in
+    every round and each other variant's median and ratios to it (rounds paired by file order)."""
     runs = {}
     for v in variants:
         files = sorted(glob.glob(f"{folder}/{v}_*.json"))
         if not files:
             sys.exit(f"no {folder}/{v}_*.json")
-        runs[v] = [metrics(json.load(open(f))) for f in files]
+        runs[v] = [metrics_of(json.load(open(f))) for f in files]
     base = runs[variants[0]]
     for key in base[0]:
         print(f"{key}")
@@ -46,6 +45,12 @@ def main():
             print(f"  {v:>10}: median {statistics.median(vals):.0f}, ratio x{statistics.median(ratios):.3f}"
                   f" [{min(ratios):.3f}, {max(ratios):.3f}] ("
                   + " / ".join(f"{x:.3f}" for x in ratios) + ")")
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    report(sys.argv[1], sys.argv[2].split(","), metrics)
 
 
 if __name__ == "__main__":

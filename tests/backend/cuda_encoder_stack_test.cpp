@@ -7,7 +7,6 @@
 // composition is. And the packed attention's wgmma kernel with RoPE inside it against the staged
 // rotation (bit for bit) and the mma.sync flash kernel. Skips, saying so, where no CUDA device is
 // visible.
-#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -236,9 +235,7 @@ TEST_P(CudaEncoderStackTest, StreamGegluFollowsCublasPairAndCpu) {
 // And against the CPU as far as the default path is (a wrong tile, row or activation gives ~1).
 // Compute capability 9.0 only.
 TEST_P(CudaEncoderStackTest, TmaGemmsFollowCublasAndCpu) {
-  cudaDeviceProp prop{};
-  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess || prop.major != 9 || prop.minor != 0)
-    GTEST_SKIP() << "the TMA GEMMs need compute capability 9.0";
+  if (const char* why = cuda_test::sm90_missing()) GTEST_SKIP() << why;
   const Case& c = GetParam();
   const auto dir = cuda_test::config_dir(std::string("encoder_stack_") + c.name, c.config);
   const std::vector<std::vector<int64_t>> batches = {{93}, {50, 40, 38}, {200, 77, 130}};

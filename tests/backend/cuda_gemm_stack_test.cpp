@@ -7,7 +7,6 @@
 // The wgmma attention's bf16 queries and output (gemm_stack_attention16) give the logits of its
 // f32 hand-off bit for bit. Greedy choices equal the CPU's where its margin is no near tie. Skips, saying so, where no CUDA
 // device is visible.
-#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -172,7 +171,7 @@ TEST_P(CudaGemmStackTest, PrefillAndBatchedDecodeFollowCompositionAndCpu) {
   }
 }
 
-// The TMA GEMMs of our own in the stack of Qwen3-0.6B's layer shape, each switch alone and both,
+// The TMA GEMMs of our own in the stack of Qwen3-0.6B's layer shape, each switch alone and all,
 // against the default path (cuBLAS and the elementwise kernels after it):
 //   - the GLU GEMM (CudaOptions::glu_gemm, glu_gemm.cu): gate/up and SwiGLU as one launch, in
 //     every layer of the three GEMM-path steps;
@@ -188,10 +187,7 @@ TEST_P(CudaGemmStackTest, PrefillAndBatchedDecodeFollowCompositionAndCpu) {
 class CudaGemmStackTmaGemms : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible: cuda tests not run";
-    cudaDeviceProp prop{};
-    if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess || prop.major != 9 || prop.minor != 0)
-      GTEST_SKIP() << "the TMA GEMMs need compute capability 9.0";
+    if (const char* why = cuda_test::sm90_missing()) GTEST_SKIP() << why;
   }
 };
 

@@ -19,6 +19,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/qkv_gemm.h"
+#include "backend/cuda_test_models.h"
 #include "core/dtype_convert.h"
 
 namespace infera {
@@ -33,13 +34,8 @@ constexpr int kD = 128;
 class CudaQkvGemmTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible: cuda tests not run";
-    cudaDeviceProp p{};
-    if (cudaGetDeviceProperties(&p, 0) != cudaSuccess || p.major != 9 || p.minor != 0)
-      GTEST_SKIP() << "the q/k/v GEMM needs compute capability 9.0";
-    sms_ = p.multiProcessorCount;
+    if (const char* why = cuda_test::sm90_missing()) GTEST_SKIP() << why;
   }
-  int sms_ = 0;
 };
 
 template <typename T>
@@ -135,7 +131,6 @@ TEST_F(CudaQkvGemmTest, MatchesDoubleReference) {
     a.x = x_d;
     a.w = w_d;
     a.k = c.k;
-    a.sm_count = sms_;
     QkNormRopeKvArgs& q = a.qa;
     q.q_norm = qn_d;
     q.k_norm = kn_d;
@@ -158,6 +153,7 @@ TEST_F(CudaQkvGemmTest, MatchesDoubleReference) {
     q.q16_scale = q_scale;
     cudaDeviceProp prop{};
     ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
+    a.sm_count = prop.multiProcessorCount;
     ASSERT_EQ(cuda::qkv_gemm_unsupported(a, prop.major, prop.minor), nullptr) << what;
     cuda::launch_qkv_gemm(&a, nullptr);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;

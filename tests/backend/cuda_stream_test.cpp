@@ -37,10 +37,7 @@ CudaOptions stream(bool on, bool profile = false) {
 class CudaStreamTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible: cuda tests not run";
-    cudaDeviceProp p{};
-    if (cudaGetDeviceProperties(&p, 0) != cudaSuccess || p.major != 9 || p.minor != 0)
-      GTEST_SKIP() << "the stream GEMM needs compute capability 9.0";
+    if (const char* why = cuda_test::sm90_missing()) GTEST_SKIP() << why;
   }
 };
 

@@ -3,6 +3,7 @@
 // the tests bound.
 #pragma once
 
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -21,6 +22,16 @@
 #include "model/causal_lm.h"
 
 namespace infera::cuda_test {
+
+// Why a test of an sm_90a-only kernel (wgmma, TMA) cannot run here, or nullptr:
+// `if (const char* why = cuda_test::sm90_missing()) GTEST_SKIP() << why;`.
+inline const char* sm90_missing() {
+  if (cuda_device_count() == 0) return "no CUDA device visible: cuda tests not run";
+  cudaDeviceProp p{};
+  if (cudaGetDeviceProperties(&p, 0) != cudaSuccess || p.major != 9 || p.minor != 0)
+    return "the kernel needs compute capability 9.0 (sm_90a)";
+  return nullptr;
+}
 
 // Qwen3 with the real head size (head_dim 128, GQA 2: attention takes the flash kernel).
 inline const char* const kQwen3 = R"({

@@ -19,6 +19,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/residual_gemm.h"
+#include "backend/cuda_test_models.h"
 #include "core/dtype_convert.h"
 
 namespace infera {
@@ -27,10 +28,7 @@ namespace {
 class CudaTmaGemmTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible: cuda tests not run";
-    cudaDeviceProp p{};
-    if (cudaGetDeviceProperties(&p, 0) != cudaSuccess || p.major != 9 || p.minor != 0)
-      GTEST_SKIP() << "the GLU GEMM needs compute capability 9.0";
+    if (const char* why = cuda_test::sm90_missing()) GTEST_SKIP() << why;
   }
 };
 

@@ -12,11 +12,8 @@
 #include <cuda.h>
 #include <cuda_bf16.h>
 
-#include <algorithm>
 #include <climits>
 #include <cstring>
-#include <stdexcept>
-#include <string>
 
 #include "backend/cuda/device_util.cuh"
 #include "backend/cuda/glu_gemm.h"
@@ -111,20 +108,11 @@ void launch_glu_gemm(const void* args, cudaStream_t stream) {
   GluGemmArgs a;
   std::memcpy(static_cast<void*>(&a), args, sizeof a);
   const int cols = gemm_schedule::glu_tile_cols(a.m, a.f, a.sm_count, a.tile_cols);
-  CUtensorMap xmap, w0map, w1map;
-  const CUtensorMapDataType bf16 = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-  if (!encode_2d_map(&xmap, bf16, a.x, a.m, a.k, a.ldx, tma_gemm::kBK, tma_gemm::kRows) ||
-      !encode_2d_map(&w0map, bf16, a.w0, a.f, a.k, a.k, tma_gemm::kBK, cols) ||
-      !encode_2d_map(&w1map, bf16, a.w1, a.f, a.k, a.k, tma_gemm::kBK, cols))
-    throw std::runtime_error("glu_gemm: the driver refused a tensor map (m " + std::to_string(a.m) +
-                             ", k " + std::to_string(a.k) + ", f " + std::to_string(a.f) + ")");
-  tma_gemm::Tiling tg{};
-  tg.m = static_cast<int>(a.m);
-  tg.n = static_cast<int>(a.f);
-  tg.cols = cols;
-  tg.k_blocks = static_cast<int>((a.k + tma_gemm::kBK - 1) / tma_gemm::kBK);
-  tg.tiles = gemm_schedule::row_tiles(a.m) * gemm_schedule::col_tiles(a.f, cols);
-  const int grid = static_cast<int>(std::min<int64_t>(tg.tiles, std::max<int64_t>(1, a.sm_count)));
+  const CUtensorMap xmap = tma_gemm::x_map("glu_gemm", a.x, a.m, a.k, a.ldx);
+  const CUtensorMap w0map = tma_gemm::w_map("glu_gemm", a.w0, a.f, a.k, cols);
+  const CUtensorMap w1map = tma_gemm::w_map("glu_gemm", a.w1, a.f, a.k, cols);
+  const tma_gemm::Tiling tg = tma_gemm::tiling(a.m, a.f, cols, a.k);
+  const int grid = tma_gemm::grid_for(tg, a.sm_count);
   using glu_gemm::launch;
   const bool gelu = a.act == kGluGemmGelu;
   if (cols == 128)

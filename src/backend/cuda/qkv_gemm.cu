@@ -15,11 +15,8 @@
 #include <cuda.h>
 #include <cuda_bf16.h>
 
-#include <algorithm>
 #include <climits>
 #include <cstring>
-#include <stdexcept>
-#include <string>
 
 #include "backend/cuda/device_util.cuh"
 #include "backend/cuda/qkv_gemm.h"
@@ -163,19 +160,10 @@ void launch_qkv_gemm(const void* args, cudaStream_t stream) {
   std::memcpy(static_cast<void*>(&a), args, sizeof a);
   const QkNormRopeKvArgs& q = a.qa;
   const int64_t rows = (q.hq + 2 * q.hkv) * qkv_gemm::kD;
-  CUtensorMap xmap, wmap;
-  const CUtensorMapDataType bf16 = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-  if (!encode_2d_map(&xmap, bf16, a.x, q.n, a.k, a.k, tma_gemm::kBK, tma_gemm::kRows) ||
-      !encode_2d_map(&wmap, bf16, a.w, rows, a.k, a.k, tma_gemm::kBK, qkv_gemm::kD))
-    throw std::runtime_error("qkv_gemm: the driver refused a tensor map (n " + std::to_string(q.n) +
-                             ", k " + std::to_string(a.k) + ", rows " + std::to_string(rows) + ")");
-  tma_gemm::Tiling tg{};
-  tg.m = static_cast<int>(q.n);
-  tg.n = static_cast<int>(rows);
-  tg.cols = qkv_gemm::kD;
-  tg.k_blocks = static_cast<int>((a.k + tma_gemm::kBK - 1) / tma_gemm::kBK);
-  tg.tiles = gemm_schedule::row_tiles(q.n) * gemm_schedule::col_tiles(rows, qkv_gemm::kD);
-  const int grid = static_cast<int>(std::min<int64_t>(tg.tiles, std::max<int64_t>(1, a.sm_count)));
+  const CUtensorMap xmap = tma_gemm::x_map("qkv_gemm", a.x, q.n, a.k, a.k);
+  const CUtensorMap wmap = tma_gemm::w_map("qkv_gemm", a.w, rows, a.k, qkv_gemm::kD);
+  const tma_gemm::Tiling tg = tma_gemm::tiling(q.n, rows, qkv_gemm::kD, a.k);
+  const int grid = tma_gemm::grid_for(tg, a.sm_count);
   switch (q.norm_type) {
     case ElemType::F32:
       return qkv_gemm::launch<float>(a, tg, xmap, wmap, grid, stream);

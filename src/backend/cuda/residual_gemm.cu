@@ -8,11 +8,8 @@
 // pairs of the output (read, add, write: the same f32 sum as beta 1).
 #include <cuda.h>
 
-#include <algorithm>
 #include <climits>
 #include <cstring>
-#include <stdexcept>
-#include <string>
 
 #include "backend/cuda/device_util.cuh"
 #include "backend/cuda/residual_gemm.h"
@@ -66,20 +63,10 @@ void launch_residual_gemm(const void* args, cudaStream_t stream) {
   ResidualGemmArgs a;
   std::memcpy(static_cast<void*>(&a), args, sizeof a);
   const int cols = gemm_schedule::residual_tile_cols(a.m, a.n, a.sm_count, a.tile_cols);
-  CUtensorMap xmap, wmap;
-  const CUtensorMapDataType bf16 = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-  if (!encode_2d_map(&xmap, bf16, a.x, a.m, a.k, a.k, tma_gemm::kBK, tma_gemm::kRows) ||
-      !encode_2d_map(&wmap, bf16, a.w, a.n, a.k, a.k, tma_gemm::kBK, cols))
-    throw std::runtime_error("residual_gemm: the driver refused a tensor map (m " +
-                             std::to_string(a.m) + ", k " + std::to_string(a.k) + ", n " +
-                             std::to_string(a.n) + ")");
-  tma_gemm::Tiling tg{};
-  tg.m = static_cast<int>(a.m);
-  tg.n = static_cast<int>(a.n);
-  tg.cols = cols;
-  tg.k_blocks = static_cast<int>((a.k + tma_gemm::kBK - 1) / tma_gemm::kBK);
-  tg.tiles = gemm_schedule::row_tiles(a.m) * gemm_schedule::col_tiles(a.n, cols);
-  const int grid = static_cast<int>(std::min<int64_t>(tg.tiles, std::max<int64_t>(1, a.sm_count)));
+  const CUtensorMap xmap = tma_gemm::x_map("residual_gemm", a.x, a.m, a.k, a.k);
+  const CUtensorMap wmap = tma_gemm::w_map("residual_gemm", a.w, a.n, a.k, cols);
+  const tma_gemm::Tiling tg = tma_gemm::tiling(a.m, a.n, cols, a.k);
+  const int grid = tma_gemm::grid_for(tg, a.sm_count);
   const int m = static_cast<int>(a.m), n = static_cast<int>(a.n);
   if (cols == 256)
     return tma_gemm::launch(residual_gemm::ResidualEpilogue<256>{a.out, m, n}, tg, xmap, wmap, wmap,

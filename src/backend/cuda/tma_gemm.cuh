@@ -27,10 +27,14 @@
 #include <cuda.h>
 #include <cuda_bf16.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <stdexcept>
+#include <string>
 
 #include "backend/cuda/mbarrier.cuh"
 #include "backend/cuda/stream_gemm_wgmma.cuh"
+#include "backend/cuda/tensor_map.h"
 #include "backend/cuda/tma_gemm_schedule.h"
 #include "backend/cuda/wgmma.cuh"
 
@@ -63,6 +67,33 @@ struct Layout {
 struct Tiling {
   int m, n, cols, k_blocks, tiles;
 };
+// (Host side; the callers' checks keep m, n and k within int.)
+inline Tiling tiling(int64_t m, int64_t n, int cols, int64_t k) {
+  return {static_cast<int>(m), static_cast<int>(n), cols, static_cast<int>((k + kBK - 1) / kBK),
+          gemm_schedule::row_tiles(m) * gemm_schedule::col_tiles(n, cols)};
+}
+// The persistent grid: a block an SM, or fewer where there are fewer tiles.
+inline int grid_for(const Tiling& tg, int64_t sms) {
+  return static_cast<int>(std::min<int64_t>(tg.tiles, std::max<int64_t>(1, sms)));
+}
+
+// The tensor maps of the operands, bf16 with the 128-byte swizzle: x [m, k] (row stride ldx) in
+// boxes of kRows rows, a weight [rows, k] in boxes of box_rows; both kBK wide. Throw, naming the
+// kernel and the shape, where the driver refuses one.
+inline CUtensorMap x_map(const char* kernel, const void* x, int64_t m, int64_t k, int64_t ldx) {
+  CUtensorMap map;
+  if (!encode_2d_map(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, x, m, k, ldx, kBK, kRows))
+    throw std::runtime_error(std::string(kernel) + ": the driver refused x's tensor map (" +
+                             std::to_string(m) + " x " + std::to_string(k) + ")");
+  return map;
+}
+inline CUtensorMap w_map(const char* kernel, const void* w, int64_t rows, int64_t k, int box_rows) {
+  CUtensorMap map;
+  if (!encode_2d_map(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, w, rows, k, k, kBK, box_rows))
+    throw std::runtime_error(std::string(kernel) + ": the driver refused a weight's tensor map (" +
+                             std::to_string(rows) + " x " + std::to_string(k) + ")");
+  return map;
+}
 
 template <int N>
 __device__ __forceinline__ void fence_accumulators(float (&d)[N]) {
