@@ -1,16 +1,20 @@
 // Probe of the TMA GEMMs (src/backend/cuda/tma_gemm.cuh) against what the backend runs without
-// them. The GLU GEMM (glu_gemm.cu) against the gate/up (or Wi) pair as one strided-batched
-// cublasGemmStridedBatchedEx writing bf16, then the SwiGLU / GeGLU kernel (the glu_bf16_gemm
-// path, record_glu_bf16). Qwen3-0.6B's gate/up
-// (1024 -> 2 x 3072, SwiGLU) at decode and prefill rows and ModernBERT-large's Wi (1024 -> 2 x
-// 2624, GeGLU) at its benchmark batches, each with the tile width chosen by shape and forced to
-// 64 and 128 output columns. 20 launches in a CUDA graph, median of 7 replays (the weights stay in
-// L2 between launches, as within a prefill step they do not: compare the variants, not the
-// absolute GB/s); TFLOP/s counts both products. Each variant's bf16 output against the pair's:
-// the largest |difference| over the largest |value| (the pair rounds both products to bf16 before
-// the gated unit, the kernel applies it to the f32 sums: ~1e-2 is rounding, ~1 a wrong tile).
+// them, each at every tile width, the width its rule picks, and on the kernel's ping-pong
+// schedule:
+//   - the GLU GEMM (glu_gemm.cu) against the gate/up (or Wi) pair as one strided-batched
+//     cublasGemmStridedBatchedEx writing bf16, then the SwiGLU / GeGLU kernel (the glu_bf16_gemm
+//     path, record_glu_bf16): Qwen3-0.6B's gate/up (1024 -> 2 x 3072, SwiGLU) at decode and
+//     prefill rows, ModernBERT-large's Wi (1024 -> 2 x 2624, GeGLU) at its benchmark batches;
+//     TFLOP/s counts both products; the bf16 outputs' largest |difference| over the largest
+//     |value| (the pair rounds both products to bf16 before the gated unit, the kernel applies it
+//     to the f32 sums: ~1e-2 is rounding, ~1 a wrong tile);
+//   - the residual GEMM (residual_gemm.cu) against cublasGemmEx with beta 1 into f32 (the stacks'
+//     o / down / Wo projections); the difference after one launch of each from the same output
+//     (f32 sums in two orders: ~1e-6).
+// 20 launches in a CUDA graph, median of 7 replays. The weights stay in L2 between launches,
+// which within a step they do not: compare the variants, not the absolute GB/s.
 //
-//   cuda_glu_gemm_probe            (no arguments; ~10 s on an H100)
+//   cuda_tma_gemm_probe            (no arguments; ~20 s on an H100)
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -98,7 +102,7 @@ void probe_glu(const cudaDeviceProp& prop, cudaStream_t s, cublasHandle_t h) {
     const std::vector<float> want = to_host(h16, os);
     std::printf("%-24s %-12s %9.2f %9.1f %10s\n", sh.what, "cublas+glu", t_pair,
                 flop / t_pair * 1e-6, "-");
-    for (int tile : {0, 64, 128}) {
+    for (int tile : {0, 64, 128, -1}) {  // -1: the ping-pong schedule
       GluGemmArgs a{};
       a.x = x;
       a.w0 = w;
@@ -110,6 +114,7 @@ void probe_glu(const cudaDeviceProp& prop, cudaStream_t s, cublasHandle_t h) {
       a.act = sh.gelu ? kGluGemmGelu : kGluGemmSilu;
       a.tile_cols = tile;
       a.sm_count = prop.multiProcessorCount;
+      a.pingpong = tile < 0 ? 1 : 0;
       if (const char* why = glu_gemm_unsupported(a, prop.major, prop.minor)) {
         std::printf("%-24s glu_gemm not run: %s\n", sh.what, why);
         break;
@@ -118,7 +123,11 @@ void probe_glu(const cudaDeviceProp& prop, cudaStream_t s, cublasHandle_t h) {
       const double t = probe::graph_time_us([&](int) { launch_glu_gemm(&a, s); }, s, kLaunches);
       CK(cudaStreamSynchronize(s));
       char name[32];
-      std::snprintf(name, sizeof name, tile ? "glu tile %d" : "glu auto", tile);
+      std::snprintf(name, sizeof name,
+                    tile < 0 ? "glu pingpong"
+                    : tile   ? "glu tile %d"
+                             : "glu auto",
+                    tile);
       std::printf("%-24s %-12s %9.2f %9.1f %10.2e  x%.3f\n", sh.what, name, t, flop / t * 1e-6,
                   relative_max_diff(to_host(ours, os), want), t_pair / t);
     }
@@ -170,8 +179,9 @@ void probe_residual(const cudaDeviceProp& prop, cudaStream_t s, cublasHandle_t h
     const std::vector<float> want = f32_to_host(out, os);
     std::printf("%-24s %-12s %9.2f %9.1f %10s\n", sh.what, "cublas b=1", t_cublas,
                 flop / t_cublas * 1e-6, "-");
-    for (int tile : {0, 128, 256}) {
-      const ResidualGemmArgs a{x, w, out, sh.m, sh.k, sh.n, tile, prop.multiProcessorCount};
+    for (int tile : {0, 128, 256, -1}) {  // -1: the ping-pong schedule
+      const ResidualGemmArgs a{
+          x, w, out, sh.m, sh.k, sh.n, tile, prop.multiProcessorCount, tile < 0 ? 1 : 0};
       if (const char* why = residual_gemm_unsupported(a, prop.major, prop.minor)) {
         std::printf("%-24s residual_gemm not run: %s\n", sh.what, why);
         break;
@@ -181,7 +191,11 @@ void probe_residual(const cudaDeviceProp& prop, cudaStream_t s, cublasHandle_t h
       CK(cudaMemcpyAsync(out, init, os * 4, cudaMemcpyDeviceToDevice, s));
       launch_residual_gemm(&a, s);
       char name[32];
-      std::snprintf(name, sizeof name, tile ? "tma tile %d" : "tma auto", tile);
+      std::snprintf(name, sizeof name,
+                    tile < 0 ? "tma pingpong"
+                    : tile   ? "tma tile %d"
+                             : "tma auto",
+                    tile);
       std::printf("%-24s %-12s %9.2f %9.1f %10.2e  x%.3f\n", sh.what, name, t, flop / t * 1e-6,
                   relative_max_diff(f32_to_host(out, os), want), t_cublas / t);
     }

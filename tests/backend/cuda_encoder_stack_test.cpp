@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <string>
 #include <utility>
+#include <tuple>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
@@ -227,7 +228,8 @@ TEST_P(CudaEncoderStackTest, StreamGegluFollowsCublasPairAndCpu) {
 }
 
 // The TMA GEMMs of our own against the default path (cuBLAS and the elementwise kernels after it),
-// in every batch past the GEMV rows (every layer: their counts), each alone and both:
+// in every batch past the GEMV rows (every layer: their counts), each alone, both, and both on the
+// kernel's ping-pong schedule (CudaOptions::tma_gemm_pingpong):
 //   - the GLU GEMM (CudaOptions::glu_gemm, glu_gemm.cu): Wi and GeGLU as one launch, GeGLU on the
 //     f32 sums where the pair's kernel reads their bf16 roundings: NMSE <= 1e-4 and > 0;
 //   - the residual GEMM (CudaOptions::residual_gemm, residual_gemm.cu): the o and Wo projections'
@@ -248,14 +250,18 @@ TEST_P(CudaEncoderStackTest, TmaGemmsFollowCublasAndCpu) {
   const auto want = run(*pair_b), cpu = run(*cpu_b);
   EXPECT_EQ(cuda_stats(*pair_b)->glu_gemms, 0);
   EXPECT_EQ(cuda_stats(*pair_b)->residual_gemms, 0);
-  for (const auto [glu, residual] : {std::pair{true, false}, {false, true}, {true, true}}) {
+  for (const auto [glu, residual, pingpong] :
+       {std::tuple{true, false, false}, {false, true, false}, {true, true, false},
+        {true, true, true}}) {
     CudaOptions o;
     o.glu_gemm = glu;
     o.residual_gemm = residual;
+    o.tma_gemm_pingpong = pingpong;
     auto b = make_cuda_backend(0, o);
     const auto got = run(*b);
     const std::string what = std::string(c.name) + (glu ? " glu" : "") +
-                             (residual ? " residual" : "") + " gemm";
+                             (residual ? " residual" : "") + " gemm" +
+                             (pingpong ? " ping-pong" : "");
     EXPECT_EQ(cuda_stats(*b)->encoder_stacks, 3) << what;
     EXPECT_EQ(cuda_stats(*b)->glu_gemms, glu ? 3 * c.layers : 0) << what;
     EXPECT_EQ(cuda_stats(*b)->residual_gemms, residual ? 3 * c.layers * 2 : 0) << what;

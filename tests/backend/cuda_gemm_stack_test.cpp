@@ -179,7 +179,8 @@ TEST_P(CudaGemmStackTest, PrefillAndBatchedDecodeFollowCompositionAndCpu) {
 //     as one launch, in every layer of the two prefill steps (the 40-row decode step's attention
 //     is not the wgmma prefill kernel, which the fused queries are for);
 //   - the residual GEMM (CudaOptions::residual_gemm, residual_gemm.cu): the o and down
-//     projections' x += . W^T, in every layer of the three steps.
+//     projections' x += . W^T, in every layer of the three steps;
+//   - all three on the kernel's ping-pong schedule (CudaOptions::tma_gemm_pingpong).
 // The first two apply their elementwise step to the f32 sums where the default path reads them
 // rounded to bf16: logits NMSE <= 1e-4 and > 0 (a wrong tile, row, head, slot or activation gives
 // ~1); the residual GEMM is cuBLAS's f32 sum in its own order (<= 1e-4, maybe 0). And the CPU's
@@ -203,17 +204,21 @@ TEST_F(CudaGemmStackTmaGemms, FollowTheCublasPathAndCpu) {
   EXPECT_EQ(cuda_stats(*cublas_b)->qkv_gemms, 0);
   const int64_t vocab = static_cast<int64_t>(cpu[0].size() / 100);
   struct Variant {
-    bool glu, qkv, residual;
+    bool glu, qkv, residual, pingpong;
   };
-  for (const Variant v : {Variant{true, false, false}, Variant{false, true, false},
-                          Variant{false, false, true}, Variant{true, true, true}}) {
+  for (const Variant v :
+       {Variant{true, false, false, false}, Variant{false, true, false, false},
+        Variant{false, false, true, false}, Variant{true, true, true, false},
+        Variant{true, true, true, true}}) {
     const bool glu = v.glu, qkv = v.qkv;
     const std::string what = std::string(glu ? " glu" : "") + (qkv ? " qkv" : "") +
-                             (v.residual ? " residual" : "") + " gemm";
+                             (v.residual ? " residual" : "") + " gemm" +
+                             (v.pingpong ? " ping-pong" : "");
     CudaOptions o;
     o.glu_gemm = glu;
     o.qkv_gemm = qkv;
     o.residual_gemm = v.residual;
+    o.tma_gemm_pingpong = v.pingpong;
     auto b = make_cuda_backend(0, o);
     const auto got = run(*b);
     EXPECT_EQ(cuda_stats(*b)->gemm_stacks, 3) << what;

@@ -2,7 +2,8 @@
 // reference of qk_norm_rope_kv_write's arithmetic over the bf16-rounded operands: per row and head
 // the product, the RMS norm with the head's weights, RoPE at the row's position, q times the
 // attention's scale as bf16 [n, hq, 128], k and v into their pools at the row's slot (scattered
-// slots, GQA, rows past a tile, k past a 64-wide block, bf16 and f32 norm weights). Every pool
+// slots, GQA, rows past a tile, k past a 64-wide block, bf16 and f32 norm weights, both of the
+// kernel's schedules). Every pool
 // row the step does not own must keep its sentinel. The whole-model check is in
 // cuda_gemm_stack_test.cpp. Skips where no CUDA device is visible or it is not compute
 // capability 9.0.
@@ -56,6 +57,7 @@ std::vector<T> download(const T* p, size_t n) {
 struct Case {
   int n, k, hq, hkv;
   bool f32_norms;
+  bool pingpong;  // the kernel's ping-pong schedule (CudaOptions::tma_gemm_pingpong)
 };
 
 // NMSE accumulator: NaN (failing every bound) when a value is NaN or the reference all zeros.
@@ -71,10 +73,9 @@ struct Nmse {
 };
 
 TEST_F(CudaQkvGemmTest, MatchesDoubleReference) {
-  const Case cases[] = {{1, 1024, 16, 8, false},
-                        {77, 1024, 16, 8, false},
-                        {200, 136, 4, 2, true},
-                        {300, 1024, 16, 8, true}};
+  const Case cases[] = {{1, 1024, 16, 8, false, false},  {77, 1024, 16, 8, false, false},
+                        {200, 136, 4, 2, true, false},   {300, 1024, 16, 8, true, false},
+                        {300, 1024, 16, 8, false, true}, {77, 136, 4, 2, true, true}};
   constexpr int kBlock = 16, kPositions = 4096;
   constexpr double kTheta = 1e6, kEps = 1e-6;
   std::mt19937 rng(3);
@@ -92,7 +93,7 @@ TEST_F(CudaQkvGemmTest, MatchesDoubleReference) {
   for (const Case& c : cases) {
     const std::string what = std::to_string(c.n) + " rows, k " + std::to_string(c.k) + ", " +
                              std::to_string(c.hq) + "/" + std::to_string(c.hkv) + " heads" +
-                             (c.f32_norms ? ", f32 norms" : "");
+                             (c.f32_norms ? ", f32 norms" : "") + (c.pingpong ? ", ping-pong" : "");
     const int heads = c.hq + 2 * c.hkv, rows_w = heads * kD;
     const int num_blocks = (c.n + kBlock - 1) / kBlock + 3;  // spare blocks: sentinels only
     std::vector<uint16_t> x(size_t(c.n) * c.k), w(size_t(rows_w) * c.k);
@@ -154,6 +155,7 @@ TEST_F(CudaQkvGemmTest, MatchesDoubleReference) {
     cudaDeviceProp prop{};
     ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
     a.sm_count = prop.multiProcessorCount;
+    a.pingpong = c.pingpong ? 1 : 0;
     ASSERT_EQ(cuda::qkv_gemm_unsupported(a, prop.major, prop.minor), nullptr) << what;
     cuda::launch_qkv_gemm(&a, nullptr);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;

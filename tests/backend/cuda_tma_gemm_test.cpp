@@ -32,10 +32,12 @@ class CudaTmaGemmTest : public ::testing::Test {
   }
 };
 
+// tile_cols -1: the ping-pong schedule (CudaOptions::tma_gemm_pingpong, its 64 columns).
 CudaOptions glu_gemm(int64_t tile_cols) {
   CudaOptions o;
   o.glu_gemm = true;
   o.glu_gemm_tile_cols = tile_cols;
+  o.tma_gemm_pingpong = tile_cols < 0;
   o.stream_gemm = false;  // (its rows, 4..32, would not reach the kernel)
   return o;
 }
@@ -122,13 +124,15 @@ double nmse_to_reference(const Problem& p, const std::vector<float>& got, bool g
   return ref > 0 ? err / ref : std::nan("");
 }
 
-// Every tile width over shapes with partial tiles: 9 rows (the GEMM's fewest past the GEMV), 93
-// (ModernBERT's 1x93 at its 2624 columns), an odd column count (scalar stores), k not a multiple
-// of 64 (a zero-filled last k block), and Qwen3-0.6B's 2048 x 1024 x 3072.
+// Every tile width and the ping-pong schedule (tile -1) over shapes with partial tiles: 9 rows
+// (the GEMM's fewest past the GEMV), 93 (ModernBERT's 1x93 at its 2624 columns), an odd column
+// count (scalar stores), k not a multiple of 64 (a zero-filled last k block), and Qwen3-0.6B's
+// 2048 x 1024 x 3072 (16 x 48 tiles of 64 columns: every block takes many tiles, each of its
+// warpgroups every other one).
 TEST_F(CudaTmaGemmTest, SwigluAndGegluMatchDoubleReference) {
   const int64_t shapes[][3] = {{9, 64, 64},     {33, 72, 37},    {93, 1024, 2624},  {128, 128, 136},
                                {200, 1032, 64}, {777, 256, 200}, {2048, 1024, 3072}};
-  for (int64_t tile : {0, 64, 128}) {
+  for (int64_t tile : {0, 64, 128, -1}) {
     auto backend = make_cuda_backend(0, glu_gemm(tile));
     unsigned seed = 1;
     for (const auto& s : shapes)
@@ -150,26 +154,30 @@ TEST_F(CudaTmaGemmTest, SwigluAndGegluMatchDoubleReference) {
 }
 
 // No split k, no atomics: the same bits on every run, eager and replayed; a stage the producer
-// overwrote before its products were done would show here first.
+// overwrote before its products were done (or, ping-pong, a warpgroup's wait passing on an old
+// phase) would show here first. Both schedules.
 TEST_F(CudaTmaGemmTest, RepeatsAndReplaysGiveTheSameBits) {
-  auto backend = make_cuda_backend(0, glu_gemm(0));
   const Problem p = random_problem(1100, 1024, 3072, 99);  // 9 row tiles: a partial band
-  OnDevice on(*backend, p);
-  const int64_t graphs_before = cuda_stats(*backend)->graph_launches;
-  std::vector<float> first;
-  for (int rep = 0; rep < 4; ++rep) {
-    const std::vector<float> got = on.run(false);
-    if (rep == 0) first = got;
-    size_t differ = 0;
-    for (size_t i = 0; i < got.size(); ++i) differ += !(got[i] == first[i]);
-    EXPECT_EQ(differ, 0u) << "repeat " << rep;
+  for (int64_t tile : {0, -1}) {
+    auto backend = make_cuda_backend(0, glu_gemm(tile));
+    OnDevice on(*backend, p);
+    const int64_t graphs_before = cuda_stats(*backend)->graph_launches;
+    std::vector<float> first;
+    for (int rep = 0; rep < 4; ++rep) {
+      const std::vector<float> got = on.run(false);
+      if (rep == 0) first = got;
+      size_t differ = 0;
+      for (size_t i = 0; i < got.size(); ++i) differ += !(got[i] == first[i]);
+      EXPECT_EQ(differ, 0u) << "tile " << tile << " repeat " << rep;
+    }
+    EXPECT_GE(cuda_stats(*backend)->graph_launches - graphs_before, 1) << "no graph replay";
+    EXPECT_LE(nmse_to_reference(p, first, false), 1e-8) << "tile " << tile;
   }
-  EXPECT_GE(cuda_stats(*backend)->graph_launches - graphs_before, 1) << "no graph replay";
-  EXPECT_LE(nmse_to_reference(p, first, false), 1e-8);
 }
 
-// out += x . w^T with out holding values already (the residual stream), each tile width and the
-// rule's, over partial tiles in every dimension; rows sampled as the GLU test's.
+// out += x . w^T with out holding values already (the residual stream), each tile width, the
+// rule's and the ping-pong schedule, over partial tiles in every dimension; rows sampled as the
+// GLU test's.
 TEST_F(CudaTmaGemmTest, ResidualGemmMatchesDoubleReference) {
   cudaDeviceProp prop{};
   ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
@@ -194,12 +202,13 @@ TEST_F(CudaTmaGemmTest, ResidualGemmMatchesDoubleReference) {
     std::vector<int64_t> rows;
     for (int64_t i = 0; i < m; i += m <= 48 ? 1 : m / 48) rows.push_back(i);
     if (rows.back() != m - 1) rows.push_back(m - 1);
-    for (int64_t tile : {0, 128, 256}) {
+    for (int64_t tile : {0, 128, 256, -1}) {  // -1: the ping-pong schedule
       const std::string what = std::to_string(m) + "x" + std::to_string(k) + "x" +
                                std::to_string(n) + " tile " + std::to_string(tile);
       ASSERT_EQ(cudaMemcpy(out_d, out0.data(), out0.size() * 4, cudaMemcpyHostToDevice),
                 cudaSuccess);
-      const cuda::ResidualGemmArgs a{x_d, w_d, out_d, m, k, n, tile, prop.multiProcessorCount};
+      const cuda::ResidualGemmArgs a{
+          x_d, w_d, out_d, m, k, n, tile, prop.multiProcessorCount, tile < 0 ? 1 : 0};
       ASSERT_EQ(cuda::residual_gemm_unsupported(a, prop.major, prop.minor), nullptr) << what;
       cuda::launch_residual_gemm(&a, nullptr);
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;

@@ -398,6 +398,7 @@ CudaOptions cuda_options_from_env() {
     o.glu_gemm_tile_cols = std::atoll(v);
   o.qkv_gemm = cuda::env_flag("INFERA_CUDA_QKV_GEMM", o.qkv_gemm);
   o.residual_gemm = cuda::env_flag("INFERA_CUDA_RESIDUAL_GEMM", o.residual_gemm);
+  o.tma_gemm_pingpong = cuda::env_flag("INFERA_CUDA_TMA_GEMM_PINGPONG", o.tma_gemm_pingpong);
   if (const char* v = std::getenv("INFERA_CUDA_RESIDUAL_GEMM_ROWS"); v && *v)
     o.residual_gemm_min_rows = std::max<int64_t>(1, std::atoll(v));
   if (const char* v = std::getenv("INFERA_CUDA_RESIDUAL_GEMM_TILE"); v && *v)

@@ -197,6 +197,12 @@ struct CudaOptions {
   bool residual_gemm = false;
   int64_t residual_gemm_min_rows = 1;
   int64_t residual_gemm_tile_cols = 0;
+  // Those three kernels on the ping-pong schedule (tma_gemm.cuh): each consumer warpgroup a whole
+  // tile of at most 128 weight rows (the GLU's 64 output columns, the residual's 128), the two
+  // taking turns at their k loops so that one's epilogue runs under the other's products, where
+  // by default both work on one tile and its epilogue runs under none
+  // (INFERA_CUDA_TMA_GEMM_PINGPONG=1; off, unmeasured).
+  bool tma_gemm_pingpong = false;
   // Decode attention (<= 4 query vectors per kv head) with every warp on its own keys
   // (INFERA_CUDA_DECODE_ATTENTION=0: the general f32 kernel instead).
   bool decode_attention = true;

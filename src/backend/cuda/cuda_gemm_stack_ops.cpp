@@ -45,6 +45,7 @@ bool CudaBackend::record_qkv_gemm(const void* x_bf16, const Tensor& w_qkv, int64
   a.k = k;
   a.qa = qa;
   a.sm_count = prop.multiProcessorCount;
+  a.pingpong = options_.tma_gemm_pingpong ? 1 : 0;
   if (qkv_gemm_unsupported(a, prop.major, prop.minor)) return false;
   ctx_->record(launch_qkv_gemm, a, nt);
   ++qkv_gemms_;

@@ -292,8 +292,15 @@ void CudaBackend::record_gemm_bf16_in(const void* x_bf16, const Tensor& w, void*
   if (accumulate && out_type == ElemType::F32 && options_.residual_gemm &&
       n >= options_.residual_gemm_min_rows && w.dtype() == DType::BF16) {
     const cudaDeviceProp& prop = ctx_->properties();
-    const ResidualGemmArgs r{x_bf16, w.data(), static_cast<float*>(out), n, k, w.dim(0),
-                             options_.residual_gemm_tile_cols, int64_t{prop.multiProcessorCount}};
+    const ResidualGemmArgs r{x_bf16,
+                             w.data(),
+                             static_cast<float*>(out),
+                             n,
+                             k,
+                             w.dim(0),
+                             options_.residual_gemm_tile_cols,
+                             int64_t{prop.multiProcessorCount},
+                             options_.tma_gemm_pingpong ? 1 : 0};
     if (!residual_gemm_unsupported(r, prop.major, prop.minor)) {
       OpNote rn = nt;
       rn.kernel = "residual_gemm";

@@ -75,13 +75,13 @@ struct GluEpilogue {
   }
 };
 
-template <int kCols, int kAct>
+template <int kCols, int kAct, bool kPingPong>
 void launch(const GluGemmArgs& a, const tma_gemm::Tiling& tg, const CUtensorMap& xmap,
             const CUtensorMap& w0map, const CUtensorMap& w1map, int grid, cudaStream_t stream) {
   const GluEpilogue<kCols, kAct> epi{static_cast<__nv_bfloat16*>(a.out_bf16), a.out_f32,
                                      static_cast<int>(a.m), static_cast<int>(a.f),
                                      a.f % 2 == 0 ? 1 : 0};
-  tma_gemm::launch(epi, tg, xmap, w0map, w1map, grid, stream);
+  tma_gemm::launch<GluEpilogue<kCols, kAct>, kPingPong>(epi, tg, xmap, w0map, w1map, grid, stream);
 }
 
 }  // namespace glu_gemm
@@ -107,7 +107,8 @@ const char* glu_gemm_unsupported(const GluGemmArgs& a, int cc_major, int cc_mino
 void launch_glu_gemm(const void* args, cudaStream_t stream) {
   GluGemmArgs a;
   std::memcpy(static_cast<void*>(&a), args, sizeof a);
-  const int cols = gemm_schedule::glu_tile_cols(a.m, a.f, a.sm_count, a.tile_cols);
+  const int cols =
+      a.pingpong ? 64 : gemm_schedule::glu_tile_cols(a.m, a.f, a.sm_count, a.tile_cols);
   const CUtensorMap xmap = tma_gemm::x_map("glu_gemm", a.x, a.m, a.k, a.ldx);
   const CUtensorMap w0map = tma_gemm::w_map("glu_gemm", a.w0, a.f, a.k, cols);
   const CUtensorMap w1map = tma_gemm::w_map("glu_gemm", a.w1, a.f, a.k, cols);
@@ -115,11 +116,14 @@ void launch_glu_gemm(const void* args, cudaStream_t stream) {
   const int grid = tma_gemm::grid_for(tg, a.sm_count);
   using glu_gemm::launch;
   const bool gelu = a.act == kGluGemmGelu;
+  if (a.pingpong)  // (64 columns: w0's and w1's rows make the 128 a warpgroup's tile holds)
+    return gelu ? launch<64, kGluGemmGelu, true>(a, tg, xmap, w0map, w1map, grid, stream)
+                : launch<64, kGluGemmSilu, true>(a, tg, xmap, w0map, w1map, grid, stream);
   if (cols == 128)
-    return gelu ? launch<128, kGluGemmGelu>(a, tg, xmap, w0map, w1map, grid, stream)
-                : launch<128, kGluGemmSilu>(a, tg, xmap, w0map, w1map, grid, stream);
-  gelu ? launch<64, kGluGemmGelu>(a, tg, xmap, w0map, w1map, grid, stream)
-       : launch<64, kGluGemmSilu>(a, tg, xmap, w0map, w1map, grid, stream);
+    return gelu ? launch<128, kGluGemmGelu, false>(a, tg, xmap, w0map, w1map, grid, stream)
+                : launch<128, kGluGemmSilu, false>(a, tg, xmap, w0map, w1map, grid, stream);
+  gelu ? launch<64, kGluGemmGelu, false>(a, tg, xmap, w0map, w1map, grid, stream)
+       : launch<64, kGluGemmSilu, false>(a, tg, xmap, w0map, w1map, grid, stream);
 }
 
 }  // namespace infera::cuda

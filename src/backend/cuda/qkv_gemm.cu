@@ -129,7 +129,9 @@ void launch(const QkvGemmArgs& a, const tma_gemm::Tiling& tg, const CUtensorMap&
                             static_cast<int>(q.num_blocks),
                             static_cast<float>(q.eps),
                             static_cast<float>(q.q16_scale)};
-  tma_gemm::launch(epi, tg, xmap, wmap, wmap, grid, stream);
+  if (a.pingpong)
+    return tma_gemm::launch<HeadEpilogue<W>, true>(epi, tg, xmap, wmap, wmap, grid, stream);
+  tma_gemm::launch<HeadEpilogue<W>, false>(epi, tg, xmap, wmap, wmap, grid, stream);
 }
 
 }  // namespace qkv_gemm

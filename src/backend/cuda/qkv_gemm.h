@@ -21,6 +21,10 @@ struct QkvGemmArgs {
   // queries), each k head normed and rotated into the key pool, v into the value pool.
   QkNormRopeKvArgs qa;
   int64_t sm_count;
+  // 1: the kernel's ping-pong schedule (tma_gemm.cuh; CudaOptions::tma_gemm_pingpong): each
+  // consumer warpgroup a whole tile of at most 128 weight rows, one's epilogue under the other's
+  // products.
+  int64_t pingpong;
 };
 
 // nullptr when the kernel takes these arguments (compute capability 9.0, head_dim 128, a bf16

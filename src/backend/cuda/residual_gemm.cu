@@ -62,17 +62,21 @@ const char* residual_gemm_unsupported(const ResidualGemmArgs& a, int cc_major, i
 void launch_residual_gemm(const void* args, cudaStream_t stream) {
   ResidualGemmArgs a;
   std::memcpy(static_cast<void*>(&a), args, sizeof a);
-  const int cols = gemm_schedule::residual_tile_cols(a.m, a.n, a.sm_count, a.tile_cols);
+  const int cols =
+      a.pingpong ? 128 : gemm_schedule::residual_tile_cols(a.m, a.n, a.sm_count, a.tile_cols);
   const CUtensorMap xmap = tma_gemm::x_map("residual_gemm", a.x, a.m, a.k, a.k);
   const CUtensorMap wmap = tma_gemm::w_map("residual_gemm", a.w, a.n, a.k, cols);
   const tma_gemm::Tiling tg = tma_gemm::tiling(a.m, a.n, cols, a.k);
   const int grid = tma_gemm::grid_for(tg, a.sm_count);
   const int m = static_cast<int>(a.m), n = static_cast<int>(a.n);
+  using residual_gemm::ResidualEpilogue;
+  if (a.pingpong)
+    return tma_gemm::launch<ResidualEpilogue<128>, true>({a.out, m, n}, tg, xmap, wmap, wmap, grid,
+                                                         stream);
   if (cols == 256)
-    return tma_gemm::launch(residual_gemm::ResidualEpilogue<256>{a.out, m, n}, tg, xmap, wmap, wmap,
-                            grid, stream);
-  tma_gemm::launch(residual_gemm::ResidualEpilogue<128>{a.out, m, n}, tg, xmap, wmap, wmap, grid,
-                   stream);
+    return tma_gemm::launch<ResidualEpilogue<256>, false>({a.out, m, n}, tg, xmap, wmap, wmap, grid,
+                                                          stream);
+  tma_gemm::launch<ResidualEpilogue<128>, false>({a.out, m, n}, tg, xmap, wmap, wmap, grid, stream);
 }
 
 }  // namespace infera::cuda

@@ -11,17 +11,22 @@
 //     of kN / kSegments rows, box s from tensor map s (the GLU: w0's tile rows, then w1's);
 //   - two consumer warpgroups own 64 rows each: one wgmma of N = kN a 16-wide k step, both
 //     operands K-major in shared memory (the Hugging Face [out, in] layout), the f32 accumulators
-//     in registers, handed to the epilogue when the tile's k loop is done.
+//     in registers, handed to the epilogue when the tile's k loop is done;
+//   - or, kPingPong (kN <= 128: twice the accumulators), each consumer warpgroup takes every
+//     other tile of the block whole (two m64 products a k step) and they take turns at their k
+//     loops, so that one's epilogue runs while the other's products keep the tensor cores busy
+//     (CUTLASS's ping-pong schedule; the epilogue is otherwise not under any products).
 // Zero fill of the TMA boxes covers m, the weight rows and k past the tiles.
 //
 // An epilogue Epi is a type with
 //   static constexpr int kN, kSegments;  // a stage's weight rows, in that many boxes
 //   __device__ void operator()(const gemm_schedule::Tile& tile, const float (&acc)[Epi::kN / 2],
 //                              int row0, int lane) const;
-// called by every consumer thread once its tile's products are done: acc holds wgmma's
-// accumulator layout, 8 columns a group j, acc[4j..4j+1] in row `row0` (the tile's m0 + 64 wg +
-// 16 (warp % 4) + lane / 4), acc[4j + 2..4j + 3] in row0 + 8, at columns 8j + 2 (lane % 4) and
-// the next. Every thread of a warp calls it (it may shuffle), rows past m included.
+// called by every consumer thread once its tile's products are done (with kPingPong, twice: the
+// tile's upper and lower 64 rows): acc holds wgmma's accumulator layout, 8 columns a group j,
+// acc[4j..4j+1] in row `row0` (the tile's m0 + 64 (wg or half) + 16 (warp % 4) + lane / 4),
+// acc[4j + 2..4j + 3] in row0 + 8, at columns 8j + 2 (lane % 4) and the next. Every thread of a
+// warp calls it (it may shuffle), rows past m included.
 #pragma once
 
 #include <cuda.h>
@@ -101,7 +106,7 @@ __device__ __forceinline__ void fence_accumulators(float (&d)[N]) {
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-template <class Epi>
+template <class Epi, bool kPingPong>
 __global__ void __launch_bounds__(kThreads, 1)
     tma_gemm_kernel(const Epi epi, const Tiling tg, const __grid_constant__ CUtensorMap xmap,
                     const __grid_constant__ CUtensorMap w0map,
@@ -116,7 +121,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (tid == 0) {
     for (int s = 0; s < L::kStages; ++s) {
       mbar_init(&full[s], 1);
-      mbar_init(&empty[s], kConsumers / 32);  // one arrival a consumer warp
+      // One arrival a consumer warp that reads the stage: both warpgroups' or, ping-pong, one's.
+      mbar_init(&empty[s], kPingPong ? 4 : kConsumers / 32);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -145,38 +151,92 @@ __global__ void __launch_bounds__(kThreads, 1)
     return;
   }
 
-  // Consumers: warpgroup wg owns rows 64 wg..+63 of each tile.
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs));
   const int wg = warp / 4, wq = warp % 4;
-  const uint64_t a_desc = wgmma::desc_sw128(smem_u32(base) + wg * 64 * 128, 16, 1024);
-  const uint64_t b_desc = wgmma::desc_sw128(smem_u32(base) + L::kABytes, 16, 1024);
-  float acc[Epi::kN / 2];
-  int it = 0;
-  for (int t = blockIdx.x; t < tg.tiles; t += gridDim.x) {
-    const gemm_schedule::Tile tile = gemm_schedule::tile_at(t, tg.m, tg.n, tg.cols);
+  const uint32_t a_addr = smem_u32(base);
+  const uint64_t b_desc = wgmma::desc_sw128(a_addr + L::kABytes, 16, 1024);
+  if constexpr (!kPingPong) {
+    // Consumers: warpgroup wg owns rows 64 wg..+63 of each tile.
+    const uint64_t a_desc = wgmma::desc_sw128(a_addr + wg * 64 * 128, 16, 1024);
+    float acc[Epi::kN / 2];
+    int it = 0;
+    for (int t = blockIdx.x; t < tg.tiles; t += gridDim.x) {
+      const gemm_schedule::Tile tile = gemm_schedule::tile_at(t, tg.m, tg.n, tg.cols);
 #pragma unroll
-    for (int i = 0; i < Epi::kN / 2; ++i) acc[i] = 0.0f;
-    // One k block's products in flight behind the next's: a stage goes back to the producer once
-    // the products that read it are done (wait<1> after the next block's are issued).
-    for (int kb = 0; kb < tg.k_blocks; ++kb, ++it) {
-      const int s = it % L::kStages;
-      mbar_wait(&full[s], (it / L::kStages) & 1);
-      const uint32_t so = static_cast<uint32_t>(s * L::kStageBytes);
-      fence_accumulators(acc);
-      wgmma::fence();
+      for (int i = 0; i < Epi::kN / 2; ++i) acc[i] = 0.0f;
+      // One k block's products in flight behind the next's: a stage goes back to the producer
+      // once the products that read it are done (wait<1> after the next block's are issued).
+      for (int kb = 0; kb < tg.k_blocks; ++kb, ++it) {
+        const int s = it % L::kStages;
+        mbar_wait(&full[s], (it / L::kStages) & 1);
+        const uint32_t so = static_cast<uint32_t>(s * L::kStageBytes);
+        fence_accumulators(acc);
+        wgmma::fence();
 #pragma unroll
-      for (int kk = 0; kk < kBK / 16; ++kk)  // 16 k a step: 32 bytes along the swizzled rows
-        sgemm::Wgmma<Epi::kN>::run(acc, wgmma::desc_add(a_desc, so + kk * 32),
-                                   wgmma::desc_add(b_desc, so + kk * 32));
-      wgmma::commit();
-      wgmma::wait<1>();
+        for (int kk = 0; kk < kBK / 16; ++kk)  // 16 k a step: 32 bytes along the swizzled rows
+          sgemm::Wgmma<Epi::kN>::run(acc, wgmma::desc_add(a_desc, so + kk * 32),
+                                     wgmma::desc_add(b_desc, so + kk * 32));
+        wgmma::commit();
+        wgmma::wait<1>();
+        fence_accumulators(acc);
+        if (kb > 0 && lane == 0) mbar_arrive(&empty[(it - 1) % L::kStages]);
+      }
+      wgmma::wait<0>();
       fence_accumulators(acc);
-      if (kb > 0 && lane == 0) mbar_arrive(&empty[(it - 1) % L::kStages]);
+      if (tg.k_blocks > 0 && lane == 0) mbar_arrive(&empty[(it - 1) % L::kStages]);
+      epi(tile, acc, tile.m0 + wg * 64 + wq * 16 + lane / 4, lane);
     }
-    wgmma::wait<0>();
-    fence_accumulators(acc);
-    if (tg.k_blocks > 0 && lane == 0) mbar_arrive(&empty[(it - 1) % L::kStages]);
-    epi(tile, acc, tile.m0 + wg * 64 + wq * 16 + lane / 4, lane);
+  } else {
+    static_assert(Epi::kN <= 128, "ping-pong holds two m64 accumulators of kN / 2 a thread");
+    // Warpgroup wg takes the block's tiles of ordinal i = wg, wg + 2, ... whole. The producer
+    // fills the ring tile after tile, ordinal i's k blocks as stages i k_blocks.. A warpgroup
+    // waits for its turn (named barrier 2 + wg) before its k loop: until the other has waited for
+    // all of ordinal i - 1's stages. That is what keeps each stage's phase wait at most one phase
+    // ahead of the barrier (a parity wait two phases ahead would pass on an old phase), and it
+    // orders the products: one warpgroup's k loop, then the other's while the first one's
+    // epilogue runs. The turn passes (bar.arrive) only where an ordinal i + 1 exists, so every
+    // arrival has its wait.
+    const int ntiles = (tg.tiles - static_cast<int>(blockIdx.x) + static_cast<int>(gridDim.x) - 1) /
+                       static_cast<int>(gridDim.x);
+    const uint64_t a_lo = wgmma::desc_sw128(a_addr, 16, 1024);
+    const uint64_t a_hi = wgmma::desc_sw128(a_addr + 64 * 128, 16, 1024);
+    float acc0[Epi::kN / 2], acc1[Epi::kN / 2];
+    for (int i = wg; i < ntiles; i += 2) {
+      const int t = static_cast<int>(blockIdx.x) + i * static_cast<int>(gridDim.x);
+      const gemm_schedule::Tile tile = gemm_schedule::tile_at(t, tg.m, tg.n, tg.cols);
+#pragma unroll
+      for (int j = 0; j < Epi::kN / 2; ++j) acc0[j] = acc1[j] = 0.0f;
+      if (i > 0) asm volatile("bar.sync %0, %1;\n" ::"r"(2 + wg), "n"(kConsumers) : "memory");
+      int it = i * tg.k_blocks;
+      for (int kb = 0; kb < tg.k_blocks; ++kb, ++it) {
+        const int s = it % L::kStages;
+        mbar_wait(&full[s], (it / L::kStages) & 1);
+        const uint32_t so = static_cast<uint32_t>(s * L::kStageBytes);
+        fence_accumulators(acc0);
+        fence_accumulators(acc1);
+        wgmma::fence();
+#pragma unroll
+        for (int kk = 0; kk < kBK / 16; ++kk) {
+          const uint64_t b = wgmma::desc_add(b_desc, so + kk * 32);
+          sgemm::Wgmma<Epi::kN>::run(acc0, wgmma::desc_add(a_lo, so + kk * 32), b);
+          sgemm::Wgmma<Epi::kN>::run(acc1, wgmma::desc_add(a_hi, so + kk * 32), b);
+        }
+        wgmma::commit();
+        wgmma::wait<1>();
+        fence_accumulators(acc0);
+        fence_accumulators(acc1);
+        if (kb > 0 && lane == 0) mbar_arrive(&empty[(it - 1) % L::kStages]);
+      }
+      // Every stage of ordinal i waited for: the other warpgroup's turn (ordinal i + 1).
+      if (i + 1 < ntiles)
+        asm volatile("bar.arrive %0, %1;\n" ::"r"(3 - wg), "n"(kConsumers) : "memory");
+      wgmma::wait<0>();
+      fence_accumulators(acc0);
+      fence_accumulators(acc1);
+      if (tg.k_blocks > 0 && lane == 0) mbar_arrive(&empty[(it - 1) % L::kStages]);
+      epi(tile, acc0, tile.m0 + wq * 16 + lane / 4, lane);
+      epi(tile, acc1, tile.m0 + 64 + wq * 16 + lane / 4, lane);
+    }
   }
 #else
   __trap();
@@ -184,10 +244,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 // One launch: grid blocks (at most one an SM) over tg's tiles.
-template <class Epi>
+template <class Epi, bool kPingPong = false>
 void launch(const Epi& epi, const Tiling& tg, const CUtensorMap& xmap, const CUtensorMap& w0map,
             const CUtensorMap& w1map, int grid, cudaStream_t stream) {
-  constexpr auto kernel = tma_gemm_kernel<Epi>;
+  constexpr auto kernel = tma_gemm_kernel<Epi, kPingPong>;
   constexpr int kSmem = Layout<Epi::kN, Epi::kSegments>::kSmem;
   static const bool attr_set = [] {
     return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem) ==
