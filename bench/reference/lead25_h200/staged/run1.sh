@@ -1,17 +1,19 @@
 #!/bin/bash
 # run1: are the TMA GEMMs correct? (common.sh says what the builds are.)
 #   0. hang check (40 s): CudaTmaGemmTest.RepeatsAndReplays and CudaQkvGemmTest (the shared
-#      mainloop, never run: a wrong barrier parity or register split hangs every launch, as
-#      session 24's setmaxnreg did); on a hang every TMA GEMM step is skipped;
+#      mainloop and the ping-pong schedule, never run: a wrong barrier parity or register split
+#      hangs every launch, as session 24's setmaxnreg did); on a hang every TMA GEMM step is
+#      skipped;
 #   1. test_cuda_backend less the fixture tests: the GLU and residual GEMMs against double
-#      references at each tile width, repeats and replays bit for bit, the q/k/v GEMM against a
+#      references at each tile width and ping-pong, repeats and replays bit for bit, the q/k/v GEMM against a
 #      double reference (scattered slots, GQA, pool sentinels), the Qwen3-0.6B-layer GEMM stack
 #      and the three encoder configs with each switch and all against cuBLAS and the CPU; also
 #      session 24's TmaQueriesEqualStagedQueriesForEveryGroup and CudaGemmResidualAlgo;
 #   2. test_backend_ops: every op on `cuda` and on `cuda_glu_gemm`;
 #   3. memcheck of CudaTmaGemmTest.* and CudaQkvGemmTest.*;
-#   4. cuda_tma_gemm_probe: the GLU and residual kernels at each tile width against their cuBLAS
-#      paths (us, TFLOP/s, largest difference), Qwen3-0.6B and ModernBERT-large shapes.
+#   4. cuda_tma_gemm_probe: the GLU and residual kernels at each tile width and ping-pong against
+#      their cuBLAS paths (us, TFLOP/s, largest difference), Qwen3-0.6B and ModernBERT-large
+#      shapes.
 # run(command="DEADLINE=540 bash .devcarry/lead26/run1.sh", carry=[".devcarry/lead26"])
 DEADLINE=${DEADLINE:-540}
 source "$(dirname "$0")/common.sh"

@@ -1,24 +1,21 @@
 #!/bin/bash
-# run4 (last; session 24's staged lead25a / lead25b, cut): is cuBLAS's choice right for the
-# residual GEMMs?
-#   1. cuda_gemm_probe --algos: every cuBLASLt heuristic algorithm of the decoder stack's GEMMs
-#      (o and down with beta 1 at 2048 rows ran at 480-556 TFLOP/s in one wave of 128x128 tiles,
-#      q/k/v and gate/up at 620-670);
-#   2. CudaOptions::gemm_residual_algo (the patch: o / down through the cuBLASLt heuristic's n-th
-#      algorithm; its test ran in run1): gr (cublasGemmEx, the default) / r0 / r1, ROUNDS (default
-#      2) alternating, at prefill 1x2048, 8x512, 4x1024 and decode b64, b256.
-# Decision: a default algorithm only if faster in every round where it matters; compare with
-# run1's probe of the residual TMA GEMM.
-# run(command="DEADLINE=400 bash .devcarry/lead26/run4.sh", carry=[".devcarry/lead26"])
+# run4: where the time goes, and the defaults table. (After run3, on the same warm machine.)
+#   1. per-kernel device time (INFERA_CUDA_PROFILE=1, eager) of prefill 1x2048 / 8x512 and of
+#      ModernBERT-large 1x93 / 64x512, o against VARIANT (default p): glu_gemm against
+#      cublas_gemm_pair_bf16 + swiglu_bf16 / geglu_bf16, qkv_gemm against cublas_gemm_qkv +
+#      qk_norm_rope_kv, residual_gemm against cublas_gemm_*_residual;
+#   2. the defaults table (step_bench and encoder_bench) with DEFAULTS="<variant env>" (the
+#      switches runs 2 and 3 found faster; none by default).
+# run(command="VARIANT=p DEFAULTS='' DEADLINE=400 bash .devcarry/lead26/run4.sh", carry=[".devcarry/lead26"])
 DEADLINE=${DEADLINE:-400}
 source "$(dirname "$0")/common.sh"
-ROUNDS=${ROUNDS:-2}
-step "gemm probe --algos" 60 $OUT/algos.txt $B/cuda_gemm_probe --algos
-for r in $(seq 1 $ROUNDS); do
-  for v in gr r0 r1; do
-    case $v in gr) X="INFERA_CUDA_GEMM_RESIDUAL_ALGO=-1";; r*) X="INFERA_CUDA_GEMM_RESIDUAL_ALGO=${v#r}";; esac
-    step "$v round $r" 40 $L env $X $B/step_bench $A --prefill 2048 --prefill-batch 8x512 --prefill-batch 4x1024 --batch 64,256 --context 512 --decode-steps 16 --repeats 12 --json $R/json/${v}_$r.json
-  done
+for v in o ${VARIANT:-p}; do
+  step "profile $v prefill" 50 $R/profile_$v.log env INFERA_CUDA_PROFILE=1 $(variant_env $v) $B/step_bench $A --prefill 512,2048 --prefill-batch 8x512 --batch 1 --context 16 --decode-steps 1 --repeats 3
+  step "profile $v encoder" 50 $R/profile_enc_$v.log env INFERA_CUDA_PROFILE=1 $(variant_env $v) $B/encoder_bench $ENC --batch 1x93 --batch 64x512 --runs 3 --attention-runs 0 --windowed-only --profile
+  echo "== profile $v" >> $T
+  grep -E "^  \[|profile of|gemm|glu|qk_norm|residual" $R/profile_$v.log $R/profile_enc_$v.log | head -80 >> $T
 done
-python3 $REPO/bench/step_bench_ratios.py $R/json gr,r0,r1 2>&1 | tee -a $L $T
+step "defaults table (${DEFAULTS:-none})" 90 $L env $DEFAULTS $B/step_bench $A --prefill 512,2048 --prefill-batch 8x512 --batch 1,8,64,256 --context 512 --decode-steps 32 --repeats 12 --json $R/json/defaults.json
+step "encoder defaults (${DEFAULTS:-none})" 60 $L env $DEFAULTS $B/encoder_bench $ENC --batch 1x93 --batch 50x93 --batch 10x512 --batch 64x512 --runs 30 --attention-runs 0 --windowed-only --out $R/enc/defaults.json
+grep -E "tok/s|forward .*median" $L | tail -30 >> $T
 finish
