@@ -112,9 +112,7 @@ void probe_glu(const cudaDeviceProp& prop, cudaStream_t s, cublasHandle_t h) {
       a.k = a.ldx = sh.k;
       a.f = sh.f;
       a.act = sh.gelu ? kGluGemmGelu : kGluGemmSilu;
-      a.tile_cols = tile;
-      a.sm_count = prop.multiProcessorCount;
-      a.pingpong = tile < 0 ? 1 : 0;
+      a.schedule = {tile, prop.multiProcessorCount, tile < 0 ? 1 : 0};
       if (const char* why = glu_gemm_unsupported(a, prop.major, prop.minor)) {
         std::printf("%-24s glu_gemm not run: %s\n", sh.what, why);
         break;
@@ -181,7 +179,7 @@ void probe_residual(const cudaDeviceProp& prop, cudaStream_t s, cublasHandle_t h
                 flop / t_cublas * 1e-6, "-");
     for (int tile : {0, 128, 256, -1}) {  // -1: the ping-pong schedule
       const ResidualGemmArgs a{
-          x, w, out, sh.m, sh.k, sh.n, tile, prop.multiProcessorCount, tile < 0 ? 1 : 0};
+          x, w, out, sh.m, sh.k, sh.n, {tile, prop.multiProcessorCount, tile < 0 ? 1 : 0}};
       if (const char* why = residual_gemm_unsupported(a, prop.major, prop.minor)) {
         std::printf("%-24s residual_gemm not run: %s\n", sh.what, why);
         break;

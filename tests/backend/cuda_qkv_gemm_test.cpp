@@ -154,8 +154,7 @@ TEST_F(CudaQkvGemmTest, MatchesDoubleReference) {
     q.q16_scale = q_scale;
     cudaDeviceProp prop{};
     ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
-    a.sm_count = prop.multiProcessorCount;
-    a.pingpong = c.pingpong ? 1 : 0;
+    a.schedule = {0, prop.multiProcessorCount, c.pingpong ? 1 : 0};
     ASSERT_EQ(cuda::qkv_gemm_unsupported(a, prop.major, prop.minor), nullptr) << what;
     cuda::launch_qkv_gemm(&a, nullptr);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;

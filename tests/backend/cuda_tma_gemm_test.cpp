@@ -208,7 +208,7 @@ TEST_F(CudaTmaGemmTest, ResidualGemmMatchesDoubleReference) {
       ASSERT_EQ(cudaMemcpy(out_d, out0.data(), out0.size() * 4, cudaMemcpyHostToDevice),
                 cudaSuccess);
       const cuda::ResidualGemmArgs a{
-          x_d, w_d, out_d, m, k, n, tile, prop.multiProcessorCount, tile < 0 ? 1 : 0};
+          x_d, w_d, out_d, m, k, n, {tile, prop.multiProcessorCount, tile < 0 ? 1 : 0}};
       ASSERT_EQ(cuda::residual_gemm_unsupported(a, prop.major, prop.minor), nullptr) << what;
       cuda::launch_residual_gemm(&a, nullptr);
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;

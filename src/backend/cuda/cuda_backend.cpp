@@ -398,11 +398,11 @@ CudaOptions cuda_options_from_env() {
     o.glu_gemm_tile_cols = std::atoll(v);
   o.qkv_gemm = cuda::env_flag("INFERA_CUDA_QKV_GEMM", o.qkv_gemm);
   o.residual_gemm = cuda::env_flag("INFERA_CUDA_RESIDUAL_GEMM", o.residual_gemm);
-  o.tma_gemm_pingpong = cuda::env_flag("INFERA_CUDA_TMA_GEMM_PINGPONG", o.tma_gemm_pingpong);
   if (const char* v = std::getenv("INFERA_CUDA_RESIDUAL_GEMM_ROWS"); v && *v)
     o.residual_gemm_min_rows = std::max<int64_t>(1, std::atoll(v));
   if (const char* v = std::getenv("INFERA_CUDA_RESIDUAL_GEMM_TILE"); v && *v)
     o.residual_gemm_tile_cols = std::atoll(v);
+  o.tma_gemm_pingpong = cuda::env_flag("INFERA_CUDA_TMA_GEMM_PINGPONG", o.tma_gemm_pingpong);
   o.decode_pipeline = cuda::env_flag("INFERA_CUDA_DECODE_PIPELINE", o.decode_pipeline);
   o.stream_new_steps = cuda::env_flag("INFERA_CUDA_STREAM", o.stream_new_steps);
   o.flash_tma = cuda::env_flag("INFERA_CUDA_FLASH_TMA", o.flash_tma);

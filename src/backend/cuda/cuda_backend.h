@@ -169,11 +169,12 @@ struct CudaOptions {
   // reads): at 8x512 50 of the kernel's 125 MB a layer. Same bits as matmul_swiglu + matmul
   // (the down GEMM read the bf16 shadow of the same values). INFERA_CUDA_MLP_BF16_ONLY=0: off.
   bool mlp_bf16_only = true;
-  // On that path, gate/up and the gated unit as ONE kernel of our own (glu_gemm.cu: a persistent
-  // TMA + wgmma GEMM whose stage holds both weights' rows, act(a) * b in the epilogue, bf16 and / or
-  // f32 out) instead of a cuBLAS pair and the SwiGLU / GeGLU kernel: the pass over two bf16 [n, f]
-  // products and a launch a layer go. From glu_gemm_min_rows rows; compute capability 9.0;
-  // numerics: act on the f32 accumulators (the cuBLAS path rounds both products to bf16 first).
+  // On that path, gate/up and the gated unit as ONE kernel of our own (glu_gemm.cu on
+  // tma_gemm.cuh's persistent TMA + wgmma GEMM: a stage holds both weights' rows, act(a) * b in
+  // the epilogue, bf16 and / or f32 out) instead of a cuBLAS pair and the SwiGLU / GeGLU kernel:
+  // the pass over two bf16 [n, f] products and a launch a layer go. From glu_gemm_min_rows rows;
+  // compute capability 9.0; numerics: act on the f32 accumulators (the cuBLAS path rounds both
+  // products to bf16 first).
   // OFF until measured on a GPU (written in session 25 without one): INFERA_CUDA_GLU_GEMM=1 on,
   // INFERA_CUDA_GLU_GEMM_ROWS=n, INFERA_CUDA_GLU_GEMM_TILE=64|128 (output columns a tile; else
   // 128 where the tiles fill every SM, 64 otherwise).
@@ -181,7 +182,7 @@ struct CudaOptions {
   int64_t glu_gemm_min_rows = 1;
   int64_t glu_gemm_tile_cols = 0;
   // The GEMM stack's q/k/v GEMM and its qk-norm / RoPE / KV-cache write as ONE kernel of our own
-  // (qkv_gemm.cu: the GLU GEMM's TMA + wgmma kernel, a tile one head of 128 rows, the per-head norm,
+  // (qkv_gemm.cu on tma_gemm.cuh's kernel: a tile one head of 128 rows, the per-head norm,
   // rotation and the writes of bf16 queries, keys and values in the epilogue, on the f32 sums)
   // where q/k/v run as one GEMM (gemm_stack_qkv_one), the attention takes bf16 queries
   // (gemm_stack_attention16), head_dim 128 and a bf16 cache; compute capability 9.0. The GEMM's

@@ -208,15 +208,15 @@ class CudaBackend final : public Backend {
   // The same product as ONE launch of the GLU GEMM (glu_gemm.cu), the gated unit in its epilogue
   // and nothing in `up`: where CudaOptions::glu_gemm is on, n >= glu_gemm_min_rows and the kernel
   // takes the shapes. False (nothing recorded) elsewhere.
+  bool record_glu_gemm(const void* x_bf16, int64_t n, int64_t k, const Tensor& w_gate,
+                       const Tensor& w_up, float* out_f32, void* out_bf16, bool geglu,
+                       const OpNote& nt);
   // The GEMM stack's q/k/v GEMM (w_qkv: q's, k's and v's rows one after another) and the
   // qk-norm / RoPE / KV write of `qa` (with its bf16 queries out) as ONE launch of qkv_gemm.cu,
   // where CudaOptions::qkv_gemm is on and the kernel takes the shapes. False (nothing recorded)
   // elsewhere.
   bool record_qkv_gemm(const void* x_bf16, const Tensor& w_qkv, int64_t k,
                        const QkNormRopeKvArgs& qa, const OpNote& nt);
-  bool record_glu_gemm(const void* x_bf16, int64_t n, int64_t k, const Tensor& w_gate,
-                       const Tensor& w_up, float* out_f32, void* out_bf16, bool geglu,
-                       const OpNote& nt);
   // out [n, m] (= or +=, accumulate) x_bf16 [n, k] . w^T with bf16 w, f32 accumulation, out F32
   // or BF16 (cuBLAS).
   void record_gemm_bf16_in(const void* x_bf16, const Tensor& w, void* out, ElemType out_type,

@@ -209,9 +209,8 @@ bool CudaBackend::record_glu_gemm(const void* x_bf16, int64_t n, int64_t k, cons
                       w_gate.dim(0),
                       k,
                       geglu ? kGluGemmGelu : kGluGemmSilu,
-                      options_.glu_gemm_tile_cols,
-                      int64_t{prop.multiProcessorCount},
-                      options_.tma_gemm_pingpong ? 1 : 0};
+                      {options_.glu_gemm_tile_cols, int64_t{prop.multiProcessorCount},
+                       options_.tma_gemm_pingpong ? 1 : 0}};
   if (glu_gemm_unsupported(a, prop.major, prop.minor)) return false;
   ctx_->record(launch_glu_gemm, a, nt);
   ++glu_gemms_;

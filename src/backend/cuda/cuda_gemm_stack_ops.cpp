@@ -11,6 +11,9 @@
 //     scaled bf16 that kernel would have rounded it to, and the attention writes only bf16.
 // Per layer: [norm ->] q/k/v GEMMs -> qk-norm/RoPE/KV write -> attention -> o GEMM (+= x) ->
 // norm -> gate/up GEMMs + SwiGLU (bf16) -> down GEMM (+= x) -> the next layer's norm.
+// With the TMA GEMMs of our own (tma_gemm.cuh; CudaOptions::qkv_gemm, glu_gemm, residual_gemm,
+// each off by default) the q/k/v GEMM and the qk-norm are one launch, gate/up and SwiGLU one, and
+// o / down run on that kernel instead of cuBLAS.
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
@@ -44,8 +47,7 @@ bool CudaBackend::record_qkv_gemm(const void* x_bf16, const Tensor& w_qkv, int64
   a.w = w_qkv.data();
   a.k = k;
   a.qa = qa;
-  a.sm_count = prop.multiProcessorCount;
-  a.pingpong = options_.tma_gemm_pingpong ? 1 : 0;
+  a.schedule = {0, prop.multiProcessorCount, options_.tma_gemm_pingpong ? 1 : 0};
   if (qkv_gemm_unsupported(a, prop.major, prop.minor)) return false;
   ctx_->record(launch_qkv_gemm, a, nt);
   ++qkv_gemms_;

@@ -298,9 +298,8 @@ void CudaBackend::record_gemm_bf16_in(const void* x_bf16, const Tensor& w, void*
                              n,
                              k,
                              w.dim(0),
-                             options_.residual_gemm_tile_cols,
-                             int64_t{prop.multiProcessorCount},
-                             options_.tma_gemm_pingpong ? 1 : 0};
+                             {options_.residual_gemm_tile_cols, int64_t{prop.multiProcessorCount},
+                              options_.tma_gemm_pingpong ? 1 : 0}};
     if (!residual_gemm_unsupported(r, prop.major, prop.minor)) {
       OpNote rn = nt;
       rn.kernel = "residual_gemm";

@@ -12,7 +12,6 @@
 #include <cuda.h>
 #include <cuda_bf16.h>
 
-#include <climits>
 #include <cstring>
 
 #include "backend/cuda/device_util.cuh"
@@ -87,17 +86,11 @@ void launch(const GluGemmArgs& a, const tma_gemm::Tiling& tg, const CUtensorMap&
 }  // namespace glu_gemm
 
 const char* glu_gemm_unsupported(const GluGemmArgs& a, int cc_major, int cc_minor) {
-  if (cc_major != 9 || cc_minor != 0) return "wgmma needs compute capability 9.0 (sm_90a)";
-  if (!encode_tiled_fn()) return "the driver has no cuTensorMapEncodeTiled";
+  if (const char* why =
+          tma_gemm::operands_unsupported(cc_major, cc_minor, a.m, a.k, a.f, a.ldx, a.x, a.w0, a.w1))
+    return why;
   if (a.act != kGluGemmSilu && a.act != kGluGemmGelu) return "an unknown activation";
   if (!a.out_bf16 && !a.out_f32) return "no output";
-  if (a.m < 1 || a.k < 1 || a.f < 1) return "an empty product";
-  // int tile coordinates and element offsets within the TMA's 32-bit dimensions.
-  if (a.m > INT_MAX / 2 || a.f > INT_MAX / 2 || a.k > INT_MAX / 2) return "a dimension too large";
-  if (a.k % 8 != 0 || a.ldx % 8 != 0 || a.ldx < a.k)
-    return "k and x's row stride must be multiples of 8 (TMA's 16-byte strides)";
-  if (!aligned16(a.x) || !aligned16(a.w0) || !aligned16(a.w1))
-    return "x and the weights must be 16-byte aligned";
   if ((a.out_f32 && reinterpret_cast<uintptr_t>(a.out_f32) % 8 != 0) ||
       (a.out_bf16 && reinterpret_cast<uintptr_t>(a.out_bf16) % 4 != 0))
     return "a misaligned output";
@@ -107,16 +100,18 @@ const char* glu_gemm_unsupported(const GluGemmArgs& a, int cc_major, int cc_mino
 void launch_glu_gemm(const void* args, cudaStream_t stream) {
   GluGemmArgs a;
   std::memcpy(static_cast<void*>(&a), args, sizeof a);
-  const int cols =
-      a.pingpong ? 64 : gemm_schedule::glu_tile_cols(a.m, a.f, a.sm_count, a.tile_cols);
+  const int cols = a.schedule.pingpong ? 64
+                                       : gemm_schedule::glu_tile_cols(a.m, a.f, a.schedule.sm_count,
+                                                                      a.schedule.tile_cols);
   const CUtensorMap xmap = tma_gemm::x_map("glu_gemm", a.x, a.m, a.k, a.ldx);
   const CUtensorMap w0map = tma_gemm::w_map("glu_gemm", a.w0, a.f, a.k, cols);
   const CUtensorMap w1map = tma_gemm::w_map("glu_gemm", a.w1, a.f, a.k, cols);
   const tma_gemm::Tiling tg = tma_gemm::tiling(a.m, a.f, cols, a.k);
-  const int grid = tma_gemm::grid_for(tg, a.sm_count);
+  const int grid = tma_gemm::grid_for(tg, a.schedule.sm_count);
   using glu_gemm::launch;
   const bool gelu = a.act == kGluGemmGelu;
-  if (a.pingpong)  // (64 columns: w0's and w1's rows make the 128 a warpgroup's tile holds)
+  if (a.schedule
+          .pingpong)  // (64 columns: w0's and w1's rows make the 128 a warpgroup's tile holds)
     return gelu ? launch<64, kGluGemmGelu, true>(a, tg, xmap, w0map, w1map, grid, stream)
                 : launch<64, kGluGemmSilu, true>(a, tg, xmap, w0map, w1map, grid, stream);
   if (cols == 128)

@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "backend/cuda/tma_gemm.h"
+
 namespace infera::cuda {
 
 constexpr int64_t kGluGemmSilu = 1, kGluGemmGelu = 2;  // GluGemmArgs::act
@@ -19,13 +21,8 @@ struct GluGemmArgs {
   void* out_bf16;  // bf16 [m, f], or nullptr
   float* out_f32;  // f32 [m, f], or nullptr (not both)
   int64_t m, k, f, ldx;
-  int64_t act;        // kGluGemmSilu or kGluGemmGelu
-  int64_t tile_cols;  // output columns a tile, 64 or 128; anything else: chosen by shape
-  int64_t sm_count;   // the device's SMs: the persistent grid's size at most
-  // 1: the kernel's ping-pong schedule (tma_gemm.cuh; CudaOptions::tma_gemm_pingpong): each
-  // consumer warpgroup a whole tile of at most 128 weight rows, one's epilogue under the other's
-  // products (64 output columns a tile).
-  int64_t pingpong;
+  int64_t act;               // kGluGemmSilu or kGluGemmGelu
+  TmaGemmSchedule schedule;  // tile_cols 64 or 128 (ping-pong: 64)
 };
 
 // nullptr when the kernel takes these arguments (a compute capability 9.0 device, k and ldx

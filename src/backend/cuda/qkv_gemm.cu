@@ -129,7 +129,7 @@ void launch(const QkvGemmArgs& a, const tma_gemm::Tiling& tg, const CUtensorMap&
                             static_cast<int>(q.num_blocks),
                             static_cast<float>(q.eps),
                             static_cast<float>(q.q16_scale)};
-  if (a.pingpong)
+  if (a.schedule.pingpong)
     return tma_gemm::launch<HeadEpilogue<W>, true>(epi, tg, xmap, wmap, wmap, grid, stream);
   tma_gemm::launch<HeadEpilogue<W>, false>(epi, tg, xmap, wmap, wmap, grid, stream);
 }
@@ -138,23 +138,16 @@ void launch(const QkvGemmArgs& a, const tma_gemm::Tiling& tg, const CUtensorMap&
 
 const char* qkv_gemm_unsupported(const QkvGemmArgs& a, int cc_major, int cc_minor) {
   const QkNormRopeKvArgs& q = a.qa;
-  if (cc_major != 9 || cc_minor != 0) return "wgmma needs compute capability 9.0 (sm_90a)";
-  if (!encode_tiled_fn()) return "the driver has no cuTensorMapEncodeTiled";
   if (q.head_dim != qkv_gemm::kD) return "head_dim must be 128 (a tile is one head)";
   if (q.cache_type != ElemType::BF16) return "the cache must be bf16";
   if (!q.q16_out || q.k) return "only the bf16 queries and the cache are written";
-  if (q.n < 1 || q.hq < 1 || q.hkv < 1 || q.block_size < 1 || q.num_blocks < 1)
-    return "an empty shape";
-  // int tile coordinates, tile counts and pool block indices.
-  if (q.n > INT_MAX / 2 || (q.hq + 2 * q.hkv) * qkv_gemm::kD > INT_MAX / 2 ||
-      q.num_blocks * q.block_size > INT_MAX || a.k > INT_MAX / 2)
-    return "a dimension too large";
-  if (a.k < 8 || a.k % 8 != 0) return "k must be a multiple of 8 (TMA's 16-byte strides)";
-  if (!aligned16(a.x) || !aligned16(a.w)) return "x and the weights must be 16-byte aligned";
+  if (q.hq < 1 || q.hkv < 1 || q.block_size < 1 || q.num_blocks < 1) return "an empty shape";
+  if (q.num_blocks * q.block_size > INT_MAX) return "a pool too large for int slots";
   if (!q.positions || !q.slots || !q.cos || !q.sin || !q.q_norm || !q.k_norm || !q.key_pool ||
       !q.value_pool)
     return "a missing operand";
-  return nullptr;
+  return tma_gemm::operands_unsupported(cc_major, cc_minor, q.n, a.k,
+                                        (q.hq + 2 * q.hkv) * qkv_gemm::kD, a.k, a.x, a.w, nullptr);
 }
 
 void launch_qkv_gemm(const void* args, cudaStream_t stream) {
@@ -165,7 +158,7 @@ void launch_qkv_gemm(const void* args, cudaStream_t stream) {
   const CUtensorMap xmap = tma_gemm::x_map("qkv_gemm", a.x, q.n, a.k, a.k);
   const CUtensorMap wmap = tma_gemm::w_map("qkv_gemm", a.w, rows, a.k, qkv_gemm::kD);
   const tma_gemm::Tiling tg = tma_gemm::tiling(q.n, rows, qkv_gemm::kD, a.k);
-  const int grid = tma_gemm::grid_for(tg, a.sm_count);
+  const int grid = tma_gemm::grid_for(tg, a.schedule.sm_count);
   switch (q.norm_type) {
     case ElemType::F32:
       return qkv_gemm::launch<float>(a, tg, xmap, wmap, grid, stream);

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/tma_gemm.h"
 
 namespace infera::cuda {
 
@@ -20,11 +21,7 @@ struct QkvGemmArgs {
   // normed, rotated and times q16_scale as bf16 [n, hq, 128] (the wgmma prefill attention's
   // queries), each k head normed and rotated into the key pool, v into the value pool.
   QkNormRopeKvArgs qa;
-  int64_t sm_count;
-  // 1: the kernel's ping-pong schedule (tma_gemm.cuh; CudaOptions::tma_gemm_pingpong): each
-  // consumer warpgroup a whole tile of at most 128 weight rows, one's epilogue under the other's
-  // products.
-  int64_t pingpong;
+  TmaGemmSchedule schedule;  // (tile_cols: one head, 128)
 };
 
 // nullptr when the kernel takes these arguments (compute capability 9.0, head_dim 128, a bf16

@@ -8,10 +8,8 @@
 // pairs of the output (read, add, write: the same f32 sum as beta 1).
 #include <cuda.h>
 
-#include <climits>
 #include <cstring>
 
-#include "backend/cuda/device_util.cuh"
 #include "backend/cuda/residual_gemm.h"
 #include "backend/cuda/tensor_map.h"
 #include "backend/cuda/tma_gemm.cuh"
@@ -48,13 +46,10 @@ struct ResidualEpilogue {
 }  // namespace residual_gemm
 
 const char* residual_gemm_unsupported(const ResidualGemmArgs& a, int cc_major, int cc_minor) {
-  if (cc_major != 9 || cc_minor != 0) return "wgmma needs compute capability 9.0 (sm_90a)";
-  if (!encode_tiled_fn()) return "the driver has no cuTensorMapEncodeTiled";
-  if (a.m < 1 || a.k < 1 || a.n < 1) return "an empty product";
-  if (a.m > INT_MAX / 2 || a.n > INT_MAX / 2 || a.k > INT_MAX / 2) return "a dimension too large";
-  if (a.k % 8 != 0) return "k must be a multiple of 8 (TMA's 16-byte strides)";
+  if (const char* why =
+          tma_gemm::operands_unsupported(cc_major, cc_minor, a.m, a.k, a.n, a.k, a.x, a.w, nullptr))
+    return why;
   if (a.n % 2 != 0) return "n must be even (the output's f32 pairs)";
-  if (!aligned16(a.x) || !aligned16(a.w)) return "x and the weights must be 16-byte aligned";
   if (reinterpret_cast<uintptr_t>(a.out) % 8 != 0) return "a misaligned output";
   return nullptr;
 }
@@ -62,15 +57,16 @@ const char* residual_gemm_unsupported(const ResidualGemmArgs& a, int cc_major, i
 void launch_residual_gemm(const void* args, cudaStream_t stream) {
   ResidualGemmArgs a;
   std::memcpy(static_cast<void*>(&a), args, sizeof a);
-  const int cols =
-      a.pingpong ? 128 : gemm_schedule::residual_tile_cols(a.m, a.n, a.sm_count, a.tile_cols);
+  const int cols = a.schedule.pingpong ? 128
+                                       : gemm_schedule::residual_tile_cols(
+                                             a.m, a.n, a.schedule.sm_count, a.schedule.tile_cols);
   const CUtensorMap xmap = tma_gemm::x_map("residual_gemm", a.x, a.m, a.k, a.k);
   const CUtensorMap wmap = tma_gemm::w_map("residual_gemm", a.w, a.n, a.k, cols);
   const tma_gemm::Tiling tg = tma_gemm::tiling(a.m, a.n, cols, a.k);
-  const int grid = tma_gemm::grid_for(tg, a.sm_count);
+  const int grid = tma_gemm::grid_for(tg, a.schedule.sm_count);
   const int m = static_cast<int>(a.m), n = static_cast<int>(a.n);
   using residual_gemm::ResidualEpilogue;
-  if (a.pingpong)
+  if (a.schedule.pingpong)
     return tma_gemm::launch<ResidualEpilogue<128>, true>({a.out, m, n}, tg, xmap, wmap, wmap, grid,
                                                          stream);
   if (cols == 256)

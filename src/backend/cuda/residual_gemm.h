@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "backend/cuda/tma_gemm.h"
+
 namespace infera::cuda {
 
 struct ResidualGemmArgs {
@@ -15,12 +17,7 @@ struct ResidualGemmArgs {
   const void* w;  // bf16 [n, k]
   float* out;     // f32 [m, n], added into
   int64_t m, k, n;
-  int64_t tile_cols;  // output columns a tile, 128 or 256; anything else: chosen by shape
-  int64_t sm_count;   // the device's SMs: the persistent grid's size at most
-  // 1: the kernel's ping-pong schedule (tma_gemm.cuh; CudaOptions::tma_gemm_pingpong): each
-  // consumer warpgroup a whole tile of at most 128 weight rows, one's epilogue under the other's
-  // products (128 output columns a tile).
-  int64_t pingpong;
+  TmaGemmSchedule schedule;  // tile_cols 128 or 256 (ping-pong: 128)
 };
 
 // nullptr when the kernel takes these arguments (a compute capability 9.0 device, k a multiple

@@ -33,6 +33,7 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -80,6 +81,25 @@ inline Tiling tiling(int64_t m, int64_t n, int cols, int64_t k) {
 // The persistent grid: a block an SM, or fewer where there are fewer tiles.
 inline int grid_for(const Tiling& tg, int64_t sms) {
   return static_cast<int>(std::min<int64_t>(tg.tiles, std::max<int64_t>(1, sms)));
+}
+
+// Why the kernel cannot take x [m, k] (row stride ldx) against weights [n, k] (w0, and w1 where
+// set), or nullptr: it wants a compute capability 9.0 device with the driver's tensor-map encoder,
+// int-sized non-empty dimensions (tile coordinates and offsets within TMA's 32-bit ones), k and
+// ldx multiples of 8 (TMA's 16-byte strides) and 16-byte aligned operands.
+inline const char* operands_unsupported(int cc_major, int cc_minor, int64_t m, int64_t k, int64_t n,
+                                        int64_t ldx, const void* x, const void* w0,
+                                        const void* w1) {
+  if (cc_major != 9 || cc_minor != 0) return "wgmma needs compute capability 9.0 (sm_90a)";
+  if (!encode_tiled_fn()) return "the driver has no cuTensorMapEncodeTiled";
+  if (m < 1 || k < 1 || n < 1) return "an empty product";
+  if (m > INT_MAX / 2 || n > INT_MAX / 2 || k > INT_MAX / 2) return "a dimension too large";
+  if (k % 8 != 0 || ldx % 8 != 0 || ldx < k)
+    return "k and x's row stride must be multiples of 8 (TMA's 16-byte strides)";
+  const auto misaligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 != 0; };
+  if (misaligned(x) || misaligned(w0) || (w1 && misaligned(w1)))
+    return "x and the weights must be 16-byte aligned";
+  return nullptr;
 }
 
 // The tensor maps of the operands, bf16 with the 128-byte swizzle: x [m, k] (row stride ldx) in
