@@ -64,6 +64,26 @@ double relative_max_diff(const std::vector<float>& a, const std::vector<float>& 
   return scale > 0 ? d / scale : std::nan("");
 }
 
+// One kernel's row of the table: its schedule's name (tile width, auto, ping-pong), us and
+// TFLOP/s of launch() in a replayed graph, the difference diff() reports after one launch from
+// the state prepare() restores, and the speed against the cuBLAS path's base_us.
+template <class Launch, class Prepare, class Diff>
+void print_variant(const char* shape, const char* kernel, int tile, double flop, double base_us,
+                   cudaStream_t s, Launch launch, Prepare prepare, Diff diff) {
+  const double t = probe::graph_time_us([&](int) { launch(); }, s, kLaunches);
+  prepare();
+  launch();
+  char name[32];
+  if (tile < 0)
+    std::snprintf(name, sizeof name, "%s pingpong", kernel);
+  else if (tile > 0)
+    std::snprintf(name, sizeof name, "%s tile %d", kernel, tile);
+  else
+    std::snprintf(name, sizeof name, "%s auto", kernel);
+  std::printf("%-24s %-12s %9.2f %9.1f %10.2e  x%.3f\n", shape, name, t, flop / t * 1e-6, diff(),
+              base_us / t);
+}
+
 void probe_glu(const cudaDeviceProp& prop, cudaStream_t s, cublasHandle_t h) {
   using namespace infera::cuda;
   const Shape shapes[] = {{64, 1024, 3072, false, "qwen3 gate/up b64"},
@@ -117,17 +137,10 @@ void probe_glu(const cudaDeviceProp& prop, cudaStream_t s, cublasHandle_t h) {
         std::printf("%-24s glu_gemm not run: %s\n", sh.what, why);
         break;
       }
-      CK(cudaMemsetAsync(ours, 0xff, os * 2, s));  // NaNs: a tile left unwritten shows
-      const double t = probe::graph_time_us([&](int) { launch_glu_gemm(&a, s); }, s, kLaunches);
-      CK(cudaStreamSynchronize(s));
-      char name[32];
-      std::snprintf(name, sizeof name,
-                    tile < 0 ? "glu pingpong"
-                    : tile   ? "glu tile %d"
-                             : "glu auto",
-                    tile);
-      std::printf("%-24s %-12s %9.2f %9.1f %10.2e  x%.3f\n", sh.what, name, t, flop / t * 1e-6,
-                  relative_max_diff(to_host(ours, os), want), t_pair / t);
+      print_variant(
+          sh.what, "glu", tile, flop, t_pair, s, [&] { launch_glu_gemm(&a, s); },
+          [&] { CK(cudaMemsetAsync(ours, 0xff, os * 2, s)); },  // NaNs: a tile left unwritten shows
+          [&] { return relative_max_diff(to_host(ours, os), want); });
     }
     CK(cudaFree(x));
     CK(cudaFree(w));
@@ -184,18 +197,10 @@ void probe_residual(const cudaDeviceProp& prop, cudaStream_t s, cublasHandle_t h
         std::printf("%-24s residual_gemm not run: %s\n", sh.what, why);
         break;
       }
-      const double t =
-          probe::graph_time_us([&](int) { launch_residual_gemm(&a, s); }, s, kLaunches);
-      CK(cudaMemcpyAsync(out, init, os * 4, cudaMemcpyDeviceToDevice, s));
-      launch_residual_gemm(&a, s);
-      char name[32];
-      std::snprintf(name, sizeof name,
-                    tile < 0 ? "tma pingpong"
-                    : tile   ? "tma tile %d"
-                             : "tma auto",
-                    tile);
-      std::printf("%-24s %-12s %9.2f %9.1f %10.2e  x%.3f\n", sh.what, name, t, flop / t * 1e-6,
-                  relative_max_diff(f32_to_host(out, os), want), t_cublas / t);
+      print_variant(
+          sh.what, "tma", tile, flop, t_cublas, s, [&] { launch_residual_gemm(&a, s); },
+          [&] { CK(cudaMemcpyAsync(out, init, os * 4, cudaMemcpyDeviceToDevice, s)); },
+          [&] { return relative_max_diff(f32_to_host(out, os), want); });
     }
     CK(cudaFree(x));
     CK(cudaFree(w));
