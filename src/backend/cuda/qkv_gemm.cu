@@ -49,26 +49,61 @@ struct HeadEpilogue {
     return pool + ((static_cast<int64_t>(head) * num_blocks + block) * block_size + offset) * kD;
   }
 
+  // This lane's RoPE table entries of a position: columns 8 j + c0 and the next, j < 8.
+  __device__ void rope_row(int pos, int c0, float2 (&cs)[kD / 16], float2 (&sn)[kD / 16]) const {
+#pragma unroll
+    for (int j = 0; j < kD / 16; ++j) {
+      cs[j] = *reinterpret_cast<const float2*>(cos + pos * (kD / 2) + 8 * j + c0);
+      sn[j] = *reinterpret_cast<const float2*>(sin + pos * (kD / 2) + 8 * j + c0);
+    }
+  }
+
+  // The loads come before the stores they would otherwise wait behind: a store to the output may
+  // alias any later load for all the compiler knows, so it keeps their order, and a walk that
+  // loads a table entry between stores takes a memory latency each time. Here: the slots,
+  // positions and norm weights first, the second row's table entries before the first row's
+  // stores.
   __device__ void operator()(const gemm_schedule::Tile& tile, const float (&acc)[kN / 2], int row0,
                              int lane) const {
     const int head = tile.n0 / kD;  // of q's hq, k's hkv and v's hkv heads in turn
     const int kind = head < hq ? 0 : head < hq + hkv ? 1 : 2;
     const int h = head - (kind == 0 ? 0 : kind == 1 ? hq : hq + hkv);
     const int c0 = 2 * (lane % 4);  // this lane's columns: 8 j + c0 and the next, j < 16
+    bool live[2];
+    int slot[2], pos[2];
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int row = row0 + 8 * half;
-      if (kind == 2) {  // (tile-uniform) v: straight to the cache
-        if (row >= m) continue;
-        bf16* const dst = pool_row(value_pool, h, slots[row]);
+      live[half] = row < m;
+      slot[half] = live[half] && kind > 0 ? slots[row] : 0;
+      pos[half] = live[half] && kind < 2 ? positions[row] : 0;
+    }
+    if (kind == 2) {  // (tile-uniform) v: straight to the cache
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        if (!live[half]) continue;
+        bf16* const dst = pool_row(value_pool, h, slot[half]);
 #pragma unroll
         for (int j = 0; j < kD / 8; ++j)
           *reinterpret_cast<__nv_bfloat162*>(dst + 8 * j + c0) =
               __floats2bfloat162_rn(acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1]);
-        continue;
       }
-      // The head's sum of squares: this lane's 32 values, then the quad's (every lane shuffles,
-      // rows past m too: their zero-filled sums are never stored).
+      return;
+    }
+    const W* const w = kind == 0 ? q_norm : k_norm;
+    float wlo[kD / 16][2], whi[kD / 16][2];  // the norm weights of the low half's columns, the high
+#pragma unroll
+    for (int j = 0; j < kD / 16; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        wlo[j][e] = to_f32(w[8 * j + c0 + e]);
+        whi[j][e] = to_f32(w[8 * j + c0 + e + kD / 2]);
+      }
+    // Each row's head's sum of squares: this lane's 32 values, then the quad's (every lane
+    // shuffles, rows past m too: their zero-filled sums are never stored).
+    float inv[2];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
       float ss = 0.0f;
 #pragma unroll
       for (int j = 0; j < kD / 8; ++j) {
@@ -78,32 +113,37 @@ struct HeadEpilogue {
       }
       ss += __shfl_xor_sync(0xffffffffu, ss, 1);
       ss += __shfl_xor_sync(0xffffffffu, ss, 2);
-      if (row >= m) continue;
-      const float inv = 1.0f / sqrtf(ss / static_cast<float>(kD) + eps);
-      const int pos = positions[row];
-      const W* const w = kind == 0 ? q_norm : k_norm;
-      bf16* const dst = kind == 0 ? q16 + (static_cast<int64_t>(row) * hq + h) * kD
-                                  : pool_row(key_pool, h, slots[row]);
-      const float scale = kind == 0 ? q_scale : 1.0f;
+      inv[half] = 1.0f / sqrtf(ss / static_cast<float>(kD) + eps);
+    }
+    const float scale = kind == 0 ? q_scale : 1.0f;
+    float2 cs[kD / 16], sn[kD / 16];
+    rope_row(pos[0], c0, cs, sn);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      __nv_bfloat162 lo_out[kD / 16], hi_out[kD / 16];
 #pragma unroll
       for (int j = 0; j < kD / 16; ++j) {  // the low half's groups; partners 8 groups on
-        const int c = 8 * j + c0;
-        const float2 cs = *reinterpret_cast<const float2*>(cos + pos * (kD / 2) + c);
-        const float2 sn = *reinterpret_cast<const float2*>(sin + pos * (kD / 2) + c);
         float r0[2], r1[2];
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const float lo = to_f32(w[c + e]) * (acc[4 * j + 2 * half + e] * inv);
-          const float hi =
-              to_f32(w[c + e + kD / 2]) * (acc[4 * (j + kD / 16) + 2 * half + e] * inv);
-          const float cv = e ? cs.y : cs.x, sv = e ? sn.y : sn.x;
+          const float lo = wlo[j][e] * (acc[4 * j + 2 * half + e] * inv[half]);
+          const float hi = whi[j][e] * (acc[4 * (j + kD / 16) + 2 * half + e] * inv[half]);
+          const float cv = e ? cs[j].y : cs[j].x, sv = e ? sn[j].y : sn[j].x;
           r0[e] = lo * cv - hi * sv;
           r1[e] = hi * cv + lo * sv;
         }
-        *reinterpret_cast<__nv_bfloat162*>(dst + c) =
-            __floats2bfloat162_rn(r0[0] * scale, r0[1] * scale);
-        *reinterpret_cast<__nv_bfloat162*>(dst + c + kD / 2) =
-            __floats2bfloat162_rn(r1[0] * scale, r1[1] * scale);
+        lo_out[j] = __floats2bfloat162_rn(r0[0] * scale, r0[1] * scale);
+        hi_out[j] = __floats2bfloat162_rn(r1[0] * scale, r1[1] * scale);
+      }
+      if (half == 0) rope_row(pos[1], c0, cs, sn);
+      if (!live[half]) continue;
+      const int row = row0 + 8 * half;
+      bf16* const dst = kind == 0 ? q16 + (static_cast<int64_t>(row) * hq + h) * kD
+                                  : pool_row(key_pool, h, slot[half]);
+#pragma unroll
+      for (int j = 0; j < kD / 16; ++j) {
+        *reinterpret_cast<__nv_bfloat162*>(dst + 8 * j + c0) = lo_out[j];
+        *reinterpret_cast<__nv_bfloat162*>(dst + 8 * j + c0 + kD / 2) = hi_out[j];
       }
     }
   }

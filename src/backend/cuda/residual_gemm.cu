@@ -23,22 +23,38 @@ struct ResidualEpilogue {
   float* out;
   int m, n;
 
+  // Every load of a part before its stores: a store to `out` may alias any later load of it for
+  // all the compiler knows, so a load issued after one waits for nothing but is not issued before
+  // it either, and an interleaved load / add / store walk would take a memory latency a pair.
+  // Parts of at most 16 column groups (64 registers of old values beside the accumulators).
+  static constexpr int kPart = kCols / 8 < 16 ? kCols / 8 : 16;
+
   __device__ void operator()(const gemm_schedule::Tile& tile, const float (&acc)[kN / 2], int row0,
                              int lane) const {
     const int col0 = tile.n0 + 2 * (lane % 4);
 #pragma unroll
-    for (int j = 0; j < kCols / 8; ++j) {
-      const int col = col0 + 8 * j;  // even, n even: col < n means col + 1 < n
+    for (int j0 = 0; j0 < kCols / 8; j0 += kPart) {
+      float2 old[kPart][2];
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = row0 + 8 * h;
-        if (row >= m || col >= n) continue;
-        float2* const p = reinterpret_cast<float2*>(out + static_cast<int64_t>(row) * n + col);
-        float2 v = *p;
-        v.x += acc[4 * j + 2 * h];
-        v.y += acc[4 * j + 2 * h + 1];
-        *p = v;
-      }
+      for (int j = 0; j < kPart; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = row0 + 8 * h, col = col0 + 8 * (j0 + j);  // col even, n even
+          old[j][h] =
+              row < m && col < n
+                  ? *reinterpret_cast<const float2*>(out + static_cast<int64_t>(row) * n + col)
+                  : make_float2(0.0f, 0.0f);
+        }
+#pragma unroll
+      for (int j = 0; j < kPart; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = row0 + 8 * h, col = col0 + 8 * (j0 + j);
+          if (row >= m || col >= n) continue;
+          const int a = 4 * (j0 + j) + 2 * h;
+          *reinterpret_cast<float2*>(out + static_cast<int64_t>(row) * n + col) =
+              make_float2(old[j][h].x + acc[a], old[j][h].y + acc[a + 1]);
+        }
     }
   }
 };
