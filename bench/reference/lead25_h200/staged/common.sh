@@ -1,6 +1,6 @@
 # Sourced by run1..run4.sh of .devcarry/lead26 (staged at the end of session 25; a copy in
 # bench/reference/lead25_h200/staged/): unpacks the binaries once, sets the environment and the
-# logs. Slim builds at ad796d0 + bench/reference/lead25_h200/staged/gemm_residual_algo.patch
+# logs. Slim builds at f45950d + bench/reference/lead25_h200/staged/gemm_residual_algo.patch
 # (session 24's CudaOptions::gemm_residual_algo rebased; off unless
 # INFERA_CUDA_GEMM_RESIDUAL_ALGO is set). Session 25 had no device: the TMA GEMMs (glu_gemm,
 # qkv_gemm, residual_gemm, and their ping-pong schedule; all off by default) have never run.
