@@ -182,7 +182,7 @@ struct CudaOptions {
   int64_t glu_gemm_min_rows = 1;
   int64_t glu_gemm_tile_cols = 0;
   // The GEMM stack's q/k/v GEMM and its qk-norm / RoPE / KV-cache write as ONE kernel of our own
-  // (qkv_gemm.cu on tma_gemm.cuh's kernel: a tile one head of 128 rows, the per-head norm,
+  // (qkv_gemm.cu on tma_gemm.cuh's kernel: a tile 128 rows of one head, the per-head norm,
   // rotation and the writes of bf16 queries, keys and values in the epilogue, on the f32 sums)
   // where q/k/v run as one GEMM (gemm_stack_qkv_one), the attention takes bf16 queries
   // (gemm_stack_attention16), head_dim 128 and a bf16 cache; compute capability 9.0. The GEMM's
