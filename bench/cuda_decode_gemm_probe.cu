@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "cuda_probe_lt.h"
 #include "cuda_probe_util.cuh"
 
 namespace {
@@ -99,41 +100,22 @@ int main() {
       const double t_ex = time_us([&](int i) { ex(i, CUDA_R_32F); }, s);
       const double t_exb = time_us([&](int i) { ex(i, CUDA_R_16BF); }, s);
       // cuBLASLt: every heuristic algorithm (up to 16), timed.
-      cublasLtMatmulDesc_t op;
-      cublasLtMatrixLayout_t la, lb, lc;
-      CB(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-      cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-      CB(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-      CB(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-      CB(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, k, m, k));
-      CB(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, k, n, k));
-      CB(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, m, n, m));
-      cublasLtMatmulPreference_t pref;
-      CB(cublasLtMatmulPreferenceCreate(&pref));
-      size_t wsb = kWorkspace;
-      CB(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb,
-                                              sizeof(wsb)));
-      cublasLtMatmulHeuristicResult_t r[16];
-      int found = 0;
-      CB(cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, 16, r, &found));
+      const probe::LtProblem lp(lt, n, k, m, CUDA_R_32F, kWorkspace, 16);
+      const auto& r = lp.algos;
+      const int found = static_cast<int>(r.size());
       double t_lt0 = -1, t_best = 1e30;
       int best = -1;
       for (int a = 0; a < found; ++a) {
         if (r[a].state != CUBLAS_STATUS_SUCCESS) continue;
         const double t = time_us(
             [&](int i) {
-              CB(cublasLtMatmul(lt, op, &alpha, w.at(i), la, x, lb, &beta, out, lc, out, lc,
-                                &r[a].algo, ws, kWorkspace, s));
+              CB(cublasLtMatmul(lt, lp.op, &alpha, w.at(i), lp.a, x, lp.b, &beta, out, lp.c, out,
+                                lp.c, &r[a].algo, ws, kWorkspace, s));
             },
             s);
         if (a == 0) t_lt0 = t;
         if (t < t_best) t_best = t, best = a;
       }
-      cublasLtMatmulPreferenceDestroy(pref);
-      cublasLtMatrixLayoutDestroy(la);
-      cublasLtMatrixLayoutDestroy(lb);
-      cublasLtMatrixLayoutDestroy(lc);
-      cublasLtMatmulDescDestroy(op);
       double t_pair = -1, t_two = -1;
       if (sh.pair) {
         std::vector<void*> host(6 * 64);

@@ -24,48 +24,12 @@
 #include <string>
 #include <vector>
 
+#include "cuda_probe_lt.h"
 #include "cuda_probe_util.cuh"
 
 namespace {
 
 constexpr size_t kWorkspace = size_t{32} << 20;
-
-struct Lt {
-  cublasLtHandle_t h;
-  cublasLtMatmulDesc_t op;
-  cublasLtMatrixLayout_t a, b, c;
-  cublasLtMatmulAlgo_t algo;
-  bool ok = false;
-};
-
-// out^T (m x n, column-major) = W (k x m col-major, i.e. row-major [m, k]) ^T . X^T (k x n).
-Lt make_lt(cublasLtHandle_t h, int n, int k, int m, cudaDataType_t out_type, void* ws, int* heur) {
-  Lt l{};
-  l.h = h;
-  CB(cublasLtMatmulDescCreate(&l.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-  CB(cublasLtMatmulDescSetAttribute(l.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-  CB(cublasLtMatmulDescSetAttribute(l.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-  CB(cublasLtMatrixLayoutCreate(&l.a, CUDA_R_16BF, k, m, k));
-  CB(cublasLtMatrixLayoutCreate(&l.b, CUDA_R_16BF, k, n, k));
-  CB(cublasLtMatrixLayoutCreate(&l.c, out_type, m, n, m));
-  cublasLtMatmulPreference_t pref;
-  CB(cublasLtMatmulPreferenceCreate(&pref));
-  size_t wsb = kWorkspace;
-  CB(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb,
-                                          sizeof(wsb)));
-  cublasLtMatmulHeuristicResult_t r[8];
-  int found = 0;
-  CB(cublasLtMatmulAlgoGetHeuristic(h, l.op, l.a, l.b, l.c, l.c, pref, 8, r, &found));
-  cublasLtMatmulPreferenceDestroy(pref);
-  *heur = found;
-  if (found > 0) {
-    l.algo = r[0].algo;
-    l.ok = true;
-  }
-  (void)ws;
-  return l;
-}
 
 using probe::fill_bf16;
 
@@ -140,32 +104,17 @@ int probe_algorithms(cudaStream_t s, cublasLtHandle_t lt, void* ws) {
     fill_bf16<<<1024, 256, 0, s>>>(w, size_t(m) * k, 1234u + m);
     fill_bf16<<<1024, 256, 0, s>>>(x, size_t(n) * k, 99u + n);
     CK(cudaMemsetAsync(ref, 0, size_t(n) * m * 4, s));
-    cublasLtMatmulDesc_t op;
-    cublasLtMatrixLayout_t a, b, c;
-    CB(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    CB(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-    CB(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-    CB(cublasLtMatrixLayoutCreate(&a, CUDA_R_16BF, k, m, k));
-    CB(cublasLtMatrixLayoutCreate(&b, CUDA_R_16BF, k, n, k));
-    CB(cublasLtMatrixLayoutCreate(&c, CUDA_R_32F, m, n, m));
-    cublasLtMatmulPreference_t pref;
-    CB(cublasLtMatmulPreferenceCreate(&pref));
-    size_t wsb = kWorkspace;
-    CB(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb,
-                                            sizeof(wsb)));
-    cublasLtMatmulHeuristicResult_t r[kMost];
-    int found = 0;
-    CB(cublasLtMatmulAlgoGetHeuristic(lt, op, a, b, c, c, pref, kMost, r, &found));
-    cublasLtMatmulPreferenceDestroy(pref);
+    const probe::LtProblem lp(lt, n, k, m, CUDA_R_32F, kWorkspace, kMost);
+    const auto& r = lp.algos;
+    const int found = static_cast<int>(r.size());
     const float alpha = 1.f, beta0 = 0.f;
     // The reference: algorithm 0 with beta 0 (the product alone); with beta 1 each timed
     // algorithm accumulates, so only the first launch's output is compared, against the
     // reference plus the zeros it started from.
     std::vector<float> want(size_t(n) * m), got(want.size());
     if (found > 0) {
-      CB(cublasLtMatmul(lt, op, &alpha, w, a, x, b, &beta0, ref, c, ref, c, &r[0].algo, ws,
-                        kWorkspace, s));
+      CB(cublasLtMatmul(lt, lp.op, &alpha, w, lp.a, x, lp.b, &beta0, ref, lp.c, ref, lp.c,
+                        &r[0].algo, ws, kWorkspace, s));
       CK(cudaMemcpyAsync(want.data(), ref, want.size() * 4, cudaMemcpyDeviceToHost, s));
       CK(cudaStreamSynchronize(s));
     }
@@ -177,8 +126,8 @@ int probe_algorithms(cudaStream_t s, cublasLtHandle_t lt, void* ws) {
       CK(cudaMemsetAsync(out, 0, size_t(n) * m * 4, s));
       const float* beta = &sh.beta;
       auto run = [&] {
-        CB(cublasLtMatmul(lt, op, &alpha, w, a, x, b, beta, out, c, out, c, &r[i].algo, ws,
-                          kWorkspace, s));
+        CB(cublasLtMatmul(lt, lp.op, &alpha, w, lp.a, x, lp.b, beta, out, lp.c, out, lp.c,
+                          &r[i].algo, ws, kWorkspace, s));
       };
       run();
       CK(cudaMemcpyAsync(got.data(), out, got.size() * 4, cudaMemcpyDeviceToHost, s));
@@ -195,10 +144,6 @@ int probe_algorithms(cudaStream_t s, cublasLtHandle_t lt, void* ws) {
       std::printf("  %2d%s %8.1f us %6.0f TFLOP/s  ws %7zu  max|diff| %.1e  %s\n", i,
                   i == 0 ? "*" : " ", us, fl / us * 1e-6, r[i].workspaceSize, diff, buf);
     }
-    cublasLtMatrixLayoutDestroy(a);
-    cublasLtMatrixLayoutDestroy(b);
-    cublasLtMatrixLayoutDestroy(c);
-    cublasLtMatmulDescDestroy(op);
     cudaFree(w);
     cudaFree(x);
     cudaFree(out);
@@ -257,17 +202,18 @@ int main(int argc, char** argv) {
       CB(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, w, CUDA_R_16BF, k, x,
                       CUDA_R_16BF, k, &beta, out, ot, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     };
-    int hf = 0, hb = 0;
-    Lt lf = make_lt(lt, n, k, m, CUDA_R_32F, ws, &hf);
-    Lt lb = make_lt(lt, n, k, m, CUDA_R_16BF, ws, &hb);
-    auto run_lt = [&](Lt& l, void* out) {
-      CB(cublasLtMatmul(lt, l.op, &alpha, w, l.a, x, l.b, &beta, out, l.c, out, l.c, &l.algo, ws,
-                        kWorkspace, s));
+    // cuBLASLt with the heuristic's first algorithm of 8.
+    const probe::LtProblem lf(lt, n, k, m, CUDA_R_32F, kWorkspace, 8);
+    const probe::LtProblem lb(lt, n, k, m, CUDA_R_16BF, kWorkspace, 8);
+    const int hf = static_cast<int>(lf.algos.size()), hb = static_cast<int>(lb.algos.size());
+    auto run_lt = [&](const probe::LtProblem& l, void* out) {
+      CB(cublasLtMatmul(lt, l.op, &alpha, w, l.a, x, l.b, &beta, out, l.c, out, l.c,
+                        &l.algos[0].algo, ws, kWorkspace, s));
     };
     const double t1 = time_us([&] { ex(CUDA_R_32F, ref); }, s);
     const double t2 = time_us([&] { ex(CUDA_R_16BF, ob); }, s);
-    const double t3 = lf.ok ? time_us([&] { run_lt(lf, of); }, s) : -1;
-    const double t4 = lb.ok ? time_us([&] { run_lt(lb, ob); }, s) : -1;
+    const double t3 = hf > 0 ? time_us([&] { run_lt(lf, of); }, s) : -1;
+    const double t4 = hb > 0 ? time_us([&] { run_lt(lb, ob); }, s) : -1;
     bf16_to_f32<<<1024, 256, 0, s>>>(ob, of2, size_t(n) * m);
     CK(cudaStreamSynchronize(s));
     std::vector<float> r(size_t(n) * m), a(r.size()), b(r.size());
